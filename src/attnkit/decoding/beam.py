@@ -1,0 +1,104 @@
+"""Batched beam search with the GNMT length penalty (Wu et al., 2016), for any seq2seq model.
+
+Each sentence keeps K live hypotheses; at every step the 2K best extensions are ranked, those ending
+in eos (among the top K) are finalized, and the best K others live on. A sentence is done once it
+has K finished hypotheses; its rows then leave the batch, so later steps cost less.
+
+Legend: B sentences still decoding, K beam size, N = B * K rows, V vocabulary, S source length.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .common import Hypothesis, decode_cap, force_eos, length_limits, step_log_probs
+
+
+def length_penalty(length: int, alpha: float) -> float:
+    """lp(Y) = ((5 + |Y|) / 6) ^ alpha; score = log P(Y | X) / lp(Y). alpha = 0 disables it."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+@torch.no_grad()
+def beam_search(
+    model,
+    src: Tensor,
+    *,
+    beam_size: int = 4,
+    length_penalty_alpha: float = 0.6,
+    nbest: int = 1,
+    max_len_a: float = 1.5,
+    max_len_b: int = 10,
+    return_attention: bool = False,
+) -> list[list[Hypothesis]]:
+    """Decode src (B, S); returns for each sentence its ``nbest`` hypotheses, best first."""
+    if not 1 <= nbest <= beam_size:
+        raise ValueError(f"nbest must be between 1 and beam_size={beam_size}, got {nbest}")
+    cfg, K, device = model.config, beam_size, src.device
+    B = src.size(0)
+    limits = length_limits(src, cfg.pad_id, max_len_a, max_len_b, decode_cap(model))  # (B,)
+    rows = torch.arange(B, device=device).repeat_interleave(K)  # (B*K,) sentence of each row
+    enc = model.encode(src).index_select(rows)
+    cache = model.init_cache(enc)
+
+    active = torch.arange(B, device=device)  # original sentence index of each live sentence
+    scores = torch.zeros(B, K, device=device)  # running log P of each live hypothesis
+    scores[:, 1:] = float("-inf")  # all beams start identical: expand only the first
+    prefix = torch.full((B * K, 1), cfg.bos_id, dtype=torch.long, device=device)  # (N, t+1)
+    attn_hist: Tensor | None = None  # (N, t, S)
+    finished: list[list[Hypothesis]] = [[] for _ in range(B)]
+
+    step = 0
+    while active.numel() > 0:
+        n = active.numel()
+        logp, attn = step_log_probs(model, prefix[:, -1:], enc, cache, need_weights=return_attention)
+        at_limit = (step + 1 >= limits[active]).repeat_interleave(K)  # (N,)
+        logp = force_eos(logp, at_limit, cfg.eos_id)
+        V = logp.size(-1)
+        cand = (scores[:, :, None] + logp.view(n, K, V)).view(n, K * V)  # (B, K*V)
+        top_scores, top_idx = cand.topk(2 * K, dim=1)  # (B, 2K), best first
+        top_beam, top_tok = top_idx // V, top_idx % V  # (B, 2K)
+        is_eos = (top_tok == cfg.eos_id) & torch.isfinite(top_scores)
+        if attn is not None:
+            step_attn = attn[:, None]  # (N, 1, S)
+            attn_hist = step_attn if attn_hist is None else torch.cat([attn_hist, step_attn], dim=1)
+
+        # Finalize eos candidates that rank among the top K of their sentence.
+        for b, j in is_eos[:, :K].nonzero().tolist():
+            i = active[b].item()
+            if len(finished[i]) >= K:
+                continue
+            row = b * K + top_beam[b, j].item()
+            tokens = prefix[row, 1:].tolist()
+            log_p = top_scores[b, j].item()
+            attention = attn_hist[row].clone() if attn_hist is not None else None
+            hyp = Hypothesis(
+                tokens, log_p / length_penalty(len(tokens) + 1, length_penalty_alpha), log_p, attention
+            )
+            finished[i].append(hyp)
+
+        # The K best non-eos candidates live on (eos ones pushed behind all others).
+        rank = torch.arange(2 * K, device=device).expand(n, -1) + is_eos.long() * 2 * K  # (B, 2K)
+        keep_pos = rank.topk(K, dim=1, largest=False).indices  # (B, K)
+        scores = top_scores.gather(1, keep_pos)  # (B, K)
+        origin = (top_beam.gather(1, keep_pos) + torch.arange(n, device=device)[:, None] * K).view(-1)  # (N,)
+        new_tok = top_tok.gather(1, keep_pos).view(-1, 1)  # (N, 1)
+        prefix = torch.cat([prefix.index_select(0, origin), new_tok], dim=1)
+        if attn_hist is not None:
+            attn_hist = attn_hist.index_select(0, origin)
+        cache.index_select(origin)
+        step += 1
+
+        done = torch.tensor([len(finished[i]) >= K for i in active.tolist()], device=device)
+        if done.any():
+            keep = (~done).nonzero().squeeze(1)  # (B',) live sentences
+            keep_rows = (keep[:, None] * K + torch.arange(K, device=device)).view(-1)  # (B'*K,)
+            active, scores = active[keep], scores[keep]
+            prefix = prefix.index_select(0, keep_rows)
+            if attn_hist is not None:
+                attn_hist = attn_hist.index_select(0, keep_rows)
+            enc = enc.index_select(keep_rows)
+            cache.index_select(keep_rows)
+
+    return [sorted(hyps, key=lambda h: h.score, reverse=True)[:nbest] for hyps in finished]

@@ -1,0 +1,61 @@
+"""What greedy and beam search share: hypotheses, length limits, the per-step log-probabilities.
+
+Both searches drive any model with the seq2seq interface (``encode``, ``init_cache``, ``decode``,
+``config.pad_id/bos_id/eos_id/max_len``): the Transformer and the RNN encoder-decoder alike.
+
+Legend: B batch, K beam, S source length, V vocabulary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+@dataclass
+class Hypothesis:
+    """One output: token ids (no bos, no eos), its length-normalized score and total log-probability.
+
+    attention: (len(tokens) + 1, S) cross-attention of the last decoder layer averaged over heads,
+    one row per generated token including eos, when asked for.
+    """
+
+    tokens: list[int]
+    score: float
+    log_prob: float
+    attention: Tensor | None = None
+
+
+def length_limits(src: Tensor, pad_id: int, max_len_a: float, max_len_b: int, cap: int) -> Tensor:
+    """Most tokens (eos included) each sentence may produce: a * source length + b, at most ``cap``."""
+    src_len = (src != pad_id).sum(dim=1)  # (B,)
+    return (max_len_a * src_len + max_len_b).long().clamp(min=1, max=cap)  # (B,)
+
+
+def decode_cap(model) -> int:
+    """Positions the decoder can embed: bos takes one, so max_len - 1 outputs."""
+    return int(model.config.max_len) - 1
+
+
+def step_log_probs(model, tokens: Tensor, enc, cache, *, need_weights: bool) -> tuple[Tensor, Tensor | None]:
+    """Run one cached decoder step on the newest tokens (N, 1) -> log p (N, V), attention (N, S)."""
+    out = model.decode(tokens, enc, cache=cache, need_weights=need_weights)
+    logp = F.log_softmax(out.logits[:, -1].float(), dim=-1)  # (N, V)
+    cfg = model.config
+    logp[:, [cfg.pad_id, cfg.bos_id]] = float("-inf")  # never generated
+    attn = None
+    if need_weights and out.cross_attn:
+        attn = out.cross_attn[-1][:, :, -1].mean(dim=1)  # last layer, last position, mean of heads: (N, S)
+    return logp, attn
+
+
+def force_eos(logp: Tensor, at_limit: Tensor, eos_id: int) -> Tensor:
+    """Rows whose length limit is reached may only end: every token but eos gets -inf."""
+    if at_limit.any():
+        forced = torch.full_like(logp[0], float("-inf"))
+        forced[eos_id] = 0.0
+        logp = torch.where(at_limit[:, None], forced, logp)
+    return logp

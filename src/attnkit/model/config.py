@@ -1,0 +1,140 @@
+"""Model configs: the Transformer (paper Table 3 "base"), a decoder-only LM and an encoder classifier."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+from ..config import ConfigBase
+
+ACTIVATIONS = ("relu", "gelu")
+NORMS = ("post", "pre")
+POSITIONALS = ("sinusoidal", "learned")
+
+
+@dataclasses.dataclass
+class BlockConfig(ConfigBase):
+    """What every attention block needs, whichever model stacks them.
+
+    norm: "post" = LayerNorm(x + Sublayer(x)) as in the paper; "pre" = x + Sublayer(LayerNorm(x)).
+    dropout: on embeddings and every sublayer output (P_drop); attention_dropout: on attention weights.
+    """
+
+    d_model: int = 512
+    n_heads: int = 8
+    d_ff: int = 2048
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation: str = "relu"
+    norm: str = "post"
+    positional: str = "sinusoidal"
+    max_len: int = 1024
+    bias: bool = True
+    pad_id: int = 0
+
+    def validate(self) -> None:
+        self._positive("d_model", "n_heads", "d_ff", "max_len")
+        self._check(
+            self.d_model % self.n_heads == 0, "d_model", f"must be divisible by n_heads={self.n_heads}"
+        )
+        for name in ("dropout", "attention_dropout"):
+            self._check(0.0 <= getattr(self, name) < 1.0, name, "must be in [0, 1)")
+        self._choice("activation", ACTIVATIONS)
+        self._choice("norm", NORMS)
+        self._choice("positional", POSITIONALS)
+        self._check(self.pad_id >= 0, "pad_id", "must be >= 0")
+
+
+@dataclasses.dataclass
+class TransformerConfig(BlockConfig):
+    """The encoder-decoder Transformer.
+
+    share_vocab: one embedding matrix for source and target (needs equal vocabulary sizes).
+    tie_output: the pre-softmax projection shares the target embedding (paper section 3.4);
+    embeddings are multiplied by sqrt(d_model) in either case.
+    """
+
+    src_vocab_size: int = 8000
+    tgt_vocab_size: int = 8000
+    n_encoder_layers: int = 6
+    n_decoder_layers: int = 6
+    share_vocab: bool = False
+    tie_output: bool = True
+    bos_id: int = 1
+    eos_id: int = 2
+
+    presets: ClassVar[dict[str, dict[str, Any]]] = {
+        "base": dict(d_model=512, n_heads=8, d_ff=2048, n_encoder_layers=6, n_decoder_layers=6, dropout=0.1),
+        "big": dict(d_model=1024, n_heads=16, d_ff=4096, n_encoder_layers=6, n_decoder_layers=6, dropout=0.3),
+        "tiny": dict(
+            d_model=32,
+            n_heads=4,
+            d_ff=64,
+            n_encoder_layers=2,
+            n_decoder_layers=2,
+            dropout=0.0,
+            src_vocab_size=20,
+            tgt_vocab_size=20,
+            max_len=64,
+        ),
+    }
+
+    def validate(self) -> None:
+        super().validate()
+        self._positive("src_vocab_size", "tgt_vocab_size", "n_encoder_layers", "n_decoder_layers")
+        if self.share_vocab:
+            self._check(
+                self.src_vocab_size == self.tgt_vocab_size,
+                "share_vocab",
+                f"needs src_vocab_size == tgt_vocab_size (got {self.src_vocab_size} and {self.tgt_vocab_size})",
+            )
+        vocab = min(self.src_vocab_size, self.tgt_vocab_size)
+        for name in ("pad_id", "bos_id", "eos_id"):
+            self._check(0 <= getattr(self, name) < vocab, name, f"must be a token id below {vocab}")
+        self._check(
+            len({self.pad_id, self.bos_id, self.eos_id}) == 3, "eos_id", "pad, bos and eos ids must differ"
+        )
+
+
+@dataclasses.dataclass
+class LMConfig(BlockConfig):
+    """Decoder-only language model: causal self-attention blocks, no cross-attention."""
+
+    vocab_size: int = 8000
+    n_layers: int = 6
+    tie_output: bool = True
+    bos_id: int = 1
+    eos_id: int = 2
+
+    presets: ClassVar[dict[str, dict[str, Any]]] = {
+        "tiny": dict(d_model=32, n_heads=4, d_ff=64, n_layers=2, dropout=0.0, vocab_size=20, max_len=64),
+    }
+
+    def validate(self) -> None:
+        super().validate()
+        self._positive("vocab_size", "n_layers")
+        for name in ("pad_id", "bos_id", "eos_id"):
+            self._check(0 <= getattr(self, name) < self.vocab_size, name, f"must be below {self.vocab_size}")
+
+
+@dataclasses.dataclass
+class ClassifierConfig(BlockConfig):
+    """Encoder-only classifier: the encoder stack, a pooling of its outputs, a linear layer.
+
+    pooling: "mean" over real tokens, or "first" (the first token's state, BERT's [CLS] style).
+    """
+
+    vocab_size: int = 8000
+    n_layers: int = 6
+    n_classes: int = 2
+    pooling: str = "mean"
+
+    presets: ClassVar[dict[str, dict[str, Any]]] = {
+        "tiny": dict(d_model=32, n_heads=4, d_ff=64, n_layers=2, dropout=0.0, vocab_size=20, max_len=64),
+    }
+
+    def validate(self) -> None:
+        super().validate()
+        self._positive("vocab_size", "n_layers", "n_classes")
+        self._choice("pooling", ("mean", "first"))
+        self._check(0 <= self.pad_id < self.vocab_size, "pad_id", f"must be below {self.vocab_size}")

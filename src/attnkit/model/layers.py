@@ -1,0 +1,128 @@
+"""The Transformer's building blocks (paper section 3.1-3.3): sublayers, encoder and decoder layers.
+
+Legend: B batch, S source length, T target length, D d_model, H heads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..attention import KVCache, MultiHeadAttention
+from .config import BlockConfig
+
+_ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
+
+
+class PositionwiseFeedForward(nn.Module):
+    """FFN(x) = max(0, x W1 + b1) W2 + b2 (eq. 2), applied to every position alike."""
+
+    def __init__(self, d_model: int, d_ff: int, activation: str = "relu", bias: bool = True):
+        super().__init__()
+        self.w1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.w2 = nn.Linear(d_ff, d_model, bias=bias)
+        self.activation = _ACTIVATIONS[activation]
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w2(self.activation(self.w1(x)))  # (B, T, D) -> (B, T, d_ff) -> (B, T, D)
+
+
+class Residual(nn.Module):
+    """Residual connection around a sublayer with dropout and layer normalization (section 5.4).
+
+    post-norm (paper): LayerNorm(x + Dropout(Sublayer(x))); pre-norm: x + Dropout(Sublayer(LayerNorm(x))).
+    """
+
+    def __init__(self, d_model: int, dropout: float, norm: str):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.pre_norm = norm == "pre"
+
+    def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+        if self.pre_norm:
+            return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))
+
+
+class SelfAttentionLayer(nn.Module):
+    """Self-attention + feed-forward: an encoder layer, or with ``causal=True`` a decoder-only layer."""
+
+    def __init__(self, cfg: BlockConfig):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(
+            cfg.d_model, cfg.n_heads, dropout=cfg.attention_dropout, bias=cfg.bias
+        )
+        self.ffn = PositionwiseFeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.bias)
+        self.attn_residual = Residual(cfg.d_model, cfg.dropout, cfg.norm)
+        self.ffn_residual = Residual(cfg.d_model, cfg.dropout, cfg.norm)
+
+    def forward(
+        self,
+        x: Tensor,
+        *,
+        mask: Tensor | None = None,
+        causal: bool = False,
+        cache: KVCache | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """x (B, T, D), mask (B, 1, 1, T) True = real -> (B, T, D), weights (B, H, T, T) or None."""
+        weights = None
+
+        def attend(h: Tensor) -> Tensor:
+            nonlocal weights
+            out, weights = self.self_attn(
+                h, h, h, key_padding_mask=mask, causal=causal, cache=cache, need_weights=need_weights
+            )
+            return out
+
+        x = self.attn_residual(x, attend)
+        return self.ffn_residual(x, self.ffn), weights
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, encoder-decoder (cross) attention, feed-forward (section 3.1)."""
+
+    def __init__(self, cfg: BlockConfig):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(
+            cfg.d_model, cfg.n_heads, dropout=cfg.attention_dropout, bias=cfg.bias
+        )
+        self.cross_attn = MultiHeadAttention(
+            cfg.d_model, cfg.n_heads, dropout=cfg.attention_dropout, bias=cfg.bias
+        )
+        self.ffn = PositionwiseFeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.bias)
+        self.self_residual = Residual(cfg.d_model, cfg.dropout, cfg.norm)
+        self.cross_residual = Residual(cfg.d_model, cfg.dropout, cfg.norm)
+        self.ffn_residual = Residual(cfg.d_model, cfg.dropout, cfg.norm)
+
+    def forward(
+        self,
+        y: Tensor,
+        memory: Tensor,
+        *,
+        src_mask: Tensor | None,
+        self_cache: KVCache | None = None,
+        cross_cache: KVCache | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """y (B, T, D), memory (B, S, D) -> y (B, T, D), self weights (B, H, T, T'), cross (B, H, T, S)."""
+        self_w = cross_w = None
+
+        def self_attend(h: Tensor) -> Tensor:
+            nonlocal self_w
+            out, self_w = self.self_attn(h, h, h, causal=True, cache=self_cache, need_weights=need_weights)
+            return out
+
+        def cross_attend(h: Tensor) -> Tensor:
+            nonlocal cross_w
+            out, cross_w = self.cross_attn(
+                h, memory, memory, key_padding_mask=src_mask, cache=cross_cache, need_weights=need_weights
+            )
+            return out
+
+        y = self.self_residual(y, self_attend)
+        y = self.cross_residual(y, cross_attend)
+        return self.ffn_residual(y, self.ffn), self_w, cross_w
