@@ -81,7 +81,9 @@ class RNNEncoderOutput:
     s0: Tensor
 
     def index_select(self, index: Tensor) -> RNNEncoderOutput:
-        return RNNEncoderOutput(*(t.index_select(0, index) for t in dataclasses.astuple(self)))
+        return RNNEncoderOutput(
+            *(getattr(self, f.name).index_select(0, index) for f in dataclasses.fields(self))
+        )
 
 
 @dataclass

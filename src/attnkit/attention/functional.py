@@ -25,6 +25,11 @@ def basic_self_attention(x: Tensor) -> tuple[Tensor, Tensor]:
     return z, alpha
 
 
+def attention_scores(q: Tensor, k: Tensor) -> Tensor:
+    """Unnormalized weights omega_ij = q_i . k_j (seed 000): q (..., Tq, Dh), k (..., Tk, Dh) -> (..., Tq, Tk)."""
+    return q @ k.transpose(-2, -1)
+
+
 def scaled_dot_product_attention(
     q: Tensor,
     k: Tensor,
@@ -43,7 +48,7 @@ def scaled_dot_product_attention(
         out: (..., Tq, Dv); weights: (..., Tq, Tk), the attention weights after masking
         (a query row with nothing to attend to gets all-zero weights and a zero output, never NaN).
     """
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., Tq, Tk)
+    scores = attention_scores(q, k) / math.sqrt(q.size(-1))  # (..., Tq, Tk)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = F.softmax(scores, dim=-1)

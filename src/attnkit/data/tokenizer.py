@@ -1,0 +1,241 @@
+"""SentencePiece subword tokenizer that lives inside the checkpoint.
+
+The paper (Section 5.1) encodes WMT En-De with a shared source-target vocabulary of about 37000
+byte-pair tokens; here one SentencePiece model is trained for both sides (``joint=True``) or one
+per side. The trained models are kept as serialized protos (bytes) so that ``state_dict()`` can be
+stored in a checkpoint next to the weights and a checkpoint alone is enough to translate.
+
+Special ids are fixed across attnkit: pad=0, bos=1, eos=2, unk=3. ``encode`` adds no bos/eos
+(``attnkit.data.batching.collate`` does); ``decode`` stops at the first eos.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import sentencepiece as spm
+
+from attnkit.errors import CheckpointError, ConfigError, DataError
+
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
+MODEL_TYPES = ("unigram", "bpe")
+_STATE_VERSION = 1
+_SIDES = ("src", "tgt")
+
+
+def _check_side(side: str) -> str:
+    if side not in _SIDES:
+        raise ValueError(f"side must be 'src' or 'tgt', got {side!r}")
+    return side
+
+
+def _train_one(
+    sentences: list[str],
+    *,
+    vocab_size: int,
+    model_type: str,
+    character_coverage: float,
+    num_threads: int,
+    max_sentences: int | None,
+    seed: int,
+    name: str,
+) -> bytes:
+    """Train one SentencePiece model in memory and return its serialized proto.
+
+    If the corpus is too small for ``vocab_size``, SentencePiece refuses ("Vocabulary size too
+    high"); we then retrain with ``hard_vocab_limit=False`` (vocab_size becomes an upper bound) and
+    warn, so tiny corpora (tests, smoke runs) work and the real size is read from the model.
+    """
+    options: dict[str, Any] = dict(
+        vocab_size=vocab_size,
+        model_type=model_type,
+        character_coverage=character_coverage,
+        pad_id=PAD_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+        unk_id=UNK_ID,
+        # Unigram EM splits work by thread, so its pieces depend on the thread count: fixing it
+        # (rather than using SentencePiece's default) makes training reproducible across machines.
+        num_threads=num_threads,
+        minloglevel=1,
+    )
+    if max_sentences is not None:
+        options.update(input_sentence_size=max_sentences, shuffle_input_sentence=True)
+    spm.set_random_generator_seed(seed)  # only used when subsampling with max_sentences
+
+    def run(**extra: Any) -> bytes:
+        writer = io.BytesIO()
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences), model_writer=writer, **options, **extra
+        )
+        return writer.getvalue()
+
+    try:
+        return run()
+    except RuntimeError as err:
+        if "Vocabulary size too high" not in str(err):
+            raise ConfigError(f"training the {name} SentencePiece model failed: {err}") from err
+        detail = str(err).rsplit("]", 1)[-1].strip()
+    proto = run(hard_vocab_limit=False)
+    got = spm.SentencePieceProcessor(model_proto=proto).get_piece_size()
+    warnings.warn(
+        f"{name} corpus too small for vocab_size={vocab_size} ({detail}); "
+        f"trained a vocabulary of {got} pieces instead",
+        stacklevel=3,
+    )
+    return proto
+
+
+class SubwordTokenizer:
+    """One joint or two separate (src, tgt) SentencePiece models.
+
+    Build with ``SubwordTokenizer.train(...)`` or ``SubwordTokenizer.from_state_dict(...)``.
+    """
+
+    pad_id, bos_id, eos_id, unk_id = PAD_ID, BOS_ID, EOS_ID, UNK_ID
+
+    def __init__(self, src_proto: bytes, tgt_proto: bytes | None = None):
+        """``tgt_proto=None`` means joint: both sides share ``src_proto``."""
+        self._protos = {"src": bytes(src_proto), "tgt": None if tgt_proto is None else bytes(tgt_proto)}
+        self._sp = {"src": self._load(src_proto, "src")}
+        self._sp["tgt"] = self._sp["src"] if tgt_proto is None else self._load(tgt_proto, "tgt")
+
+    @staticmethod
+    def _load(proto: bytes, side: str) -> spm.SentencePieceProcessor:
+        sp = spm.SentencePieceProcessor()
+        try:
+            sp.LoadFromSerializedProto(proto)
+        except (RuntimeError, TypeError) as err:
+            raise CheckpointError(
+                f"tokenizer {side} model is not a valid SentencePiece proto: {err}"
+            ) from err
+        ids = (sp.pad_id(), sp.bos_id(), sp.eos_id(), sp.unk_id())
+        if ids != (PAD_ID, BOS_ID, EOS_ID, UNK_ID):
+            raise CheckpointError(
+                f"tokenizer {side} model has special ids (pad, bos, eos, unk) = {ids}, "
+                f"attnkit needs {(PAD_ID, BOS_ID, EOS_ID, UNK_ID)}"
+            )
+        return sp
+
+    @classmethod
+    def train(
+        cls,
+        src_sentences: Iterable[str],
+        tgt_sentences: Iterable[str],
+        *,
+        vocab_size: int = 8000,
+        model_type: str = "unigram",
+        joint: bool = True,
+        character_coverage: float = 1.0,
+        num_threads: int = 4,
+        max_sentences: int | None = None,
+        seed: int = 0,
+    ) -> SubwordTokenizer:
+        """Train on raw (untokenized) sentences; deterministic for the same input and arguments.
+
+        Args:
+            vocab_size: pieces per model (joint: shared by both sides). An upper bound if the corpus
+                is too small to reach it (a warning says what was trained).
+            model_type: "unigram" or "bpe".
+            joint: one shared model trained on src + tgt, or one model per side.
+            character_coverage: fraction of characters covered; 1.0 suits Latin-script languages.
+            num_threads: trainer threads; part of the result for unigram, so keep it fixed.
+            max_sentences: train on a random subset of this many sentences per model (big corpora).
+            seed: seeds that subset.
+        """
+        if model_type not in MODEL_TYPES:
+            raise ConfigError(f"tokenizer model_type must be one of {MODEL_TYPES}, got {model_type!r}")
+        if vocab_size <= UNK_ID + 1:
+            raise ConfigError(f"tokenizer vocab_size must be > {UNK_ID + 1}, got {vocab_size}")
+        src, tgt = list(src_sentences), list(tgt_sentences)
+        for name, sents in (("source", src), ("target", tgt)):
+            if not any(s.strip() for s in sents):
+                raise DataError(f"cannot train a tokenizer: the {name} corpus is empty")
+        kw = dict(
+            vocab_size=vocab_size,
+            model_type=model_type,
+            character_coverage=character_coverage,
+            num_threads=num_threads,
+            max_sentences=max_sentences,
+            seed=seed,
+        )
+        if joint:
+            return cls(_train_one(src + tgt, name="joint", **kw))
+        return cls(_train_one(src, name="source", **kw), _train_one(tgt, name="target", **kw))
+
+    # --- vocabulary -------------------------------------------------------------------------------
+    @property
+    def joint(self) -> bool:
+        return self._protos["tgt"] is None
+
+    @property
+    def src_vocab_size(self) -> int:
+        return self._sp["src"].get_piece_size()
+
+    @property
+    def tgt_vocab_size(self) -> int:
+        return self._sp["tgt"].get_piece_size()
+
+    # --- text <-> ids -----------------------------------------------------------------------------
+    def encode(self, text: str, side: str = "src") -> list[int]:
+        """Subword ids of one sentence, without bos/eos."""
+        return self._sp[_check_side(side)].encode(text)
+
+    def encode_batch(self, texts: Sequence[str], side: str = "src") -> list[list[int]]:
+        return self._sp[_check_side(side)].encode(list(texts))
+
+    def decode(self, ids: Sequence[int], side: str = "tgt") -> str:
+        """Detokenized text of ``ids`` (a list or 1-D tensor): stops at eos, skips pad and bos."""
+        if hasattr(ids, "tolist"):
+            ids = ids.tolist()
+        kept = []
+        for i in ids:
+            if i == EOS_ID:
+                break
+            if i not in (PAD_ID, BOS_ID):
+                kept.append(int(i))
+        return self._sp[_check_side(side)].decode(kept)
+
+    def pieces(self, text: str, side: str = "src") -> list[str]:
+        """Subword strings of one sentence (labels for attention maps)."""
+        return self._sp[_check_side(side)].encode(text, out_type=str)
+
+    def id_to_piece(self, i: int, side: str = "tgt") -> str:
+        return self._sp[_check_side(side)].id_to_piece(int(i))
+
+    # --- serialization ----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Plain types and bytes only: survives ``torch.load(weights_only=True)``."""
+        return {
+            "version": _STATE_VERSION,
+            "joint": self.joint,
+            "src": self._protos["src"],
+            "tgt": self._protos["tgt"],
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> SubwordTokenizer:
+        if not isinstance(state, dict) or set(state) != {"version", "joint", "src", "tgt"}:
+            keys = sorted(state) if isinstance(state, dict) else type(state).__name__
+            raise CheckpointError(
+                f"tokenizer state must have keys ['joint', 'src', 'tgt', 'version'], got {keys}"
+            )
+        if state["version"] != _STATE_VERSION:
+            raise CheckpointError(
+                f"tokenizer state version {state['version']} is not supported "
+                f"(this attnkit reads version {_STATE_VERSION})"
+            )
+        if not isinstance(state["src"], bytes) or state["joint"] != (state["tgt"] is None):
+            raise CheckpointError(
+                "tokenizer state is inconsistent: 'src' must be bytes and 'tgt' "
+                "must be None exactly when 'joint' is True"
+            )
+        return cls(state["src"], state["tgt"])
+
+    def __repr__(self) -> str:
+        if self.joint:
+            return f"SubwordTokenizer(joint, vocab={self.src_vocab_size})"
+        return f"SubwordTokenizer(src_vocab={self.src_vocab_size}, tgt_vocab={self.tgt_vocab_size})"

@@ -1,0 +1,136 @@
+"""Attention: reference math against the fused kernel and torch.nn.MultiheadAttention; masks."""
+
+import pytest
+import torch
+
+from attnkit.attention import (
+    AdditiveAttention,
+    KVCache,
+    MultiHeadAttention,
+    MultiplicativeAttention,
+    causal_mask,
+    padding_mask,
+    scaled_dot_product_attention,
+)
+
+
+def test_masks_follow_one_convention():
+    tokens = torch.tensor([[5, 6, 0, 0], [7, 0, 0, 0]])
+    m = padding_mask(tokens, pad_id=0)
+    assert m.shape == (2, 1, 1, 4) and m.dtype == torch.bool
+    assert m[0, 0, 0].tolist() == [True, True, False, False]
+    c = causal_mask(3)
+    assert c.tolist() == [[True, False, False], [True, True, False], [True, True, True]]
+
+
+def test_fully_masked_query_row_gives_zeros_not_nan():
+    q, k, v = torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.randn(2, 5, 4)
+    mask = torch.ones(2, 3, 5, dtype=torch.bool)
+    mask[1, 2] = False
+    out, w = scaled_dot_product_attention(q, k, v, mask=mask)
+    assert not torch.isnan(out).any() and not torch.isnan(w).any()
+    assert torch.all(out[1, 2] == 0) and torch.all(w[1, 2] == 0)
+    torch.testing.assert_close(w[0].sum(-1), torch.ones(3))
+
+
+def test_masked_keys_get_zero_weight():
+    q, k, v = torch.randn(1, 2, 4), torch.randn(1, 3, 4), torch.randn(1, 3, 4)
+    mask = torch.tensor([[[True, False, True]]])
+    _, w = scaled_dot_product_attention(q, k, v, mask=mask)
+    assert torch.all(w[..., 1] == 0)
+
+
+@pytest.mark.parametrize(
+    "case", ["self", "self-padding", "self-causal", "self-causal-padding", "cross", "cross-padding"]
+)
+def test_fused_path_equals_reference_path(case):
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(32, 4).eval()
+    B, Tq = 3, 6
+    Tk = 9 if case.startswith("cross") else Tq
+    x = torch.randn(B, Tq, 32)
+    mem = torch.randn(B, Tk, 32) if case.startswith("cross") else x
+    kpm = None
+    if "padding" in case:
+        lengths = torch.tensor([Tk, Tk - 2, 1])
+        kpm = torch.arange(Tk)[None, :] < lengths[:, None]  # (B, Tk) True = real
+    causal = "causal" in case
+    fused, none = mha(x, mem, mem, key_padding_mask=kpm, causal=causal)
+    ref, w = mha(x, mem, mem, key_padding_mask=kpm, causal=causal, need_weights=True)
+    assert none is None and w.shape == (B, 4, Tq, Tk)
+    torch.testing.assert_close(fused, ref, atol=1e-5, rtol=1e-5)
+    if causal:
+        assert torch.all(w.triu(diagonal=1) == 0)
+
+
+@pytest.mark.parametrize("cross", [False, True])
+def test_multihead_equals_torch_multiheadattention(cross):
+    torch.manual_seed(0)
+    D, H = 32, 4
+    ours = MultiHeadAttention(D, H).eval()
+    ref = torch.nn.MultiheadAttention(D, H, batch_first=True).eval()
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(ours.in_proj.weight)
+        ref.in_proj_bias.copy_(ours.in_proj.bias)
+        ref.out_proj.weight.copy_(ours.out_proj.weight)
+        ref.out_proj.bias.copy_(ours.out_proj.bias)
+    x = torch.randn(2, 5, D)
+    mem = torch.randn(2, 7, D) if cross else x
+    real = torch.ones(2, mem.size(1), dtype=torch.bool)
+    real[1, -3:] = False
+    out, w = ours(x, mem, mem, key_padding_mask=real, need_weights=True)
+    # PyTorch's padding mask uses the opposite convention: True = ignore.
+    ref_out, ref_w = ref(x, mem, mem, key_padding_mask=~real, need_weights=True, average_attn_weights=False)
+    torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(w, ref_w, atol=1e-5, rtol=1e-5)
+    fused, _ = ours(x, mem, mem, key_padding_mask=real)
+    torch.testing.assert_close(fused, ref_out, atol=1e-5, rtol=1e-5)
+
+
+def test_self_attention_cache_equals_full_causal_pass():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 2).eval()
+    x = torch.randn(2, 5, 16)
+    full, _ = mha(x, x, x, causal=True)
+    cache = KVCache()
+    steps = [mha(x[:, t : t + 1], x[:, t : t + 1], x[:, t : t + 1], causal=True, cache=cache)[0] for t in range(5)]
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
+    assert len(cache) == 5
+    # Two steps at once after a prefix of three: the offset causal mask.
+    cache2 = KVCache()
+    a, _ = mha(x[:, :3], x[:, :3], x[:, :3], causal=True, cache=cache2)
+    b, _ = mha(x[:, 3:], x[:, 3:], x[:, 3:], causal=True, cache=cache2)
+    torch.testing.assert_close(torch.cat([a, b], 1), full, atol=1e-5, rtol=1e-5)
+
+
+def test_cross_attention_cache_projects_memory_once():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 2).eval()
+    y, mem = torch.randn(2, 1, 16), torch.randn(2, 4, 16)
+    cache = KVCache(static=True)
+    first, _ = mha(y, mem, mem, cache=cache)
+    k = cache.k
+    second, _ = mha(y, mem * 0 + 123.0, mem, cache=cache)  # a changed memory must be ignored: cached
+    assert cache.k is k
+    torch.testing.assert_close(first, second)
+
+
+@pytest.mark.parametrize("scorer", ["additive", "multiplicative"])
+def test_recurrent_attention_weights_and_context(scorer):
+    torch.manual_seed(0)
+    B, S, Ds, Dh = 2, 5, 6, 8
+    attn = AdditiveAttention(Ds, Dh, 7) if scorer == "additive" else MultiplicativeAttention(Ds, Dh)
+    s, h = torch.randn(B, Ds), torch.randn(B, S, Dh)
+    mask = torch.tensor([[True] * 5, [True, True, True, False, False]])
+    c, alpha = attn(s, h, mask=mask)
+    assert c.shape == (B, Dh) and alpha.shape == (B, S)
+    torch.testing.assert_close(alpha.sum(-1), torch.ones(B))
+    assert torch.all(alpha[1, 3:] == 0)
+    torch.testing.assert_close(c, torch.einsum("bs,bsd->bd", alpha, h))
+    # Precomputed keys give the same result (the decoder computes them once per sentence).
+    c2, _ = attn(s, h, keys=attn.keys(h), mask=mask)
+    torch.testing.assert_close(c, c2)
+    if scorer == "additive":  # e_j = v^T tanh(W s + U h_j), by hand
+        e = attn.v(torch.tanh(attn.W(s)[:, None] + attn.U(h))).squeeze(-1)
+        e = e.masked_fill(~mask, float("-inf"))
+        torch.testing.assert_close(alpha, torch.softmax(e, -1))
