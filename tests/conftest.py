@@ -1,6 +1,7 @@
 """Fixtures: every seq2seq model kind, for the interface tests."""
 
 import pytest
+
 from helpers import make_model
 
 

@@ -14,7 +14,6 @@ from attnkit.model import (
     count_parameters,
 )
 from attnkit.rnn import RNNConfig
-
 from helpers import make_model, random_tokens
 
 

@@ -33,7 +33,8 @@ class Scores:
                  f"{'':<16} {self.bleu_detail}",
                  f"{'chrF':<16} {self.chrf:6.2f}  {self.chrf_signature}"]
         if self.bleu_lowercase is not None:
-            lines.append(f"{'BLEU lowercased':<16} {self.bleu_lowercase:6.2f}  {self.bleu_lowercase_signature}")
+            lc = f"{'BLEU lowercased':<16} {self.bleu_lowercase:6.2f}"
+            lines.append(f"{lc}  {self.bleu_lowercase_signature}")
         return "\n".join(lines)
 
 

@@ -135,16 +135,17 @@ def plot_learning_curve(csv_path: str | Path, out_path: str | Path) -> Path:
     fig = _figure(12, 4.5)
     ax_loss, ax_bleu = fig.subplots(1, 2)
     for key in losses:
-        steps, values = zip(*series[key])
+        steps, values = zip(*series[key], strict=True)
         ax_loss.plot(steps, values, label=key.replace("_", " "), marker="o" if key == "val_loss" else None)
     ax_loss.set(title="Loss", xlabel="step", ylabel="cross-entropy (nats/token)")
     if losses:
         ax_loss.legend()
     if series.get("val_bleu"):
-        steps, values = zip(*series["val_bleu"])
+        steps, values = zip(*series["val_bleu"], strict=True)
         ax_bleu.plot(steps, values, marker="o", color="tab:green")
     else:
-        ax_bleu.text(0.5, 0.5, "no validation BLEU yet", ha="center", va="center", transform=ax_bleu.transAxes)
+        ax_bleu.text(0.5, 0.5, "no validation BLEU yet", ha="center", va="center",
+                     transform=ax_bleu.transAxes)
     ax_bleu.set(title="Validation BLEU", xlabel="step", ylabel="BLEU")
     for ax in (ax_loss, ax_bleu):
         ax.grid(alpha=0.3)
@@ -162,7 +163,7 @@ def plot_bleu_curves(curves: Mapping[str, Sequence[tuple[float, float]]], out_pa
         points = list(points)
         if not points or any(len(p) != 2 or not all(math.isfinite(v) for v in p) for p in points):
             raise ValueError(f"curve {name!r} must be a non-empty list of finite (time, BLEU) pairs")
-        times, bleus = zip(*sorted(points))
+        times, bleus = zip(*sorted(points), strict=True)
         ax.plot(times, bleus, marker="o", label=name)
     ax.set(title="Validation BLEU", xlabel=xlabel, ylabel="BLEU")
     ax.grid(alpha=0.3)

@@ -11,7 +11,7 @@ Dimensions: ``B`` sentences in a batch, ``S`` source length, ``T`` target length
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -34,13 +34,14 @@ class Batch:
         return self.src.size(0)
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
-        move = lambda t: t.to(device, non_blocking=non_blocking)  # noqa: E731
-        return Batch(move(self.src), move(self.tgt_in), move(self.tgt_out), self.n_src_tokens, self.n_tgt_tokens)
+        kw = dict(device=device, non_blocking=non_blocking)
+        return replace(self, src=self.src.to(**kw), tgt_in=self.tgt_in.to(**kw),
+                       tgt_out=self.tgt_out.to(**kw))
 
     def pin_memory(self) -> Batch:
         """Called by ``DataLoader(pin_memory=True)``."""
-        return Batch(self.src.pin_memory(), self.tgt_in.pin_memory(), self.tgt_out.pin_memory(),
-                     self.n_src_tokens, self.n_tgt_tokens)
+        return replace(self, src=self.src.pin_memory(), tgt_in=self.tgt_in.pin_memory(),
+                       tgt_out=self.tgt_out.pin_memory())
 
 
 def collate(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], *, pad_id: int = 0, bos_id: int = 1,
@@ -114,7 +115,7 @@ class TokenBatchSampler:
     def _pack(self, order: np.ndarray) -> list[list[int]]:
         """Greedily cut ``order`` (length-sorted indices) into batches under the budget."""
         batches, cur, cur_width = [], [], 0
-        for i, w in zip(order.tolist(), self._width[order].tolist()):
+        for i, w in zip(order.tolist(), self._width[order].tolist(), strict=True):
             width = max(cur_width, w)
             full = self.max_sentences is not None and len(cur) >= self.max_sentences
             if cur and (full or (len(cur) + 1) * width > self.max_tokens):
@@ -159,7 +160,7 @@ class TokenBatchSampler:
             yield batches[p]
 
     def set_epoch(self, epoch: int) -> None:
-        """Start ``epoch`` from its first batch; a no-op if already in ``epoch`` (keeps a resumed position)."""
+        """Start ``epoch`` from its first batch; a no-op if already in it (keeps a resumed position)."""
         if epoch != self.epoch:
             self.epoch, self.position = epoch, 0
 
@@ -168,9 +169,10 @@ class TokenBatchSampler:
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         epoch, position = int(state["epoch"]), int(state["position"])
-        if not 0 <= position <= len(self._rank_batches(epoch)):
-            raise ConfigError(f"sampler position {position} is outside epoch {epoch}'s "
-                              f"{len(self._rank_batches(epoch))} batches: was the data or max_tokens changed?")
-        if position == len(self._rank_batches(epoch)):  # saved right after the epoch's last batch
+        n_batches = len(self._rank_batches(epoch))
+        if not 0 <= position <= n_batches:
+            raise ConfigError(f"sampler position {position} is outside epoch {epoch}'s {n_batches} batches: "
+                              "were the data, max_tokens or world_size changed?")
+        if position == n_batches:  # saved right after the epoch's last batch
             epoch, position = epoch + 1, 0
         self.epoch, self.position = epoch, position

@@ -53,9 +53,12 @@ def step_log_probs(model, tokens: Tensor, enc, cache, *, need_weights: bool) -> 
 
 
 def force_eos(logp: Tensor, at_limit: Tensor, eos_id: int) -> Tensor:
-    """Rows whose length limit is reached may only end: every token but eos gets -inf."""
+    """Rows whose length limit is reached may only end: every token but eos gets -inf.
+
+    The eos keeps its own log-probability, so a forced ending is scored like any other.
+    """
     if at_limit.any():
-        forced = torch.full_like(logp[0], float("-inf"))
-        forced[eos_id] = 0.0
-        logp = torch.where(at_limit[:, None], forced, logp)
+        not_eos = torch.ones_like(logp[0], dtype=torch.bool)
+        not_eos[eos_id] = False
+        logp = logp.masked_fill(at_limit[:, None] & not_eos, float("-inf"))
     return logp
