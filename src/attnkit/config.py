@@ -26,6 +26,12 @@ class ConfigBase:
             kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
             if kind == "int" and (isinstance(value, bool) or not isinstance(value, int)):
                 raise ConfigError(f"{self._name()}.{f.name} must be an integer, got {value!r}")
+            if kind == "float" and isinstance(value, str):
+                try:  # YAML 1.1 reads "1e-3" as a string
+                    value = float(value)
+                    setattr(self, f.name, value)
+                except ValueError:
+                    pass
             if kind == "float" and (isinstance(value, bool) or not isinstance(value, (int, float))):
                 raise ConfigError(f"{self._name()}.{f.name} must be a number, got {value!r}")
             if kind == "bool" and not isinstance(value, bool):

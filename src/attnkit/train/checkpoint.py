@@ -1,0 +1,99 @@
+"""Checkpoints: one file holding everything needed to translate with a model or resume its training.
+
+Written atomically (a temporary file in the same folder, then ``os.replace``), so a crash mid-write
+never leaves a half-written checkpoint behind; read with ``torch.load(weights_only=True)``, so a
+checkpoint cannot run code. Contents (plain types and tensors only):
+
+    format, arch, model_config, tokenizer, experiment   -- enough to translate
+    model                                               -- the weights
+    optimizer, step, epoch, sampler, rng, metrics       -- present in training checkpoints
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..errors import CheckpointError
+
+FORMAT = "attnkit-checkpoint-1"
+
+
+def save_checkpoint(state: dict[str, Any], path: str | Path) -> Path:
+    """Write ``state`` to ``path`` atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save({"format": FORMAT, **state}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load_checkpoint(path: str | Path, *, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Read a checkpoint; a missing, corrupt or foreign file raises :class:`CheckpointError`."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint not found: {path}")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except (RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, EOFError, ValueError, OSError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CheckpointError(
+            f"{path}: not a readable checkpoint (corrupt or truncated?): {first[:200]}"
+        ) from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: not an attnkit checkpoint (expected format {FORMAT!r})")
+    for key in ("arch", "model_config", "model", "tokenizer"):
+        if key not in state:
+            raise CheckpointError(f"{path}: checkpoint lacks {key!r}")
+    return state
+
+
+def average_checkpoints(paths: list[str | Path]) -> dict[str, Any]:
+    """Average the model weights of several checkpoints of one run (Vaswani et al., section 6.1).
+
+    Returns the last checkpoint's state with averaged weights and no optimizer state.
+    """
+    if not paths:
+        raise CheckpointError("no checkpoints to average")
+    states = [load_checkpoint(p) for p in paths]
+    first = states[0]
+    for p, s in zip(paths[1:], states[1:]):
+        if s["arch"] != first["arch"] or s["model_config"] != first["model_config"]:
+            raise CheckpointError(f"{p}: a different model than {paths[0]}; cannot average")
+    avg = {}
+    for name, tensor in first["model"].items():
+        if tensor.is_floating_point():
+            avg[name] = sum(s["model"][name].double() for s in states).div(len(states)).to(tensor.dtype)
+        else:
+            avg[name] = tensor
+    keep = ("arch", "model_config", "tokenizer", "experiment", "step", "epoch")
+    out = {k: states[-1][k] for k in keep if k in states[-1]}
+    out["model"] = avg
+    out["averaged_from"] = [str(p) for p in paths]
+    return out
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The plain model under DistributedDataParallel and torch.compile wrappers."""
+    while True:
+        if hasattr(model, "module"):
+            model = model.module
+        elif hasattr(model, "_orig_mod"):
+            model = model._orig_mod
+        else:
+            return model

@@ -1,0 +1,237 @@
+"""The experiment config: a YAML file of sections, each a validated dataclass, plus key=value overrides.
+
+data:      which corpus and language pair, where the files are
+tokenizer: SentencePiece settings
+model:     arch (transformer | rnn), an optional preset, then that model config's fields
+train:     optimizer, schedule, batching, precision, stopping
+valid:     how often and how to validate, which checkpoints to keep
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..config import ConfigBase
+from ..errors import ConfigError
+from ..model import TransformerConfig
+from ..rnn import RNNConfig
+
+ARCHS: dict[str, type[ConfigBase]] = {"transformer": TransformerConfig, "rnn": RNNConfig}
+
+
+@dataclasses.dataclass
+class DataConfig(ConfigBase):
+    """corpus: "multi30k" (by split name), "files" (plain/gz text pairs) or "tsv"."""
+
+    corpus: str = "multi30k"
+    src_lang: str = "de"
+    tgt_lang: str = "en"
+    data_dir: str = ""  # "" = --data-dir / $ATTNKIT_DATA / ~/.cache/attnkit
+    train: str = "train"  # multi30k split names, or for "files": "SRC_PATH,TGT_PATH"; for "tsv": a path
+    valid: str = "val"
+    test: str = "test_2016_flickr"
+    max_train_pairs: int = 0  # 0 = all; else the first N pairs (quick experiments, tests)
+    max_valid_pairs: int = 0
+    max_len: int = 128  # training pairs with more subword tokens on either side are skipped
+
+    def validate(self) -> None:
+        self._choice("corpus", ("multi30k", "files", "tsv"))
+        self._check(self.src_lang != self.tgt_lang, "tgt_lang", "must differ from src_lang")
+        self._check(self.max_train_pairs >= 0, "max_train_pairs", "must be >= 0")
+        self._check(self.max_valid_pairs >= 0, "max_valid_pairs", "must be >= 0")
+        self._positive("max_len")
+
+
+@dataclasses.dataclass
+class TokenizerConfig(ConfigBase):
+    """SentencePiece trained on the training split; joint = one vocabulary for both languages."""
+
+    vocab_size: int = 8000
+    model_type: str = "unigram"
+    joint: bool = True
+    character_coverage: float = 1.0
+
+    def validate(self) -> None:
+        self._check(self.vocab_size >= 16, "vocab_size", "must be at least 16")
+        self._choice("model_type", ("unigram", "bpe"))
+        self._check(0.9 <= self.character_coverage <= 1.0, "character_coverage", "must be in [0.9, 1]")
+
+
+@dataclasses.dataclass
+class TrainConfig(ConfigBase):
+    """Adam with the paper's schedule (section 5.3) unless told otherwise.
+
+    schedule "noam": lr = lr_scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5);
+    "inverse_sqrt": lr rises linearly to ``lr`` over warmup, then decays as 1/sqrt(step);
+    "constant": ``lr`` after a linear warmup.
+    max_tokens: padded tokens per batch per process; accumulate: batches per optimizer step.
+    """
+
+    max_tokens: int = 4096
+    max_steps: int = 10000
+    max_epochs: int = 0  # 0 = no limit
+    max_minutes: float = 0.0  # 0 = no limit; a wall-clock budget
+    schedule: str = "noam"
+    lr: float = 5e-4
+    lr_scale: float = 1.0
+    warmup_steps: int = 4000
+    beta1: float = 0.9
+    beta2: float = 0.98
+    eps: float = 1e-9
+    weight_decay: float = 0.0
+    label_smoothing: float = 0.1
+    clip_norm: float = 0.0  # 0 = no clipping
+    accumulate: int = 1
+    seed: int = 1
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    precision: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | fp32 | bf16
+    compile: bool = False
+    log_every: int = 50
+    progress: bool = True
+
+    def validate(self) -> None:
+        self._positive("max_tokens", "max_steps", "warmup_steps", "accumulate", "log_every")
+        self._check(self.max_epochs >= 0, "max_epochs", "must be >= 0")
+        self._check(self.max_minutes >= 0, "max_minutes", "must be >= 0")
+        self._choice("schedule", ("noam", "inverse_sqrt", "constant"))
+        self._check(self.lr > 0, "lr", "must be positive")
+        self._check(self.lr_scale > 0, "lr_scale", "must be positive")
+        self._check(0 <= self.beta1 < 1 and 0 <= self.beta2 < 1, "beta2", "betas must be in [0, 1)")
+        self._check(self.eps > 0, "eps", "must be positive")
+        self._check(0 <= self.label_smoothing < 1, "label_smoothing", "must be in [0, 1)")
+        self._check(self.clip_norm >= 0, "clip_norm", "must be >= 0")
+        self._check(self.weight_decay >= 0, "weight_decay", "must be >= 0")
+        self._choice("precision", ("auto", "fp32", "bf16"))
+        self._check(
+            self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
+            "device",
+            "must be auto, cpu, cuda or cuda:N",
+        )
+
+
+@dataclasses.dataclass
+class ValidConfig(ConfigBase):
+    """Validation every ``every`` steps: loss and BLEU (decoded with ``beam_size``) on the valid split.
+
+    patience: stop after this many validations without a better BLEU (0 = never stop early).
+    keep_last: step checkpoints kept on disk; average_last: how many of them to average at the end.
+    """
+
+    every: int = 1000
+    beam_size: int = 1
+    length_penalty: float = 0.6
+    max_sentences: int = 0  # 0 = the whole valid split is decoded for BLEU
+    patience: int = 0
+    keep_last: int = 5
+    average_last: int = 0
+    batch_tokens: int = 8000
+
+    def validate(self) -> None:
+        self._positive("every", "beam_size", "batch_tokens")
+        for name in ("max_sentences", "patience", "keep_last", "average_last"):
+            self._check(getattr(self, name) >= 0, name, "must be >= 0")
+        self._check(self.average_last <= self.keep_last, "average_last", "must be <= keep_last")
+
+
+SECTIONS: dict[str, type[ConfigBase]] = {
+    "data": DataConfig,
+    "tokenizer": TokenizerConfig,
+    "train": TrainConfig,
+    "valid": ValidConfig,
+}
+
+
+@dataclasses.dataclass
+class ExperimentConfig:
+    data: DataConfig
+    tokenizer: TokenizerConfig
+    model: dict[str, Any]  # arch, optional preset, and fields of that arch's config (vocab filled later)
+    train: TrainConfig
+    valid: ValidConfig
+    output_dir: str = "runs/experiment"
+
+    @property
+    def arch(self) -> str:
+        return self.model.get("arch", "transformer")
+
+    def model_config(self, src_vocab_size: int, tgt_vocab_size: int) -> ConfigBase:
+        """The arch's config with the tokenizer's vocabulary sizes filled in."""
+        fields = {k: v for k, v in self.model.items() if k not in ("arch", "preset")}
+        fields.update(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size)
+        cls = ARCHS[self.arch]
+        preset = self.model.get("preset")
+        return cls.preset(preset, **fields) if preset else cls.from_dict(fields)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {name: getattr(self, name).to_dict() for name in SECTIONS}
+        return {**out, "model": dict(self.model), "output_dir": self.output_dir}
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> ExperimentConfig:
+        if not isinstance(values, dict):
+            raise ConfigError("a config must be a mapping of sections (data, tokenizer, model, train, valid)")
+        unknown = sorted(set(values) - {*SECTIONS, "model", "output_dir"})
+        if unknown:
+            raise ConfigError(
+                f"unknown config section(s): {', '.join(unknown)} "
+                f"(valid: {', '.join([*SECTIONS, 'model', 'output_dir'])})"
+            )
+        sections = {}
+        for name, section in SECTIONS.items():
+            raw = values.get(name) or {}
+            if not isinstance(raw, dict):
+                raise ConfigError(f"config section {name!r} must be a mapping, got {raw!r}")
+            sections[name] = section.from_dict(raw)
+        model = dict(values.get("model") or {})
+        arch = model.get("arch", "transformer")
+        if arch not in ARCHS:
+            raise ConfigError(f"model.arch = {arch!r}: must be one of {', '.join(ARCHS)}")
+        cfg = cls(model=model, output_dir=str(values.get("output_dir", "runs/experiment")), **sections)
+        cfg.model_config(64, 64)  # validate the model fields now, with placeholder vocabulary sizes
+        return cfg
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """ "train.lr=0.001" -> (["train", "lr"], 0.001); values are parsed as YAML scalars."""
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} must look like section.key=value")
+    key, _, raw = text.partition("=")
+    path = key.strip().split(".")
+    if len(path) == 1 and path[0] != "output_dir" or len(path) > 2 or not all(path):
+        raise ConfigError(f"override key {key!r} must be section.key (e.g. train.lr) or output_dir")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as e:
+        raise ConfigError(f"override {text!r}: cannot parse value ({e.problem})") from None
+    return path, value
+
+
+def load_config(path: str | Path | None, overrides: list[str] = ()) -> ExperimentConfig:
+    """Read a YAML config (or start from defaults when path is None) and apply overrides."""
+    values: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {path}")
+        try:
+            values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{path}: not valid YAML ({e})") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{path}: not a UTF-8 text file") from None
+        if not isinstance(values, dict):
+            raise ConfigError(f"{path}: a config must be a mapping of sections")
+    for text in overrides:
+        keys, value = parse_override(text)
+        if keys == ["output_dir"]:
+            values["output_dir"] = value
+        else:
+            section = values.setdefault(keys[0], {})
+            if not isinstance(section, dict):
+                raise ConfigError(f"config section {keys[0]!r} must be a mapping")
+            section[keys[1]] = value
+    return ExperimentConfig.from_dict(values)
