@@ -29,17 +29,20 @@ class Scores:
     bleu_lowercase_signature: str | None = None
 
     def format(self) -> str:
-        lines = [f"{'BLEU':<16} {self.bleu:6.2f}  {self.bleu_signature}",
-                 f"{'':<16} {self.bleu_detail}",
-                 f"{'chrF':<16} {self.chrf:6.2f}  {self.chrf_signature}"]
+        lines = [
+            f"{'BLEU':<16} {self.bleu:6.2f}  {self.bleu_signature}",
+            f"{'':<16} {self.bleu_detail}",
+            f"{'chrF':<16} {self.chrf:6.2f}  {self.chrf_signature}",
+        ]
         if self.bleu_lowercase is not None:
             lc = f"{'BLEU lowercased':<16} {self.bleu_lowercase:6.2f}"
             lines.append(f"{lc}  {self.bleu_lowercase_signature}")
         return "\n".join(lines)
 
 
-def corpus_scores(hypotheses: Sequence[str], references: Sequence[str], *,
-                  lowercase_bleu: bool = False) -> Scores:
+def corpus_scores(
+    hypotheses: Sequence[str], references: Sequence[str], *, lowercase_bleu: bool = False
+) -> Scores:
     """Score detokenized hypotheses against one reference each."""
     hyps, refs = list(hypotheses), list(references)
     if not hyps:
@@ -59,6 +62,12 @@ def corpus_scores(hypotheses: Sequence[str], references: Sequence[str], *,
         bleu_lc = BLEU(lowercase=True)
         lc_score = bleu_lc.corpus_score(hyps, [refs]).score
         lc_sig = str(bleu_lc.get_signature())  # signatures need a scored corpus (nrefs)
-    return Scores(bleu=bleu_score.score, chrf=chrf_score.score, bleu_signature=str(bleu.get_signature()),
-                  chrf_signature=str(chrf.get_signature()), bleu_detail=str(bleu_score),
-                  bleu_lowercase=lc_score, bleu_lowercase_signature=lc_sig)
+    return Scores(
+        bleu=bleu_score.score,
+        chrf=chrf_score.score,
+        bleu_signature=str(bleu.get_signature()),
+        chrf_signature=str(chrf.get_signature()),
+        bleu_detail=str(bleu_score),
+        bleu_lowercase=lc_score,
+        bleu_lowercase_signature=lc_sig,
+    )

@@ -54,8 +54,14 @@ def plot_positional_encoding(pe: Tensor, out_path: str | Path) -> Path:
     return _save(fig, out_path)
 
 
-def plot_attention(weights: Tensor, src_tokens: Sequence[str], tgt_tokens: Sequence[str],
-                   out_path: str | Path, *, title: str | None = None) -> Path:
+def plot_attention(
+    weights: Tensor,
+    src_tokens: Sequence[str],
+    tgt_tokens: Sequence[str],
+    out_path: str | Path,
+    *,
+    title: str | None = None,
+) -> Path:
     """Grid of attention heatmaps: rows are layers, columns heads.
 
     Args:
@@ -65,13 +71,16 @@ def plot_attention(weights: Tensor, src_tokens: Sequence[str], tgt_tokens: Seque
     """
     w = torch.as_tensor(weights).detach().float().cpu()
     if w.dim() not in (2, 3, 4):
-        raise ValueError(f"attention weights must be (L, H, Tq, Tk), (H, Tq, Tk) or (Tq, Tk), "
-                         f"got shape {tuple(w.shape)}")
+        raise ValueError(
+            f"attention weights must be (L, H, Tq, Tk), (H, Tq, Tk) or (Tq, Tk), got shape {tuple(w.shape)}"
+        )
     w = w.reshape((1,) * (4 - w.dim()) + tuple(w.shape))  # (L, H, Tq, Tk)
     n_layers, n_heads, tq, tk = w.shape
     if len(tgt_tokens) != tq or len(src_tokens) != tk:
-        raise ValueError(f"weights are {tq} queries x {tk} keys but got {len(tgt_tokens)} tgt_tokens "
-                         f"and {len(src_tokens)} src_tokens")
+        raise ValueError(
+            f"weights are {tq} queries x {tk} keys but got {len(tgt_tokens)} tgt_tokens "
+            f"and {len(src_tokens)} src_tokens"
+        )
     if w.numel() == 0:
         raise ValueError(f"attention weights are empty: shape {tuple(w.shape)}")
 
@@ -144,16 +153,20 @@ def plot_learning_curve(csv_path: str | Path, out_path: str | Path) -> Path:
         steps, values = zip(*series["val_bleu"], strict=True)
         ax_bleu.plot(steps, values, marker="o", color="tab:green")
     else:
-        ax_bleu.text(0.5, 0.5, "no validation BLEU yet", ha="center", va="center",
-                     transform=ax_bleu.transAxes)
+        ax_bleu.text(
+            0.5, 0.5, "no validation BLEU yet", ha="center", va="center", transform=ax_bleu.transAxes
+        )
     ax_bleu.set(title="Validation BLEU", xlabel="step", ylabel="BLEU")
     for ax in (ax_loss, ax_bleu):
         ax.grid(alpha=0.3)
     return _save(fig, out_path)
 
 
-def plot_bleu_curves(curves: Mapping[str, Sequence[tuple[float, float]]], out_path: str | Path,
-                     xlabel: str = "training time (min)") -> Path:
+def plot_bleu_curves(
+    curves: Mapping[str, Sequence[tuple[float, float]]],
+    out_path: str | Path,
+    xlabel: str = "training time (min)",
+) -> Path:
     """One line per model of (time, validation BLEU) points, for comparing training budgets."""
     if not curves:
         raise ValueError("curves is empty: give at least one model's (time, BLEU) points")

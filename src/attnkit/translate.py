@@ -13,11 +13,10 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from .checkpoint import load_checkpoint, model_from_checkpoint
 from .data.tokenizer import SubwordTokenizer
 from .decoding import beam_search, greedy_search
-from .errors import CheckpointError
-from .train.builder import model_from_checkpoint
-from .train.checkpoint import load_checkpoint
+from .errors import CheckpointError, DataError
 
 
 @dataclass
@@ -32,6 +31,7 @@ class Translation:
     nbest: list[tuple[str, float]]
     src_pieces: list[str]
     tgt_pieces: list[str]
+    tokens: list[int]  # the best hypothesis' target ids, without eos
     attention: Tensor | None = None
 
 
@@ -96,7 +96,7 @@ class Translator:
         order = sorted((i for i, seq in enumerate(ids) if seq), key=lambda i: len(ids[i]))
         for i, seq in enumerate(ids):
             if not seq:
-                results[i] = Translation("", 0.0, [("", 0.0)], [], [])
+                results[i] = Translation("", 0.0, [("", 0.0)], [], [], [])
         for batch in _length_batches(order, ids, batch_tokens):
             width = max(len(ids[i]) for i in batch)
             src = torch.full((len(batch), width), self.model.config.pad_id, dtype=torch.long)
@@ -137,9 +137,47 @@ class Translator:
                     nbest=[(self.tokenizer.decode(h.tokens, side="tgt"), h.score) for h in hyps],
                     src_pieces=[self.tokenizer.id_to_piece(t, side="src") for t in ids[i]],
                     tgt_pieces=[self.tokenizer.id_to_piece(t, side="tgt") for t in best.tokens] + ["</s>"],
+                    tokens=best.tokens,
                     attention=attention,
                 )
         return results  # type: ignore[return-value]
+
+
+@dataclass
+class AttentionMaps:
+    """Every attention of one translation, per layer and head, for plotting.
+
+    cross (L, H, T, S); encoder_self (L, H, S, S) and decoder_self (L, H, T, T), where the model has them.
+    T counts the target pieces plus the final eos.
+    """
+
+    src_pieces: list[str]
+    tgt_pieces: list[str]
+    cross: Tensor
+    encoder_self: Tensor | None
+    decoder_self: Tensor | None
+
+
+def attention_maps(translator: Translator, text: str, *, beam: int = 4) -> AttentionMaps:
+    """Translate ``text``, then re-run the model on its own output with the weights returned."""
+    (result,) = translator.translate([text], beam=beam)
+    if not result.src_pieces:
+        raise DataError("the text to translate is empty")
+    tok, model = translator.tokenizer, translator.model
+    src_ids = tok.encode(text, side="src")[: translator.max_src_len]
+    src = torch.tensor([src_ids], device=translator.device)
+    tgt_in = torch.tensor([[tok.bos_id, *result.tokens]], device=translator.device)  # (1, T)
+    with torch.no_grad():
+        enc = model.encode(src, need_weights=True)
+        out = model.decode(tgt_in, enc, need_weights=True)
+
+    def stack(ws):
+        return None if not ws or ws[0] is None else torch.stack([w[0] for w in ws]).float().cpu()
+
+    return AttentionMaps(
+        result.src_pieces, result.tgt_pieces, stack(out.cross_attn),
+        stack(getattr(enc, "self_attn", None)), stack(out.self_attn),
+    )  # fmt: skip
 
 
 def _length_batches(order: list[int], ids: list[list[int]], batch_tokens: int):

@@ -35,17 +35,23 @@ class Batch:
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
         kw = dict(device=device, non_blocking=non_blocking)
-        return replace(self, src=self.src.to(**kw), tgt_in=self.tgt_in.to(**kw),
-                       tgt_out=self.tgt_out.to(**kw))
+        return replace(
+            self, src=self.src.to(**kw), tgt_in=self.tgt_in.to(**kw), tgt_out=self.tgt_out.to(**kw)
+        )
 
     def pin_memory(self) -> Batch:
         """Called by ``DataLoader(pin_memory=True)``."""
-        return replace(self, src=self.src.pin_memory(), tgt_in=self.tgt_in.pin_memory(),
-                       tgt_out=self.tgt_out.pin_memory())
+        return replace(
+            self,
+            src=self.src.pin_memory(),
+            tgt_in=self.tgt_in.pin_memory(),
+            tgt_out=self.tgt_out.pin_memory(),
+        )
 
 
-def collate(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], *, pad_id: int = 0, bos_id: int = 1,
-            eos_id: int = 2) -> Batch:
+def collate(
+    pairs: Sequence[tuple[Sequence[int], Sequence[int]]], *, pad_id: int = 0, bos_id: int = 1, eos_id: int = 2
+) -> Batch:
     """Pad (src ids, tgt ids) pairs into a ``Batch``; src is kept as is, tgt gets bos/eos."""
     if len(pairs) == 0:
         raise DataError("cannot collate an empty list of examples")
@@ -86,8 +92,17 @@ class TokenBatchSampler:
       number of batches actually trained on instead of this position then.
     """
 
-    def __init__(self, lengths: Sequence[tuple[int, int]], max_tokens: int, *, shuffle: bool = True,
-                 seed: int = 0, max_sentences: int | None = None, rank: int = 0, world_size: int = 1):
+    def __init__(
+        self,
+        lengths: Sequence[tuple[int, int]],
+        max_tokens: int,
+        *,
+        shuffle: bool = True,
+        seed: int = 0,
+        max_sentences: int | None = None,
+        rank: int = 0,
+        world_size: int = 1,
+    ):
         if max_tokens <= 0:
             raise ConfigError(f"max_tokens must be positive, got {max_tokens}")
         if max_sentences is not None and max_sentences <= 0:
@@ -171,8 +186,10 @@ class TokenBatchSampler:
         epoch, position = int(state["epoch"]), int(state["position"])
         n_batches = len(self._rank_batches(epoch))
         if not 0 <= position <= n_batches:
-            raise ConfigError(f"sampler position {position} is outside epoch {epoch}'s {n_batches} batches: "
-                              "were the data, max_tokens or world_size changed?")
+            raise ConfigError(
+                f"sampler position {position} is outside epoch {epoch}'s {n_batches} batches: "
+                "were the data, max_tokens or world_size changed?"
+            )
         if position == n_batches:  # saved right after the epoch's last batch
             epoch, position = epoch + 1, 0
         self.epoch, self.position = epoch, position

@@ -15,12 +15,9 @@ from typing import Any
 
 import yaml
 
+from ..checkpoint import ARCHS
 from ..config import ConfigBase
 from ..errors import ConfigError
-from ..model import TransformerConfig
-from ..rnn import RNNConfig
-
-ARCHS: dict[str, type[ConfigBase]] = {"transformer": TransformerConfig, "rnn": RNNConfig}
 
 
 @dataclasses.dataclass
@@ -162,7 +159,7 @@ class ExperimentConfig:
         """The arch's config with the tokenizer's vocabulary sizes filled in."""
         fields = {k: v for k, v in self.model.items() if k not in ("arch", "preset")}
         fields.update(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size)
-        cls = ARCHS[self.arch]
+        cls = ARCHS[self.arch][1]
         preset = self.model.get("preset")
         return cls.preset(preset, **fields) if preset else cls.from_dict(fields)
 

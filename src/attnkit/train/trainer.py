@@ -18,6 +18,14 @@ import torch
 import yaml
 from torch.nn.parallel import DistributedDataParallel
 
+from ..checkpoint import (
+    average_checkpoints,
+    build_model,
+    load_checkpoint,
+    model_from_checkpoint,
+    save_checkpoint,
+    unwrap,
+)
 from ..data.batching import TokenBatchSampler, collate
 from ..data.tokenizer import SubwordTokenizer
 from ..errors import CheckpointError, ConfigError
@@ -26,8 +34,6 @@ from ..metrics import corpus_scores
 from ..model import count_parameters
 from ..translate import Translator, resolve_device
 from . import distributed as ddp
-from .builder import build_model, model_from_checkpoint
-from .checkpoint import average_checkpoints, load_checkpoint, save_checkpoint, unwrap
 from .config import ExperimentConfig
 from .data import encode_training_pairs, load_pairs, train_tokenizer
 from .schedule import lr_at

@@ -21,9 +21,17 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..errors import CheckpointError
+from .errors import CheckpointError, ConfigError
+from .model import Transformer, TransformerConfig
+from .rnn import RNNConfig, RNNSeq2Seq
 
 FORMAT = "attnkit-checkpoint-1"
+
+# arch name -> (model class, config class): what a checkpoint's "arch" and "model_config" rebuild.
+ARCHS: dict[str, tuple[type[nn.Module], type]] = {
+    "transformer": (Transformer, TransformerConfig),
+    "rnn": (RNNSeq2Seq, RNNConfig),
+}
 
 
 def save_checkpoint(state: dict[str, Any], path: str | Path) -> Path:
@@ -50,10 +58,9 @@ def load_checkpoint(path: str | Path, *, map_location: str | torch.device = "cpu
         raise CheckpointError(f"checkpoint not found: {path}")
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
-    except (RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, EOFError, ValueError, OSError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    except (RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, EOFError, ValueError, OSError):
         raise CheckpointError(
-            f"{path}: not a readable checkpoint (corrupt or truncated?): {first[:200]}"
+            f"{path}: not a readable checkpoint (corrupt, truncated or not a torch file)"
         ) from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not an attnkit checkpoint (expected format {FORMAT!r})")
@@ -86,6 +93,30 @@ def average_checkpoints(paths: list[str | Path]) -> dict[str, Any]:
     out["model"] = avg
     out["averaged_from"] = [str(p) for p in paths]
     return out
+
+
+def build_model(arch: str, config: dict[str, Any]) -> nn.Module:
+    """A fresh model of ``arch`` from its config dict."""
+    if arch not in ARCHS:
+        raise ConfigError(f"unknown model arch {arch!r} (known: {', '.join(ARCHS)})")
+    model_cls, config_cls = ARCHS[arch]
+    return model_cls(config_cls.from_dict(config))
+
+
+def model_from_checkpoint(state: dict[str, Any], *, expect_arch: str | None = None) -> nn.Module:
+    """Rebuild the model and load its weights; a mismatch is a :class:`CheckpointError`."""
+    arch = state["arch"]
+    if expect_arch is not None and arch != expect_arch:
+        raise CheckpointError(f"checkpoint holds a {arch!r} model, but the config asks for {expect_arch!r}")
+    try:
+        model = build_model(arch, state["model_config"])
+    except ConfigError as e:
+        raise CheckpointError(f"checkpoint has an incompatible model config: {e}") from None
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as e:
+        raise CheckpointError(f"checkpoint weights do not fit the model: {str(e).splitlines()[0]}") from None
+    return model
 
 
 def unwrap(model: nn.Module) -> nn.Module:

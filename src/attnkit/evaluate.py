@@ -1,0 +1,30 @@
+"""Score a model on a test set: translate the sources, compare with the raw references (sacreBLEU)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .metrics import Scores, corpus_scores
+from .translate import Translator
+
+
+@dataclass
+class Evaluation:
+    scores: Scores
+    hypotheses: list[str]
+
+
+def evaluate(
+    translator: Translator,
+    sources: list[str],
+    references: list[str],
+    *,
+    beam: int = 4,
+    length_penalty: float = 0.6,
+    batch_tokens: int = 4000,
+    lowercase_bleu: bool = False,
+) -> Evaluation:
+    """Cased BLEU and chrF of detokenized output against untokenized references (+ lowercased BLEU)."""
+    hyps = translator.translate(sources, beam=beam, length_penalty=length_penalty, batch_tokens=batch_tokens)
+    texts = [h.text for h in hyps]
+    return Evaluation(corpus_scores(texts, references, lowercase_bleu=lowercase_bleu), texts)
