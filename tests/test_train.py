@@ -1,0 +1,208 @@
+"""Training end to end at tiny scale: loss falls, exact resume, 2-process DDP, checkpoints, schedule."""
+
+import csv
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnkit.checkpoint import average_checkpoints, load_checkpoint, save_checkpoint
+from attnkit.errors import CheckpointError, ConfigError
+from attnkit.train import load_config, train
+from attnkit.train.schedule import lr_at
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+needs_data = pytest.mark.skipif(not (DATA / "multi30k" / "train.de.gz").exists(), reason="Multi30k not found")
+
+TINY = [
+    f"data.data_dir={DATA}",
+    "data.max_train_pairs=300",
+    "data.max_valid_pairs=30",
+    "tokenizer.vocab_size=300",
+    "model.preset=tiny",
+    "model.share_vocab=true",
+    "train.max_tokens=800",
+    "train.schedule=inverse_sqrt",
+    "train.lr=0.003",
+    "train.warmup_steps=5",
+    "train.progress=false",
+    "train.log_every=5",
+    "valid.keep_last=2",
+]
+
+
+def tiny_config(tmp: Path, *extra: str):
+    return load_config(None, [*TINY, f"output_dir={tmp}", *extra])
+
+
+def read_csv(path: Path) -> list[dict]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+@needs_data
+def test_training_lowers_validation_loss_and_writes_its_outputs(tmp_path):
+    result = train(
+        tiny_config(tmp_path, "train.max_steps=30", "valid.every=10", "valid.average_last=2"),
+        log=lambda m: None,
+    )
+    val = [float(r["val_loss"]) for r in read_csv(result.metrics_csv) if r["val_loss"]]
+    assert len(val) == 3 and val[-1] < val[0] - 0.3
+    for name in (
+        "checkpoint_best.pt",
+        "checkpoint_last.pt",
+        "checkpoint_averaged.pt",
+        "config.yaml",
+        "learning_curve.png",
+    ):
+        assert (tmp_path / name).exists(), name
+    assert sorted(p.name for p in tmp_path.glob("checkpoint_step*.pt")) == [
+        "checkpoint_step20.pt",
+        "checkpoint_step30.pt",
+    ]
+    state = load_checkpoint(result.last_checkpoint)
+    assert state["step"] == 30 and state["arch"] == "transformer" and "optimizer" in state
+
+
+@needs_data
+@pytest.mark.parametrize("arch", ["transformer", "rnn"])
+def test_resume_continues_exactly(tmp_path, arch):
+    """N steps straight == N/2 steps, stop, resume, N/2 steps: identical weights (dropout on)."""
+    model = ["model.preset=tiny", "model.dropout=0.1"] + (
+        ["model.arch=rnn", "model.share_vocab=false"] if arch == "rnn" else []
+    )
+    common = [*model, "valid.every=4"]
+    straight = train(tiny_config(tmp_path / "a", *common, "train.max_steps=8"), log=lambda m: None)
+    half = train(tiny_config(tmp_path / "b", *common, "train.max_steps=4"), log=lambda m: None)
+    resumed = train(
+        tiny_config(tmp_path / "b", *common, "train.max_steps=8"),
+        resume=half.last_checkpoint,
+        log=lambda m: None,
+    )
+    a, b = load_checkpoint(straight.last_checkpoint), load_checkpoint(resumed.last_checkpoint)
+    assert a["step"] == b["step"] == 8
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+    assert a["sampler"] == b["sampler"]
+
+
+@needs_data
+def test_fresh_run_into_an_existing_run_is_refused(tmp_path):
+    train(tiny_config(tmp_path, "train.max_steps=2", "valid.every=2"), log=lambda m: None)
+    with pytest.raises(ConfigError, match="--resume"):
+        train(tiny_config(tmp_path, "train.max_steps=2"), log=lambda m: None)
+
+
+@needs_data
+def test_resume_with_another_architecture_is_a_clear_error(tmp_path):
+    run = train(tiny_config(tmp_path / "t", "train.max_steps=2", "valid.every=2"), log=lambda m: None)
+    cfg = tiny_config(tmp_path / "r", "model.arch=rnn", "model.share_vocab=false", "train.max_steps=4")
+    with pytest.raises(CheckpointError, match="different model"):
+        train(cfg, resume=run.last_checkpoint, log=lambda m: None)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@needs_data
+def test_two_process_ddp_matches_one_process_on_the_same_global_batch(tmp_path):
+    """torchrun with 2 gloo processes == 1 process accumulating the same 2 batches per step.
+
+    Four steps stay inside the first epoch, where both see batches 0..7 in the same order.
+    """
+    overrides = [*TINY, "train.max_steps=4", "valid.every=4", "model.dropout=0.0"]
+    config = tmp_path / "tiny.yaml"
+    config.write_text("model:\n  arch: transformer\n")
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=2",
+        "--master_addr=127.0.0.1", f"--master_port={free_port()}",
+        "-m", "attnkit.cli", "train", "--config", str(config), *overrides, f"output_dir={tmp_path / 'ddp'}",
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "x2 processes" in proc.stderr
+    single = train(
+        tiny_config(
+            tmp_path / "one", "train.max_steps=4", "valid.every=4", "model.dropout=0.0", "train.accumulate=2"
+        ),
+        log=lambda m: None,
+    )
+    a, b = load_checkpoint(tmp_path / "ddp" / "checkpoint_last.pt"), load_checkpoint(single.last_checkpoint)
+    for name, tensor in a["model"].items():
+        other = b["model"][name]
+        if name.endswith("in_proj.bias"):
+            # The key bias b_K adds q.b_K to every score of a query: softmax ignores it, its gradient is
+            # rounding noise, and Adam scales noise up to full-size steps. Compare the query/value parts.
+            D = tensor.numel() // 3
+            tensor, other = torch.cat([tensor[:D], tensor[2 * D :]]), torch.cat([other[:D], other[2 * D :]])
+        torch.testing.assert_close(tensor, other, atol=1e-5, rtol=1e-4, msg=name)
+    start = load_checkpoint(tmp_path / "one" / "checkpoint_step4.pt")["model"]
+    assert a["step"] == b["step"] == 4 and set(start) == set(a["model"])
+
+
+def test_noam_schedule_is_the_papers_formula():
+    d, warmup = 512, 4000
+    for step in (1, 100, 4000, 10000):
+        expected = d**-0.5 * min(step**-0.5, step * warmup**-1.5)
+        assert lr_at(
+            step, schedule="noam", lr=0, lr_scale=1.0, warmup_steps=warmup, d_model=d
+        ) == pytest.approx(expected)
+    peak = lr_at(4000, schedule="noam", lr=0, lr_scale=1.0, warmup_steps=4000, d_model=512)
+    assert peak == pytest.approx(7e-4, rel=0.01)
+    assert lr_at(
+        100, schedule="inverse_sqrt", lr=1e-3, lr_scale=1, warmup_steps=100, d_model=1
+    ) == pytest.approx(1e-3)
+    assert lr_at(
+        400, schedule="inverse_sqrt", lr=1e-3, lr_scale=1, warmup_steps=100, d_model=1
+    ) == pytest.approx(5e-4)
+
+
+def test_checkpoints_are_written_atomically_and_corruption_is_detected(tmp_path, monkeypatch):
+    state = {"arch": "transformer", "model_config": {}, "model": {"w": torch.ones(2)}, "tokenizer": {}}
+    path = save_checkpoint(state, tmp_path / "c.pt")
+    assert load_checkpoint(path)["model"]["w"].sum() == 2
+
+    # A crash during the write leaves the old file intact and no temporary file behind.
+    def boom(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", boom)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint({**state, "model": {"w": torch.zeros(2)}}, path)
+    monkeypatch.undo()
+    assert load_checkpoint(path)["model"]["w"].sum() == 2
+    assert [p.name for p in tmp_path.iterdir()] == ["c.pt"]
+    # Truncated, foreign and missing files give CheckpointError, not a traceback from torch.
+    data = path.read_bytes()
+    (tmp_path / "trunc.pt").write_bytes(data[: len(data) // 2])
+    torch.save({"a": 1}, tmp_path / "foreign.pt")
+    for bad, match in (
+        ("trunc.pt", "not a readable"),
+        ("foreign.pt", "not an attnkit"),
+        ("none.pt", "not found"),
+    ):
+        with pytest.raises(CheckpointError, match=match):
+            load_checkpoint(tmp_path / bad)
+
+
+def test_averaging_gives_the_mean_of_the_weights(tmp_path):
+    base = {"arch": "transformer", "model_config": {"x": 1}, "tokenizer": {}}
+    paths = [
+        save_checkpoint({**base, "model": {"w": torch.full((2,), float(i))}}, tmp_path / f"{i}.pt")
+        for i in range(3)
+    ]
+    avg = average_checkpoints(paths)
+    assert torch.equal(avg["model"]["w"], torch.full((2,), 1.0))
+    other = save_checkpoint(
+        {**base, "model_config": {"x": 2}, "model": {"w": torch.zeros(2)}}, tmp_path / "o.pt"
+    )
+    with pytest.raises(CheckpointError, match="different model"):
+        average_checkpoints([paths[0], other])
