@@ -93,7 +93,9 @@ def test_self_attention_cache_equals_full_causal_pass():
     x = torch.randn(2, 5, 16)
     full, _ = mha(x, x, x, causal=True)
     cache = KVCache()
-    steps = [mha(x[:, t : t + 1], x[:, t : t + 1], x[:, t : t + 1], causal=True, cache=cache)[0] for t in range(5)]
+    steps = [
+        mha(x[:, t : t + 1], x[:, t : t + 1], x[:, t : t + 1], causal=True, cache=cache)[0] for t in range(5)
+    ]
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
     assert len(cache) == 5
     # Two steps at once after a prefix of three: the offset causal mask.

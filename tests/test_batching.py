@@ -131,8 +131,10 @@ def test_resume_after_last_batch_starts_next_epoch():
 def test_sharding_partitions_batches_with_equal_counts(world_size):
     lengths = _lengths(301)
     single = list(TokenBatchSampler(lengths, max_tokens=150, seed=7))
-    shards = [list(TokenBatchSampler(lengths, max_tokens=150, seed=7, rank=r, world_size=world_size))
-              for r in range(world_size)]
+    shards = [
+        list(TokenBatchSampler(lengths, max_tokens=150, seed=7, rank=r, world_size=world_size))
+        for r in range(world_size)
+    ]
     counts = {len(s) for s in shards}
     assert len(counts) == 1
     n_steps = counts.pop()

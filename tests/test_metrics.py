@@ -6,8 +6,11 @@ import sacrebleu
 from attnkit.errors import DataError
 from attnkit.metrics import Scores, corpus_scores
 
-REFS = ["The cat sat on the mat.", "A man is riding a bicycle down the street.",
-        "Two dogs are playing in the snow."]
+REFS = [
+    "The cat sat on the mat.",
+    "A man is riding a bicycle down the street.",
+    "Two dogs are playing in the snow.",
+]
 HYPS = ["The cat sat on a mat.", "A man rides a bike down the street.", "Two dogs play in snow."]
 
 

@@ -77,7 +77,12 @@ def test_attention_weights_are_returned_per_layer():
     out = model.decode(tgt, enc, need_weights=True)
     cfg = model.config
     assert len(enc.self_attn) == cfg.n_encoder_layers and enc.self_attn[0].shape == (2, cfg.n_heads, 6, 6)
-    assert out.cross_attn[0].shape == (2, cfg.n_heads, 4, 6) and out.self_attn[0].shape == (2, cfg.n_heads, 4, 4)
+    assert out.cross_attn[0].shape == (2, cfg.n_heads, 4, 6) and out.self_attn[0].shape == (
+        2,
+        cfg.n_heads,
+        4,
+        4,
+    )
     torch.testing.assert_close(out.logits, model(src, tgt), atol=1e-5, rtol=1e-5)
 
 

@@ -105,8 +105,10 @@ def test_learning_curve_bad_files(tmp_path):
 
 
 def test_bleu_curves(tmp_path):
-    curves = {"transformer-base": [(0, 0.0), (10, 12.5), (20, 25.1), (30, 31.0)],
-              "rnn-attention": [(0, 0.0), (15, 8.0), (30, 18.4)]}
+    curves = {
+        "transformer-base": [(0, 0.0), (10, 12.5), (20, 25.1), (30, 31.0)],
+        "rnn-attention": [(0, 0.0), (15, 8.0), (30, 18.4)],
+    }
     _check_png(plotting.plot_bleu_curves(curves, tmp_path / "bleu.png"))
     with pytest.raises(ValueError, match="empty"):
         plotting.plot_bleu_curves({}, tmp_path / "x.png")

@@ -16,13 +16,29 @@ UMLAUT = "Kannst du mir helfen, diesen Satz zu übersetzen?"
 def _corpus(n=300, seed=0):
     """Parallel toy corpus: template sentences sharing vocabulary across languages."""
     rng = random.Random(seed)
-    subj = [("The man", "Der Mann"), ("The woman", "Die Frau"), ("The child", "Das Kind"),
-            ("A dog", "Ein Hund"), ("A cat", "Eine Katze"), ("The girl", "Das Mädchen"),
-            ("The doctor", "Die Ärztin")]
-    verb = [("runs across", "läuft über"), ("sits on", "sitzt auf"), ("plays with", "spielt mit"),
-            ("crosses", "überquert"), ("drives over", "fährt über")]
-    obj = [("the street", "die Straße"), ("the ball", "den Ball"), ("the bridge", "die Brücke"),
-           ("the big hill", "den großen Hügel"), ("the meadow", "die Wiese")]
+    subj = [
+        ("The man", "Der Mann"),
+        ("The woman", "Die Frau"),
+        ("The child", "Das Kind"),
+        ("A dog", "Ein Hund"),
+        ("A cat", "Eine Katze"),
+        ("The girl", "Das Mädchen"),
+        ("The doctor", "Die Ärztin"),
+    ]
+    verb = [
+        ("runs across", "läuft über"),
+        ("sits on", "sitzt auf"),
+        ("plays with", "spielt mit"),
+        ("crosses", "überquert"),
+        ("drives over", "fährt über"),
+    ]
+    obj = [
+        ("the street", "die Straße"),
+        ("the ball", "den Ball"),
+        ("the bridge", "die Brücke"),
+        ("the big hill", "den großen Hügel"),
+        ("the meadow", "die Wiese"),
+    ]
     en, de = [], []
     for _ in range(n):
         (s_en, s_de), (v_en, v_de), (o_en, o_de) = rng.choice(subj), rng.choice(verb), rng.choice(obj)

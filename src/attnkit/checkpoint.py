@@ -12,9 +12,7 @@ checkpoint cannot run code. Contents (plain types and tensors only):
 from __future__ import annotations
 
 import os
-import pickle
 import tempfile
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +56,7 @@ def load_checkpoint(path: str | Path, *, map_location: str | torch.device = "cpu
         raise CheckpointError(f"checkpoint not found: {path}")
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
-    except (RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, EOFError, ValueError, OSError):
+    except Exception:  # torch's unpickler raises almost anything on random bytes
         raise CheckpointError(
             f"{path}: not a readable checkpoint (corrupt, truncated or not a torch file)"
         ) from None

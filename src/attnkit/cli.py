@@ -7,6 +7,7 @@ one line on stderr and exits with code 2; no traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -33,6 +34,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _device(text: str) -> str:
+    """auto, cpu, cuda or cuda:N; checked here so a typo is a usage error, not a torch traceback."""
+    if text in ("auto", "cpu", "cuda") or (text.startswith("cuda:") and text[5:].isdigit()):
+        return text
+    raise argparse.ArgumentTypeError(f"expected auto, cpu, cuda or cuda:N, got {text!r}")
+
+
 def _add_decoding_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam", type=_positive_int, default=4, help="beam size; 1 = greedy (default 4)")
     p.add_argument(
@@ -41,7 +49,7 @@ def _add_decoding_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--batch-tokens", type=_positive_int, default=4000, help="source tokens per batch (default 4000)"
     )
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
+    p.add_argument("--device", type=_device, default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -84,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--text", required=True, help="the source sentence")
     p.add_argument("--out", required=True, help="PNG for cross-attention; self-attention goes beside it")
     p.add_argument("--beam", type=_positive_int, default=4)
-    p.add_argument("--device", default="auto")
+    p.add_argument("--device", type=_device, default="auto")
 
     p = sub.add_parser("plot-positional", help="draw the sinusoidal positional encodings")
     p.add_argument("--d-model", type=_positive_int, default=512)
@@ -107,6 +115,8 @@ def cmd_train(args) -> None:
         overrides.append(f"output_dir={args.output_dir}")
     cfg = load_config(args.config, overrides)
     result = train(cfg, resume=args.resume, overwrite=args.overwrite, log=lambda m: print(m, file=sys.stderr))
+    if os.environ.get("RANK", "0") != "0":
+        return  # under torchrun only rank 0 reports
     print(f"best checkpoint: {result.best_checkpoint} (valid BLEU {result.best_bleu:.2f})")
     if result.averaged_checkpoint:
         print(f"averaged checkpoint: {result.averaged_checkpoint}")
@@ -122,7 +132,8 @@ def _read_input(path: str | None) -> list[str]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise DataError(f"stdin: not valid UTF-8 (byte offset {e.start})") from None
-    return text.split("\n")[:-1] if text.endswith("\n") else text.split("\n") if text else []
+    lines = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n") if text else []
+    return [line.removesuffix("\r") for line in lines]  # as read_lines does for --input
 
 
 def cmd_translate(args) -> None:
@@ -140,7 +151,9 @@ def cmd_translate(args) -> None:
             if args.nbest == 1:
                 out.write(r.text + "\n")
             else:
-                for text, score in r.nbest:
+                # Exactly N lines per input, even where fewer hypotheses exist (an empty input has one).
+                for k in range(args.nbest):
+                    text, score = r.nbest[min(k, len(r.nbest) - 1)]
                     out.write(f"{i}\t{score:.4f}\t{text}\n")
     finally:
         if args.output:
@@ -227,23 +240,29 @@ COMMANDS = {
 }
 
 
+def _one_line(message: str) -> str:
+    """An error message on one line: some (a YAML parser's, the OS's) span several."""
+    return " ".join(part.strip() for part in str(message).splitlines() if part.strip())
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    warnings.formatwarning = lambda msg, category, *a, **k: f"attnkit: warning: {msg}\n"
+    formatwarning = warnings.formatwarning
+    warnings.formatwarning = lambda msg, category, *a, **k: f"attnkit: warning: {_one_line(msg)}\n"
     try:
         COMMANDS[args.command](args)
     except AttnkitError as e:
-        print(f"attnkit {args.command}: error: {e}", file=sys.stderr)
+        print(f"attnkit {args.command}: error: {_one_line(e)}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as e:  # unwritable output, full disk, ...: the OS's message names the file
-        print(
-            f"attnkit {args.command}: error: {e.strerror or e}: {e.filename or ''}".rstrip(": "),
-            file=sys.stderr,
-        )
+        message = f"{e.strerror or e}: {e.filename or ''}".rstrip(": ")
+        print(f"attnkit {args.command}: error: {_one_line(message)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"attnkit {args.command}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        warnings.formatwarning = formatwarning  # main() may be called in-process (tests, notebooks)
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .errors import DataError
 from .metrics import Scores, corpus_scores
 from .translate import Translator
 
@@ -25,6 +26,12 @@ def evaluate(
     lowercase_bleu: bool = False,
 ) -> Evaluation:
     """Cased BLEU and chrF of detokenized output against untokenized references (+ lowercased BLEU)."""
+    if len(sources) != len(references):  # checked before the (slow) translation, not after
+        raise DataError(
+            f"{len(sources)} sources but {len(references)} references: they must align line by line"
+        )
+    if not sources:
+        raise DataError("nothing to evaluate: no source sentences")
     hyps = translator.translate(sources, beam=beam, length_penalty=length_penalty, batch_tokens=batch_tokens)
     texts = [h.text for h in hyps]
     return Evaluation(corpus_scores(texts, references, lowercase_bleu=lowercase_bleu), texts)

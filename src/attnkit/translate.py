@@ -6,6 +6,7 @@ padding is decoded), searched with greedy or beam search, detokenized, and retur
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,7 @@ from torch import Tensor, nn
 from .checkpoint import load_checkpoint, model_from_checkpoint
 from .data.tokenizer import SubwordTokenizer
 from .decoding import beam_search, greedy_search
-from .errors import CheckpointError, DataError
+from .errors import CheckpointError, ConfigError, DataError
 
 
 @dataclass
@@ -36,6 +37,9 @@ class Translation:
 
 
 def resolve_device(name: str = "auto") -> torch.device:
+    """ "auto" (a GPU if there is one), "cpu", "cuda" or "cuda:N"."""
+    if name != "auto" and name != "cpu" and not re.fullmatch(r"cuda(:\d+)?", name):
+        raise ConfigError(f"unknown device {name!r}: use auto, cpu, cuda or cuda:N")
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
@@ -90,13 +94,13 @@ class Translator:
         if truncated:
             warnings.warn(
                 f"{truncated} input sentence(s) longer than {self.max_src_len} subword tokens were truncated",
-                stacklevel=2,
+                stacklevel=3,  # past torch.no_grad's wrapper, at the caller
             )
         results: list[Translation | None] = [None] * len(sentences)
         order = sorted((i for i, seq in enumerate(ids) if seq), key=lambda i: len(ids[i]))
         for i, seq in enumerate(ids):
             if not seq:
-                results[i] = Translation("", 0.0, [("", 0.0)], [], [], [])
+                results[i] = Translation("", 0.0, [("", 0.0)] * nbest, [], [], [])
         for batch in _length_batches(order, ids, batch_tokens):
             width = max(len(ids[i]) for i in batch)
             src = torch.full((len(batch), width), self.model.config.pad_id, dtype=torch.long)

@@ -80,7 +80,7 @@ def multi30k_path(
     lang: str,
     data_dir: str | os.PathLike | None = None,
     download: bool = True,
-    base_url: str = BASE_URL,
+    base_url: str | None = None,
     checksums: dict[str, str] | None = None,
 ) -> Path:
     """The local ``<split>.<lang>.gz``, downloaded and verified first if it is missing.
@@ -102,7 +102,7 @@ def multi30k_path(
     table = SHA256 if checksums is None else checksums
     if name not in table:
         raise DataError(f"no SHA-256 digest known for {name}; refusing to download it unverified")
-    _download(base_url + name, path, table[name], root)
+    _download((base_url or BASE_URL) + name, path, table[name], root)
     return path
 
 

@@ -197,7 +197,8 @@ class SubwordTokenizer:
                 break
             if i not in (PAD_ID, BOS_ID):
                 kept.append(int(i))
-        return self._sp[_check_side(side)].decode(kept)
+        # A stray word-start piece decodes to a space; sentences never end or start with one.
+        return self._sp[_check_side(side)].decode(kept).strip()
 
     def pieces(self, text: str, side: str = "src") -> list[str]:
         """Subword strings of one sentence (labels for attention maps)."""

@@ -217,7 +217,9 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> Experimen
         try:
             values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         except yaml.YAMLError as e:
-            raise ConfigError(f"{path}: not valid YAML ({e})") from None
+            mark = getattr(e, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            raise ConfigError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', None) or e}") from None
         except UnicodeDecodeError:
             raise ConfigError(f"{path}: not a UTF-8 text file") from None
         if not isinstance(values, dict):
