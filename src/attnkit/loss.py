@@ -26,10 +26,15 @@ def label_smoothed_cross_entropy(
     """logits (B, T, V) or (N, V), target (B, T) or (N,) -> sums over the non-pad target tokens.
 
     The smoothed target puts 1 - epsilon on the gold token and spreads epsilon uniformly over the
-    vocabulary (Szegedy et al., 2016), as ``F.cross_entropy(label_smoothing=epsilon)`` does.
+    vocabulary (Szegedy et al., 2016), as ``F.cross_entropy(label_smoothing=epsilon)`` does; written
+    out so the plain NLL (for perplexity) comes from the same log-softmax.
     """
-    logits = logits.reshape(-1, logits.size(-1)).float()  # (N, V)
+    V = logits.size(-1)
+    logits = logits.reshape(-1, V)  # (N, V)
     target = target.reshape(-1)  # (N,)
-    loss = F.cross_entropy(logits, target, ignore_index=pad_id, label_smoothing=epsilon, reduction="sum")
-    nll = F.cross_entropy(logits.detach(), target, ignore_index=pad_id, reduction="sum")
-    return LossOutput(loss, nll, int((target != pad_id).sum()))
+    real = target != pad_id  # (N,)
+    logp = F.log_softmax(logits.float(), dim=-1)  # (N, V): one pass over the vocabulary
+    nll = -logp.gather(1, target[:, None]).squeeze(1)  # (N,)  -log p(gold)
+    uniform = -logp.sum(dim=-1) / V  # (N,)  cross entropy with the uniform distribution
+    loss = ((1.0 - epsilon) * nll + epsilon * uniform).masked_fill(~real, 0.0).sum()
+    return LossOutput(loss, nll.detach().masked_fill(~real, 0.0).sum(), int(real.sum()))

@@ -145,6 +145,7 @@ class Trainer:
             betas=(t.beta1, t.beta2),
             eps=t.eps,
             weight_decay=t.weight_decay,
+            fused=True,  # one kernel over all parameters, on CPU and GPU alike
         )
         self.step, self.epoch, self.best_bleu, self.bad_validations = 0, 0, -1.0, 0
         self.elapsed_before = 0.0
