@@ -206,3 +206,39 @@ def test_averaging_gives_the_mean_of_the_weights(tmp_path):
     )
     with pytest.raises(CheckpointError, match="different model"):
         average_checkpoints([paths[0], other])
+
+
+def test_trains_from_a_hugging_face_dataset_and_from_plain_files(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    rows = [{"de": f"ein hund {i} läuft", "en": f"a dog {i} runs"} for i in range(40)]
+    ds = datasets.DatasetDict(
+        {split: datasets.Dataset.from_dict({"translation": rows}) for split in ("train", "validation")}
+    )
+    ds.save_to_disk(str(tmp_path / "hf"))
+    (tmp_path / "s.de").write_text("".join(r["de"] + "\n" for r in rows))
+    (tmp_path / "t.en").write_text("".join(r["en"] + "\n" for r in rows))
+    files = f"{tmp_path / 's.de'},{tmp_path / 't.en'}"
+    common = [
+        "tokenizer.vocab_size=40",
+        "model.preset=tiny",
+        "model.share_vocab=true",
+        "train.max_steps=2",
+        "valid.every=2",
+        "train.progress=false",
+    ]
+    for name, data in (
+        (
+            "hf",
+            [
+                "data.corpus=hf",
+                f"data.dataset={tmp_path / 'hf'}",
+                "data.train=train",
+                "data.valid=validation",
+            ],
+        ),
+        ("files", ["data.corpus=files", f"data.train={files}", f"data.valid={files}"]),
+    ):
+        result = train(
+            load_config(None, [*common, *data, f"output_dir={tmp_path / name}"]), log=lambda m: None
+        )
+        assert result.step == 2 and result.last_checkpoint.exists()

@@ -99,6 +99,8 @@ class RNNCache:
     def index_select(self, index: Tensor) -> None:
         self.state = self.state.index_select(0, index)
 
+    reorder_beams = index_select  # the whole state belongs to the hypothesis
+
 
 class RNNSeq2Seq(nn.Module):
     """Bidirectional GRU encoder, attentive GRU decoder, deep output layer (Bahdanau et al., 2015)."""

@@ -87,7 +87,7 @@ def beam_search(
         prefix = torch.cat([prefix.index_select(0, origin), new_tok], dim=1)
         if attn_hist is not None:
             attn_hist = attn_hist.index_select(0, origin)
-        cache.index_select(origin)
+        cache.reorder_beams(origin)  # origin stays within each sentence's K rows
         step += 1
 
         done = torch.tensor([len(finished[i]) >= K for i in active.tolist()], device=device)

@@ -49,7 +49,14 @@ class DecoderCache:
         return len(self.self_kv[0]) if self.self_kv else 0
 
     def index_select(self, index: Tensor) -> None:
+        """Keep rows ``index`` of the batch (e.g. drop finished sentences)."""
         for kv in (*self.self_kv, *self.cross_kv):
+            kv.index_select(index)
+
+    def reorder_beams(self, index: Tensor) -> None:
+        """Follow beam search moving hypotheses within their sentence: the cross-attention keys and
+        values are the same for every beam of a sentence, so only the self-attention ones move."""
+        for kv in self.self_kv:
             kv.index_select(index)
 
 

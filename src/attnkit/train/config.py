@@ -22,9 +22,11 @@ from ..errors import ConfigError
 
 @dataclasses.dataclass
 class DataConfig(ConfigBase):
-    """corpus: "multi30k" (by split name), "files" (plain/gz text pairs) or "tsv"."""
+    """corpus: "multi30k" (by split name), "files" (plain/gz text pairs), "tsv", or "hf" (a Hugging
+    Face ``datasets`` dataset with a ``translation`` field: name or saved folder in ``dataset``)."""
 
     corpus: str = "multi30k"
+    dataset: str = ""  # for corpus "hf"
     src_lang: str = "de"
     tgt_lang: str = "en"
     data_dir: str = ""  # "" = --data-dir / $ATTNKIT_DATA / ~/.cache/attnkit
@@ -36,7 +38,10 @@ class DataConfig(ConfigBase):
     max_len: int = 128  # training pairs with more subword tokens on either side are skipped
 
     def validate(self) -> None:
-        self._choice("corpus", ("multi30k", "files", "tsv"))
+        self._choice("corpus", ("multi30k", "files", "tsv", "hf"))
+        self._check(
+            self.corpus != "hf" or bool(self.dataset), "dataset", "corpus 'hf' needs a dataset name or path"
+        )
         self._check(self.src_lang != self.tgt_lang, "tgt_lang", "must differ from src_lang")
         self._check(self.max_train_pairs >= 0, "max_train_pairs", "must be >= 0")
         self._check(self.max_valid_pairs >= 0, "max_valid_pairs", "must be >= 0")

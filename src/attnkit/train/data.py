@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..data.corpus import drop_empty, read_parallel, read_tsv
+from ..data.corpus import drop_empty, read_hf_translation, read_parallel, read_tsv
 from ..data.multi30k import load_multi30k
 from ..data.tokenizer import SubwordTokenizer
 from ..errors import ConfigError, DataError
@@ -21,6 +21,8 @@ def load_pairs(data: DataConfig, which: str) -> list[tuple[str, str]]:
         if len(paths) != 2 or not all(paths):
             raise ConfigError(f"data.{which} = {spec!r}: for corpus 'files' give 'SOURCE_PATH,TARGET_PATH'")
         return read_parallel(*paths)
+    if data.corpus == "hf":
+        return read_hf_translation(data.dataset, spec, data.src_lang, data.tgt_lang)
     return read_tsv(spec)
 
 
