@@ -242,3 +242,25 @@ def test_trains_from_a_hugging_face_dataset_and_from_plain_files(tmp_path):
             load_config(None, [*common, *data, f"output_dir={tmp_path / name}"]), log=lambda m: None
         )
         assert result.step == 2 and result.last_checkpoint.exists()
+
+
+@needs_data
+def test_resume_from_the_end_of_an_epoch_starts_the_next_one(tmp_path):
+    from attnkit.train import Trainer
+
+    small = ["data.max_train_pairs=100", "model.dropout=0.1"]
+    n = len(Trainer(tiny_config(tmp_path / "probe", *small), log=lambda m: None).sampler)  # batches per epoch
+    straight = train(
+        tiny_config(tmp_path / "a", *small, f"train.max_steps={n + 2}", f"valid.every={n}"),
+        log=lambda m: None,
+    )
+    half = train(
+        tiny_config(tmp_path / "b", *small, f"train.max_steps={n}", f"valid.every={n}"), log=lambda m: None
+    )
+    assert load_checkpoint(half.last_checkpoint)["sampler"] == {"epoch": 1, "position": 0}
+    cfg = tiny_config(tmp_path / "b", *small, f"train.max_steps={n + 2}", f"valid.every={n}")
+    resumed = train(cfg, resume=half.last_checkpoint, log=lambda m: None)
+    a, b = load_checkpoint(straight.last_checkpoint), load_checkpoint(resumed.last_checkpoint)
+    assert a["sampler"] == b["sampler"] == {"epoch": 1, "position": 2}
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name

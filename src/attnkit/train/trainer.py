@@ -147,11 +147,10 @@ class Trainer:
             weight_decay=t.weight_decay,
             fused=True,  # one kernel over all parameters, on CPU and GPU alike
         )
-        self.step, self.epoch, self.best_bleu, self.bad_validations = 0, 0, -1.0, 0
+        self.step, self.best_bleu, self.bad_validations = 0, -1.0, 0
         self.elapsed_before = 0.0
         if resume_state is not None:
             self._restore(resume_state)
-        self.sampler.set_epoch(self.epoch)
         self.train_model = self.model
         if t.compile:
             self.train_model = torch.compile(self.train_model)
@@ -183,7 +182,7 @@ class Trainer:
 
     def _restore(self, state: dict) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
-        self.step, self.epoch = state["step"], state["epoch"]
+        self.step = state["step"]
         self.best_bleu = state["metrics"]["best_bleu"]
         self.bad_validations = state["metrics"]["bad_validations"]
         self.elapsed_before = state["metrics"]["elapsed_s"]
@@ -219,6 +218,11 @@ class Trainer:
             },
         }
 
+    @property
+    def epoch(self) -> int:
+        """The data position lives in the sampler; the epoch is read from it, never kept twice."""
+        return self.sampler.epoch
+
     def elapsed(self) -> float:
         return self.elapsed_before + (time.monotonic() - self.t0)
 
@@ -229,9 +233,7 @@ class Trainer:
             try:
                 batches.append(next(it))
             except StopIteration:
-                self.epoch += 1
-                self.sampler.set_epoch(self.epoch)
-                it = iter(self.sampler)
+                it = iter(self.sampler)  # the sampler has moved on to the next epoch itself
                 if self.cfg.train.max_epochs and self.epoch >= self.cfg.train.max_epochs:
                     return batches, it, True
         return batches, it, False
