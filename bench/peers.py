@@ -249,11 +249,16 @@ def build_marian_model(
     return MarianMTModel(marian_config(vocab_size, pad_id, bos_id, eos_id))
 
 
-def build_hf_marian(vocab_size: int = 8000, pad_id: int = 0, bos_id: int = 1, eos_id: int = 2) -> PeerAdapter:
+def build_hf_marian(
+    vocab_size: int = 8000, pad_id: int = 0, bos_id: int = 1, eos_id: int = 2, model=None
+) -> PeerAdapter:
+    """``model``: a MarianMTModel to wrap (e.g. another size from ``marian_config(**overrides)``);
+    by default a fresh random one of the reference size."""
     import transformers
     from transformers import GenerationConfig
 
-    model = build_marian_model(vocab_size, pad_id, bos_id, eos_id)
+    if model is None:
+        model = build_marian_model(vocab_size, pad_id, bos_id, eos_id)
     model.train()
     emb = model.get_input_embeddings().weight
     assert model.get_output_embeddings().weight is emb, "Marian embeddings are not tied"

@@ -57,7 +57,7 @@ def test_tiny_transformer_learns(task):
         "tiny", d_model=64, n_heads=4, d_ff=128, src_vocab_size=vocab, tgt_vocab_size=vocab, share_vocab=True
     )
     model = Transformer(cfg)
-    train(model, task, steps=300, lr=2e-3, vocab=vocab)
+    train(model, task, steps=400, lr=2e-3, vocab=vocab)
     assert exact_match(model, task, vocab) >= 0.95
     assert exact_match(model, task, vocab, beam=3) >= 0.95
 

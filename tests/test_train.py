@@ -264,3 +264,20 @@ def test_resume_from_the_end_of_an_epoch_starts_the_next_one(tmp_path):
     assert a["sampler"] == b["sampler"] == {"epoch": 1, "position": 2}
     for name, tensor in a["model"].items():
         assert torch.equal(tensor, b["model"][name]), name
+
+
+@needs_data
+def test_early_stopping_after_patience_validations_without_better_bleu(tmp_path):
+    # A learning rate of ~0 keeps the model (and its BLEU) fixed: the second validation is no better.
+    cfg = tiny_config(
+        tmp_path,
+        "train.schedule=constant",
+        "train.lr=1e-12",
+        "train.max_steps=50",
+        "valid.every=2",
+        "valid.patience=1",
+    )
+    logs = []
+    result = train(cfg, log=logs.append)
+    assert result.step == 4
+    assert any("early stopping" in m for m in logs)
