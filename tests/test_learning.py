@@ -44,7 +44,7 @@ def exact_match(model, task: str, vocab: int, beam: int = 1) -> float:
     if beam == 1:
         hyps = [h.tokens for h in greedy_search(model, src, max_len_a=1.0, max_len_b=2)]
     else:
-        hyps = [h[0].tokens for h in beam_search(model, src, beam_size=beam, max_len_a=1.0, max_len_b=2)]
+        hyps = [h[0].tokens for h in beam_search(model, src, beam_size=beam, length_penalty_alpha=0.0, max_len_a=1.0, max_len_b=2)]
     refs = [[t for t in row.tolist() if t not in (PAD, EOS)] for row in tgt]
     return sum(h == r for h, r in zip(hyps, refs, strict=True)) / len(refs)
 
@@ -60,6 +60,12 @@ def test_tiny_transformer_learns(task):
     train(model, task, steps=400, lr=2e-3, vocab=vocab)
     assert exact_match(model, task, vocab) >= 0.95
     assert exact_match(model, task, vocab, beam=3) >= 0.95
+    # Without a length penalty, beam search never returns a less probable output than greedy search
+    # (a sentence must not stop at K early, improbable eos endings while a better hypothesis lives).
+    src, _, _ = task_batch(task, 100, torch.Generator().manual_seed(7), vocab)
+    greedy = greedy_search(model, src, max_len_a=1.0, max_len_b=2)
+    beam = beam_search(model, src, beam_size=3, length_penalty_alpha=0.0, max_len_a=1.0, max_len_b=2)
+    assert all(b[0].log_prob >= g.log_prob - 1e-4 for g, b in zip(greedy, beam, strict=True))
 
 
 @pytest.mark.parametrize("task", ["copy", "reverse"])

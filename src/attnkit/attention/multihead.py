@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .functional import scaled_dot_product_attention
+from .linear import Linear, linear
 from .masks import combine_masks
 
 
@@ -57,8 +58,8 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.dropout = dropout
-        self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)  # [W^Q; W^K; W^V]
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W^O
+        self.in_proj = Linear(d_model, 3 * d_model, bias=bias)  # [W^Q; W^K; W^V]
+        self.out_proj = Linear(d_model, d_model, bias=bias)  # W^O
         nn.init.xavier_uniform_(self.in_proj.weight)
         if bias:
             nn.init.zeros_(self.in_proj.bias)
@@ -71,7 +72,7 @@ class MultiHeadAttention(nn.Module):
     def _project(self, x: Tensor, part: slice) -> Tensor:
         w = self.in_proj.weight[part]
         b = None if self.in_proj.bias is None else self.in_proj.bias[part]
-        return F.linear(x, w, b)
+        return linear(x, w, b)
 
     def forward(
         self,

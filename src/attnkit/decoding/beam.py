@@ -1,8 +1,10 @@
 """Batched beam search with the GNMT length penalty (Wu et al., 2016), for any seq2seq model.
 
 Each sentence keeps K live hypotheses; at every step the 2K best extensions are ranked, those ending
-in eos (among the top K) are finalized, and the best K others live on. A sentence is done once it
-has K finished hypotheses; its rows then leave the batch, so later steps cost less.
+in eos (among the top K) are finalized (the K best are kept), and the best K others live on. A
+sentence is done once it has K finished hypotheses and no live one can still beat the worst of
+them (log-probabilities only fall, and the length penalty is at most lp(length limit)); its rows
+then leave the batch, so later steps cost less.
 
 Legend: B sentences still decoding, K beam size, N = B * K rows, V vocabulary, S source length.
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .common import Hypothesis, decode_cap, force_eos, length_limits, step_log_probs
+from .common import Hypothesis, decode_cap, length_limits, step_topk
 
 
 def length_penalty(length: int, alpha: float) -> float:
@@ -52,13 +54,15 @@ def beam_search(
     step = 0
     while active.numel() > 0:
         n = active.numel()
-        logp, attn = step_log_probs(model, prefix[:, -1:], enc, cache, need_weights=return_attention)
         at_limit = (step + 1 >= limits[active]).repeat_interleave(K)  # (N,)
-        logp = force_eos(logp, at_limit, cfg.eos_id)
-        V = logp.size(-1)
-        cand = (scores[:, :, None] + logp.view(n, K, V)).view(n, K * V)  # (B, K*V)
+        # A sentence's 2K best extensions are among the 2K best tokens of each of its beams.
+        logp, tok, attn = step_topk(
+            model, prefix[:, -1:], enc, cache, 2 * K, at_limit, need_weights=return_attention
+        )
+        cand = (scores[:, :, None] + logp.view(n, K, 2 * K)).view(n, 2 * K * K)  # (B, K*2K)
         top_scores, top_idx = cand.topk(2 * K, dim=1)  # (B, 2K), best first
-        top_beam, top_tok = top_idx // V, top_idx % V  # (B, 2K)
+        top_beam = top_idx // (2 * K)  # (B, 2K) beam each candidate extends
+        top_tok = tok.view(n, 2 * K * K).gather(1, top_idx)  # (B, 2K)
         is_eos = (top_tok == cfg.eos_id) & torch.isfinite(top_scores)
         if attn is not None:
             step_attn = attn[:, None]  # (N, 1, S)
@@ -67,8 +71,6 @@ def beam_search(
         # Finalize eos candidates that rank among the top K of their sentence.
         for b, j in is_eos[:, :K].nonzero().tolist():
             i = active[b].item()
-            if len(finished[i]) >= K:
-                continue
             row = b * K + top_beam[b, j].item()
             tokens = prefix[row, 1:].tolist()
             log_p = top_scores[b, j].item()
@@ -77,6 +79,8 @@ def beam_search(
                 tokens, log_p / length_penalty(len(tokens) + 1, length_penalty_alpha), log_p, attention
             )
             finished[i].append(hyp)
+            if len(finished[i]) > K:  # keep the K best
+                finished[i].remove(min(finished[i], key=lambda h: h.score))
 
         # The K best non-eos candidates live on (eos ones pushed behind all others).
         rank = torch.arange(2 * K, device=device).expand(n, -1) + is_eos.long() * 2 * K  # (B, 2K)
@@ -90,7 +94,18 @@ def beam_search(
         cache.reorder_beams(origin)  # origin stays within each sentence's K rows
         step += 1
 
-        done = torch.tensor([len(finished[i]) >= K for i in active.tolist()], device=device)
+        # The best score a live hypothesis could still reach: its log P (which only falls) over the
+        # largest length penalty it can get (at its length limit).
+        alive = scores.max(dim=1).values  # (B,)
+        bound = (alive / ((5.0 + limits[active].double()) / 6.0) ** length_penalty_alpha).tolist()
+        done = torch.tensor(
+            [
+                bound[b] == float("-inf")
+                or (len(finished[i]) >= K and bound[b] <= min(h.score for h in finished[i]))
+                for b, i in enumerate(active.tolist())
+            ],
+            device=device,
+        )
         if done.any():
             keep = (~done).nonzero().squeeze(1)  # (B',) live sentences
             keep_rows = (keep[:, None] * K + torch.arange(K, device=device)).view(-1)  # (B'*K,)

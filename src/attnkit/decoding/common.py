@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 
@@ -41,25 +40,26 @@ def decode_cap(model) -> int:
     return int(model.config.max_len) - 1
 
 
-def step_log_probs(model, tokens: Tensor, enc, cache, *, need_weights: bool) -> tuple[Tensor, Tensor | None]:
-    """Run one cached decoder step on the newest tokens (N, 1) -> log p (N, V), attention (N, S)."""
+def step_topk(
+    model, tokens: Tensor, enc, cache, k: int, at_limit: Tensor, *, need_weights: bool
+) -> tuple[Tensor, Tensor, Tensor | None]:
+    """One cached decoder step on the newest tokens (N, 1): the k most probable next tokens.
+
+    Returns log p of those tokens (N, k), the tokens (N, k) and, when asked, the cross-attention
+    (N, S). pad and bos are never generated; rows at their length limit may only produce eos
+    (scored with its own log-probability).
+    """
     out = model.decode(tokens, enc, cache=cache, need_weights=need_weights)
-    logp = F.log_softmax(out.logits[:, -1].float(), dim=-1)  # (N, V)
+    logp = torch.log_softmax(out.logits[:, -1].float(), dim=-1)  # (N, V)
     cfg = model.config
-    logp[:, [cfg.pad_id, cfg.bos_id]] = float("-inf")  # never generated
+    logp[:, cfg.pad_id] = float("-inf")
+    logp[:, cfg.bos_id] = float("-inf")
+    if at_limit.any():
+        eos = logp[:, cfg.eos_id].clone()
+        logp[at_limit] = float("-inf")
+        logp[:, cfg.eos_id] = eos
+    top, tok = logp.topk(k, dim=-1)  # (N, k)
     attn = None
     if need_weights and out.cross_attn:
         attn = out.cross_attn[-1][:, :, -1].mean(dim=1)  # last layer, last position, mean of heads: (N, S)
-    return logp, attn
-
-
-def force_eos(logp: Tensor, at_limit: Tensor, eos_id: int) -> Tensor:
-    """Rows whose length limit is reached may only end: every token but eos gets -inf.
-
-    The eos keeps its own log-probability, so a forced ending is scored like any other.
-    """
-    if at_limit.any():
-        not_eos = torch.ones_like(logp[0], dtype=torch.bool)
-        not_eos[eos_id] = False
-        logp = logp.masked_fill(at_limit[:, None] & not_eos, float("-inf"))
-    return logp
+    return top, tok, attn

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .common import Hypothesis, decode_cap, force_eos, length_limits, step_log_probs
+from .common import Hypothesis, decode_cap, length_limits, step_topk
 
 
 @torch.no_grad()
@@ -34,9 +34,9 @@ def greedy_search(
     results: list[Hypothesis | None] = [None] * B
     step = 0
     while active.numel() > 0:
-        logp, attn = step_log_probs(model, last, enc, cache, need_weights=return_attention)
-        logp = force_eos(logp, step + 1 >= limits[active], cfg.eos_id)
-        best_lp, best = logp.max(dim=-1)  # (N,)
+        at_limit = step + 1 >= limits[active]
+        best_lp, best, attn = step_topk(model, last, enc, cache, 1, at_limit, need_weights=return_attention)
+        best_lp, best = best_lp[:, 0], best[:, 0]  # (N,)
         done = best == cfg.eos_id
         for row, (i, tok, lp) in enumerate(zip(active.tolist(), best.tolist(), best_lp.tolist())):
             log_probs[i] += lp

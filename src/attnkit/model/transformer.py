@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..attention import KVCache, padding_mask
+from ..attention.linear import Linear, linear
 from .config import TransformerConfig
 from .embedding import TokenEmbedding
 from .layers import DecoderLayer, SelfAttentionLayer
@@ -106,7 +106,7 @@ class Transformer(nn.Module):
         self.encoder = Encoder(config, config.n_encoder_layers)
         self.decoder_layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.n_decoder_layers))
         self.decoder_norm = nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
-        self.output_proj = None if config.tie_output else nn.Linear(config.d_model, config.tgt_vocab_size)
+        self.output_proj = None if config.tie_output else Linear(config.d_model, config.tgt_vocab_size)
 
     def encode(self, src: Tensor, *, need_weights: bool = False) -> EncoderOutput:
         """src (B, S) token ids -> memory (B, S, D) and the source padding mask."""
@@ -154,7 +154,7 @@ class Transformer(nn.Module):
     def project(self, h: Tensor) -> Tensor:
         """Pre-softmax linear layer; with tied embeddings it is E^T (section 3.4). (..., D) -> (..., V)."""
         if self.output_proj is None:
-            return F.linear(h, self.tgt_embed.weight)
+            return linear(h, self.tgt_embed.weight)
         return self.output_proj(h)
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
