@@ -45,7 +45,7 @@ def train_one(name: str, pair: str, args) -> dict:
         f"output_dir={out}", "train.progress=false", f"train.log_every={args.valid_every}",
         *args.override,
     ]  # fmt: skip
-    cfg = load_config(ROOT / MODELS[name].format(pair=pair), overrides)
+    cfg = load_config(ROOT / MODELS[name].format(pair=pair.replace("-", "_")), overrides)
     t0 = time.monotonic()
     result = train(cfg, overwrite=True, log=lambda m: print(f"[{name}] {m}", flush=True))
     curve = []

@@ -341,7 +341,9 @@ class Trainer:
                     )
                 self._write_csv(csv_path, row)
                 window = {"loss": 0.0, "nll": 0.0, "tokens": 0, "t": time.monotonic()}
-            out_of_time = t.max_minutes and self.elapsed() >= 60 * t.max_minutes
+            out_of_time = bool(t.max_minutes and self.elapsed() >= 60 * t.max_minutes)
+            if t.max_minutes and self.dist.enabled:
+                out_of_time = bool(ddp.broadcast_object(out_of_time, self.dist))  # every rank stops together
             if self.step % cfg.valid.every == 0 or self.step == t.max_steps or out_of_time or epochs_done:
                 if self._validate_and_save(csv_path, best, last):
                     stop_reason = "early stopping"
