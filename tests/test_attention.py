@@ -136,3 +136,19 @@ def test_recurrent_attention_weights_and_context(scorer):
         e = attn.v(torch.tanh(attn.W(s)[:, None] + attn.U(h))).squeeze(-1)
         e = e.masked_fill(~mask, float("-inf"))
         torch.testing.assert_close(alpha, torch.softmax(e, -1))
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_grouped_queries_share_keys_like_repeated_keys(need_weights):
+    """Beam search keeps one row of encoder keys per sentence for its K beams' queries."""
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 2).eval()
+    K, B = 3, 2
+    y, mem = torch.randn(B * K, 1, 16), torch.randn(B, 5, 16)
+    real = torch.tensor([[True] * 5, [True, True, True, False, False]])
+    grouped, gw = mha(y, mem, mem, key_padding_mask=real, need_weights=need_weights)
+    rows = torch.arange(B).repeat_interleave(K)
+    repeated, rw = mha(y, mem[rows], mem[rows], key_padding_mask=real[rows], need_weights=need_weights)
+    torch.testing.assert_close(grouped, repeated, atol=1e-6, rtol=1e-5)
+    if need_weights:
+        torch.testing.assert_close(gw, rw)

@@ -80,6 +80,12 @@ class RNNEncoderOutput:
     keys: Tensor
     s0: Tensor
 
+    def repeat_beams(self, beams: int) -> RNNEncoderOutput:
+        """Each sentence's annotations repeated for its K beams (the GRU decoder reads them per row)."""
+        return self.index_select(
+            torch.arange(self.s0.size(0), device=self.s0.device).repeat_interleave(beams)
+        )
+
     def index_select(self, index: Tensor) -> RNNEncoderOutput:
         return RNNEncoderOutput(
             *(getattr(self, f.name).index_select(0, index) for f in dataclasses.fields(self))
@@ -99,7 +105,7 @@ class RNNCache:
     def index_select(self, index: Tensor) -> None:
         self.state = self.state.index_select(0, index)
 
-    reorder_beams = index_select  # the whole state belongs to the hypothesis
+    reorder_beams = repeat_beams = index_select  # the whole state belongs to the hypothesis
 
 
 class RNNSeq2Seq(nn.Module):

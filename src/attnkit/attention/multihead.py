@@ -117,6 +117,13 @@ class MultiHeadAttention(nn.Module):
                     v = torch.cat([cache.v, v], dim=2)
                 cache.k, cache.v = k, v
 
+        Bq, Bk = q.size(0), k.size(0)
+        group = Bq // Bk  # > 1: `group` consecutive query rows share one row of keys (a sentence's beams)
+        if group > 1:
+            if causal or Bq % Bk:
+                raise ValueError(f"{Bq} query rows cannot share {Bk} rows of keys")
+            q = q.view(Bk, group, self.n_heads, -1, self.d_head).transpose(1, 2)  # (Bk, H, group, Tq, Dh)
+            q = q.reshape(Bk, self.n_heads, -1, self.d_head)  # (Bk, H, group * Tq, Dh)
         Tq, Tk = q.size(2), k.size(2)
         if key_padding_mask is not None and key_padding_mask.dim() == 2:
             key_padding_mask = key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk)
@@ -132,6 +139,12 @@ class MultiHeadAttention(nn.Module):
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
             weights = None
-        B = out.size(0)
-        out = out.transpose(1, 2).reshape(B, Tq, D)  # concat heads: (B, Tq, D)
+        if group > 1:  # back to one row per query: (Bk, H, group * Tq, .) -> (Bq, H, Tq, .)
+            Tq //= group
+            out = out.view(Bk, self.n_heads, group, Tq, -1).transpose(1, 2).reshape(Bq, self.n_heads, Tq, -1)
+            if weights is not None:
+                weights = (
+                    weights.view(Bk, self.n_heads, group, Tq, Tk).transpose(1, 2).reshape(Bq, -1, Tq, Tk)
+                )
+        out = out.transpose(1, 2).reshape(Bq, Tq, D)  # concat heads: (B, Tq, D)
         return self.out_proj(out), weights

@@ -40,29 +40,30 @@ def beam_search(
     cfg, K, device = model.config, beam_size, src.device
     B = src.size(0)
     limits = length_limits(src, cfg.pad_id, max_len_a, max_len_b, decode_cap(model))  # (B,)
-    rows = torch.arange(B, device=device).repeat_interleave(K)  # (B*K,) sentence of each row
-    enc = model.encode(src).index_select(rows)
+    # The first step decodes one row per sentence (all beams would be identical); its K best
+    # tokens then open K rows per sentence, and the encoder output and cache follow them.
+    enc = model.encode(src)
     cache = model.init_cache(enc)
+    beams = 1  # live hypotheses per sentence: 1 before the first step, K after it
 
     active = torch.arange(B, device=device)  # original sentence index of each live sentence
-    scores = torch.zeros(B, K, device=device)  # running log P of each live hypothesis
-    scores[:, 1:] = float("-inf")  # all beams start identical: expand only the first
-    prefix = torch.full((B * K, 1), cfg.bos_id, dtype=torch.long, device=device)  # (N, t+1)
+    scores = torch.zeros(B, 1, device=device)  # running log P of each live hypothesis
+    prefix = torch.full((B, 1), cfg.bos_id, dtype=torch.long, device=device)  # (N, t+1)
     attn_hist: Tensor | None = None  # (N, t, S)
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
 
     step = 0
     while active.numel() > 0:
         n = active.numel()
-        at_limit = (step + 1 >= limits[active]).repeat_interleave(K)  # (N,)
+        at_limit = (step + 1 >= limits[active]).repeat_interleave(beams)  # (N,)
         # A sentence's 2K best extensions are among the 2K best tokens of each of its beams.
         logp, tok, attn = step_topk(
             model, prefix[:, -1:], enc, cache, 2 * K, at_limit, need_weights=return_attention
         )
-        cand = (scores[:, :, None] + logp.view(n, K, 2 * K)).view(n, 2 * K * K)  # (B, K*2K)
+        cand = (scores[:, :, None] + logp.view(n, beams, 2 * K)).view(n, beams * 2 * K)  # (B, beams*2K)
         top_scores, top_idx = cand.topk(2 * K, dim=1)  # (B, 2K), best first
         top_beam = top_idx // (2 * K)  # (B, 2K) beam each candidate extends
-        top_tok = tok.view(n, 2 * K * K).gather(1, top_idx)  # (B, 2K)
+        top_tok = tok.view(n, beams * 2 * K).gather(1, top_idx)  # (B, 2K)
         is_eos = (top_tok == cfg.eos_id) & torch.isfinite(top_scores)
         if attn is not None:
             step_attn = attn[:, None]  # (N, 1, S)
@@ -71,7 +72,7 @@ def beam_search(
         # Finalize eos candidates that rank among the top K of their sentence.
         for b, j in is_eos[:, :K].nonzero().tolist():
             i = active[b].item()
-            row = b * K + top_beam[b, j].item()
+            row = b * beams + top_beam[b, j].item()
             tokens = prefix[row, 1:].tolist()
             log_p = top_scores[b, j].item()
             attention = attn_hist[row].clone() if attn_hist is not None else None
@@ -86,12 +87,19 @@ def beam_search(
         rank = torch.arange(2 * K, device=device).expand(n, -1) + is_eos.long() * 2 * K  # (B, 2K)
         keep_pos = rank.topk(K, dim=1, largest=False).indices  # (B, K)
         scores = top_scores.gather(1, keep_pos)  # (B, K)
-        origin = (top_beam.gather(1, keep_pos) + torch.arange(n, device=device)[:, None] * K).view(-1)  # (N,)
+        origin = (top_beam.gather(1, keep_pos) + torch.arange(n, device=device)[:, None] * beams).view(
+            -1
+        )  # (B*K,)
         new_tok = top_tok.gather(1, keep_pos).view(-1, 1)  # (N, 1)
         prefix = torch.cat([prefix.index_select(0, origin), new_tok], dim=1)
         if attn_hist is not None:
             attn_hist = attn_hist.index_select(0, origin)
-        cache.reorder_beams(origin)  # origin stays within each sentence's K rows
+        if beams == 1:  # one row per sentence becomes K
+            enc = enc.repeat_beams(K)
+            cache.repeat_beams(origin)
+        else:
+            cache.reorder_beams(origin)  # origin stays within each sentence's K rows
+        beams = K
         step += 1
 
         # The best score a live hypothesis could still reach: its log P (which only falls) over the

@@ -1,8 +1,9 @@
 """What greedy and beam search share: hypotheses, length limits, the per-step log-probabilities.
 
 Both searches drive any model with the seq2seq interface (``encode``, ``init_cache``, ``decode``,
-``config.pad_id/bos_id/eos_id/max_len``; the encoder output has ``index_select``, the cache has
-``index_select`` and ``reorder_beams``): the Transformer and the RNN encoder-decoder alike.
+``config.pad_id/bos_id/eos_id/max_len``; the encoder output has ``index_select`` and
+``repeat_beams``, the cache ``index_select``, ``repeat_beams`` and ``reorder_beams``): the
+Transformer and the RNN encoder-decoder alike.
 
 Legend: B batch, K beam, S source length, V vocabulary.
 """

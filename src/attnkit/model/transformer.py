@@ -31,10 +31,20 @@ class EncoderOutput:
     memory: Tensor
     src_mask: Tensor
     self_attn: list[Tensor] | None = None  # L x (B, H, S, S)
+    beams: int = 1  # decoder rows per memory row: the beams of a sentence share its memory
 
     def index_select(self, index: Tensor) -> EncoderOutput:
-        """Rows ``index`` of the batch, e.g. each sentence repeated K times for a beam of K."""
-        return EncoderOutput(self.memory.index_select(0, index), self.src_mask.index_select(0, index))
+        """Keep decoder rows ``index``; with beams, ``index`` holds whole sentences' groups of rows."""
+        if self.beams > 1:
+            index = index[:: self.beams] // self.beams  # (B',) sentences
+        return EncoderOutput(
+            self.memory.index_select(0, index), self.src_mask.index_select(0, index), beams=self.beams
+        )
+
+    def repeat_beams(self, beams: int) -> EncoderOutput:
+        """K decoder rows per sentence from now on. Nothing is copied: cross-attention lets the K
+        queries of a sentence share its keys and values."""
+        return EncoderOutput(self.memory, self.src_mask, beams=beams)
 
 
 @dataclass
@@ -49,15 +59,22 @@ class DecoderCache:
         return len(self.self_kv[0]) if self.self_kv else 0
 
     def index_select(self, index: Tensor) -> None:
-        """Keep rows ``index`` of the batch (e.g. drop finished sentences)."""
-        for kv in (*self.self_kv, *self.cross_kv):
+        """Keep rows ``index`` of the batch (e.g. drop finished sentences). Cross-attention keys
+        kept once per sentence for its beams follow the sentences of the selected rows."""
+        rows = self.self_kv[0].k.size(0) if self.self_kv and self.self_kv[0].k is not None else None
+        for kv in self.self_kv:
             kv.index_select(index)
+        for kv in self.cross_kv:
+            group = rows // kv.k.size(0) if rows is not None and kv.k is not None else 1
+            kv.index_select(index[::group] // group if group > 1 else index)
 
     def reorder_beams(self, index: Tensor) -> None:
         """Follow beam search moving hypotheses within their sentence: the cross-attention keys and
         values are the same for every beam of a sentence, so only the self-attention ones move."""
         for kv in self.self_kv:
             kv.index_select(index)
+
+    repeat_beams = reorder_beams  # one row per sentence becomes K: only self-attention rows multiply
 
 
 @dataclass
