@@ -152,3 +152,21 @@ def test_grouped_queries_share_keys_like_repeated_keys(need_weights):
     torch.testing.assert_close(grouped, repeated, atol=1e-6, rtol=1e-5)
     if need_weights:
         torch.testing.assert_close(gw, rw)
+
+
+def test_packed_decoding_weights_follow_optimizer_updates():
+    """Inference after a (fused) optimizer step must use the new weights, packed or not."""
+    from attnkit.attention.linear import Linear, packed_weights
+
+    torch.manual_seed(0)
+    layer = Linear(16, 32)
+    opt = torch.optim.Adam(layer.parameters(), lr=0.1, fused=True)
+    x = torch.randn(5, 16)
+    for _ in range(2):
+        with torch.no_grad(), packed_weights():
+            packed = layer(x)
+        torch.testing.assert_close(
+            packed, torch.nn.functional.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5
+        )
+        layer(x).sum().backward()
+        opt.step()

@@ -44,7 +44,12 @@ def exact_match(model, task: str, vocab: int, beam: int = 1) -> float:
     if beam == 1:
         hyps = [h.tokens for h in greedy_search(model, src, max_len_a=1.0, max_len_b=2)]
     else:
-        hyps = [h[0].tokens for h in beam_search(model, src, beam_size=beam, length_penalty_alpha=0.0, max_len_a=1.0, max_len_b=2)]
+        hyps = [
+            h[0].tokens
+            for h in beam_search(
+                model, src, beam_size=beam, length_penalty_alpha=0.0, max_len_a=1.0, max_len_b=2
+            )
+        ]
     refs = [[t for t in row.tolist() if t not in (PAD, EOS)] for row in tgt]
     return sum(h == r for h, r in zip(hyps, refs, strict=True)) / len(refs)
 

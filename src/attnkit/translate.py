@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from .attention.linear import packed_weights
 from .checkpoint import load_checkpoint, model_from_checkpoint
 from .data.tokenizer import SubwordTokenizer
 from .decoding import beam_search, greedy_search
@@ -77,6 +78,7 @@ class Translator:
         return ids, truncated
 
     @torch.no_grad()
+    @packed_weights()  # one packing of the weights for all the batches
     def translate(
         self,
         sentences: list[str],
@@ -94,7 +96,7 @@ class Translator:
         if truncated:
             warnings.warn(
                 f"{truncated} input sentence(s) longer than {self.max_src_len} subword tokens were truncated",
-                stacklevel=3,  # past torch.no_grad's wrapper, at the caller
+                stacklevel=4,  # past the two decorators, at the caller
             )
         results: list[Translation | None] = [None] * len(sentences)
         order = sorted((i for i, seq in enumerate(ids) if seq), key=lambda i: len(ids[i]))

@@ -3,14 +3,20 @@
 Decoding multiplies small batches (one new position per sentence) by the same weights at every
 step; there MKL's plain sgemm reaches ~65% of the machine's matmul peak. oneDNN can reorder a
 weight once into its blocked layout (what CTranslate2 does with MKL's packed GEMM) and then runs
-the same products 15-35% faster. The packed copy is made on first use and remade whenever the
-weight changes (its version counter moves), and only used where nothing needs gradients:
-CPU, float32, no autograd. Everything else takes ``F.linear``, bit for bit as before.
+the same products 15-35% faster.
+
+Packing is scoped: only inside ``with packed_weights():`` (the searches and ``Translator`` open
+one), where the weights cannot change, are packed copies made and reused; they are dropped when
+the block ends. (A cache that outlives the block would need to notice in-place weight updates, and
+fused optimizers update weights without moving their version counters.) Everywhere else, and
+whenever autograd, another device or dtype, or autocast is involved, ``F.linear`` runs as before.
 """
 
 from __future__ import annotations
 
-import weakref
+import contextlib
+import threading
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -18,34 +24,39 @@ from torch import Tensor, nn
 
 _TYPICAL_ROWS = 64  # rows per product the blocked layout is tuned for (a decoding batch)
 _AVAILABLE = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
-# id(parameter) -> {(storage offset, shape, version): packed weight}; dropped with the parameter
-_PACKED: dict[int, dict[tuple, Tensor]] = {}
+_scope = threading.local()  # .packed: {(id(base), storage offset, shape): packed weight} while open
 
 
-def _packed(weight: Tensor) -> Tensor:
-    base = weight if weight._base is None else weight._base  # a slice of in_proj shares its base
-    key = (weight.storage_offset(), tuple(weight.shape), base._version)
-    table = _PACKED.get(id(base))
-    if table is None:
-        table = _PACKED[id(base)] = {}
-        weakref.finalize(base, _PACKED.pop, id(base), None)
-    if key not in table:
-        table.clear()  # older versions of this parameter are stale
-        table[key] = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), _TYPICAL_ROWS)
-    return table[key]
+@contextlib.contextmanager
+def packed_weights() -> Iterator[None]:
+    """Reuse packed weights for CPU inference inside this block (the weights must not change in it)."""
+    if getattr(_scope, "packed", None) is not None:  # nested: the outer block owns the cache
+        yield
+        return
+    _scope.packed = {}
+    try:
+        yield
+    finally:
+        _scope.packed = None
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """``F.linear``, through a packed weight when decoding on a CPU. x (..., in) -> (..., out)."""
+    """``F.linear``, through a packed weight inside :func:`packed_weights` on a CPU. (..., in) -> (..., out)."""
+    packed = getattr(_scope, "packed", None)
     if (
-        _AVAILABLE
+        packed is not None
+        and _AVAILABLE
         and not torch.is_grad_enabled()
         and x.device.type == "cpu"
         and x.dtype == weight.dtype == torch.float32
         and x.dim() >= 2
         and not torch.is_autocast_enabled("cpu")
     ):
-        return torch.ops.mkldnn._linear_pointwise(x, _packed(weight), bias, "none", [], "")
+        base = weight if weight._base is None else weight._base  # slices of in_proj share a base
+        key = (id(base), weight.storage_offset(), tuple(weight.shape))
+        if key not in packed:
+            packed[key] = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), _TYPICAL_ROWS)
+        return torch.ops.mkldnn._linear_pointwise(x, packed[key], bias, "none", [], "")
     return F.linear(x, weight, bias)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..attention.linear import packed_weights
 from .common import Hypothesis, decode_cap, length_limits, step_topk
 
 
@@ -23,6 +24,7 @@ def length_penalty(length: int, alpha: float) -> float:
 
 
 @torch.no_grad()
+@packed_weights()  # weights cannot change while searching: pack them once
 def beam_search(
     model,
     src: Tensor,

@@ -5,10 +5,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..attention.linear import packed_weights
 from .common import Hypothesis, decode_cap, length_limits, step_topk
 
 
 @torch.no_grad()
+@packed_weights()  # weights cannot change while searching: pack them once
 def greedy_search(
     model,
     src: Tensor,
