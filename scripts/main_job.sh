@@ -22,8 +22,9 @@ printf '%s\n' \
   "Kannst du mir helfen, diesen Satz zu übersetzen?" \
   "Ein Mann fährt mit dem Fahrrad eine Straße entlang." \
   "Zwei Hunde spielen im Schnee." \
-  "Eine Frau mit einem roten Hut sitzt auf einer Bank." \
-  | tee /dev/stderr | attnkit translate --checkpoint "$CKPT" --beam 4
+  "Eine Frau mit einem roten Hut sitzt auf einer Bank." > "$RUN/examples.de"
+attnkit translate --checkpoint "$CKPT" --beam 4 --input "$RUN/examples.de" --output "$RUN/examples.en"
+paste "$RUN/examples.de" "$RUN/examples.en" | sed 's/\t/\n    -> /'
 
 echo "== attention =="
 attnkit attention --checkpoint "$CKPT" --text "Kannst du mir helfen, diesen Satz zu übersetzen?" --out "$RUN/attention.png"
