@@ -170,3 +170,7 @@ def test_packed_decoding_weights_follow_optimizer_updates():
         )
         layer(x).sum().backward()
         opt.step()
+
+
+def test_causal_mask_with_a_cached_prefix_offsets_the_queries():
+    assert causal_mask(2, n_keys=4).tolist() == [[True, True, True, False], [True, True, True, True]]

@@ -17,9 +17,13 @@ def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
     return (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, Tk)
 
 
-def causal_mask(T: int, *, device: torch.device | str | None = None) -> Tensor:
-    """Look-ahead mask: query i may attend to keys 0..i. Returns (T, T), lower triangle True."""
-    return torch.ones(T, T, dtype=torch.bool, device=device).tril()
+def causal_mask(T: int, *, n_keys: int | None = None, device: torch.device | str | None = None) -> Tensor:
+    """Look-ahead mask: query i may attend to keys up to its own position. Returns (T, n_keys).
+
+    With a cache the T queries are the last of ``n_keys`` positions: query i sits at n_keys - T + i.
+    """
+    n_keys = T if n_keys is None else n_keys
+    return torch.ones(T, n_keys, dtype=torch.bool, device=device).tril(n_keys - T)
 
 
 def combine_masks(*masks: Tensor | None) -> Tensor | None:

@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 from .functional import scaled_dot_product_attention
 from .linear import Linear, linear
-from .masks import combine_masks
+from .masks import causal_mask, combine_masks
 
 
 @dataclass
@@ -130,7 +130,7 @@ class MultiHeadAttention(nn.Module):
         # With a cache the queries sit at the end: query i is at absolute position Tk - Tq + i.
         look_ahead = None
         if causal and Tq > 1:
-            look_ahead = torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).tril(Tk - Tq)
+            look_ahead = causal_mask(Tq, n_keys=Tk, device=q.device)
         mask = combine_masks(key_padding_mask, look_ahead)
         p = self.dropout if self.training else 0.0
 

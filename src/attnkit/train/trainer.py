@@ -115,6 +115,7 @@ class Trainer:
         self.valid_pairs = load_pairs(cfg.data, "valid")
         if cfg.data.max_valid_pairs:
             self.valid_pairs = self.valid_pairs[: cfg.data.max_valid_pairs]
+        self.valid_examples: list | None = None
 
         lengths = [(len(s), len(t) + 1) for s, t in self.examples]
         self.sampler = TokenBatchSampler(
@@ -277,7 +278,11 @@ class Trainer:
     def validate(self) -> tuple[float, float]:
         """Validation loss (nll per target token) and cased sacreBLEU of the decoded valid split."""
         model = unwrap(self.model).eval()
-        examples = encode_training_pairs(self.valid_pairs, self.tokenizer, self.max_len).examples
+        if self.valid_examples is None:  # encoded once: the tokenizer never changes during a run
+            self.valid_examples = encode_training_pairs(
+                self.valid_pairs, self.tokenizer, self.max_len
+            ).examples
+        examples = self.valid_examples
         nll, tokens = 0.0, 0
         sampler = TokenBatchSampler(
             [(len(s), len(t) + 1) for s, t in examples], self.cfg.valid.batch_tokens, shuffle=False
