@@ -6,9 +6,13 @@ dropout 0.1 (embeddings and sublayer outputs), tied embeddings (source = target 
 projection), ReLU, post-norm, sinusoidal positions. Each adapter's ``notes`` says honestly
 where the peer's model differs from that.
 
-Every training adapter uses the *same* loss on the peer's logits (as attnkit does): token-level
-cross entropy with label smoothing 0.1, pad ignored, summed and divided by the number of
-non-pad target tokens. The peers' own loss classes are not used, so the loss costs the same.
+Every peer's training adapter computes the same loss on the peer's logits: token-level cross
+entropy with label smoothing 0.1, pad ignored, summed and divided by the number of non-pad target
+tokens, through PyTorch's ``F.cross_entropy(label_smoothing=0.1)``. That is what OpenNMT-py 3.5's
+loss calls, and as fast as or faster than HF's ``LabelSmoother`` (log-softmax, gather, sum) and
+JoeyNMT's ``XentLoss`` (KL divergence to a materialized smoothed distribution), so no peer is
+slowed by its loss. attnkit uses its own ``label_smoothed_cross_entropy`` (the same value, with
+the gradient written out; tests compare both against ``F.cross_entropy``).
 
 Decoding adapters (``decode_fn``) all produce exactly ``n_tokens`` tokens per sentence (EOS is
 forbidden until then), so every peer does equal work whatever the random weights predict.
@@ -77,7 +81,7 @@ def count_trainable(model: nn.Module) -> int:
 
 
 def smoothed_loss(logits: Tensor, tgt_out: Tensor, pad_id: int, epsilon: float = LABEL_SMOOTHING) -> Tensor:
-    """Mean over non-pad target tokens of label-smoothed cross entropy (same formula as attnkit)."""
+    """Mean over non-pad target tokens of label-smoothed cross entropy (the value attnkit computes)."""
     logits = logits.reshape(-1, logits.size(-1)).float()
     target = tgt_out.reshape(-1)
     loss = F.cross_entropy(logits, target, ignore_index=pad_id, label_smoothing=epsilon, reduction="sum")

@@ -408,7 +408,8 @@ def markdown(results: dict) -> str:
              f"{results['peak_gflops']:,.1f} GFLOP/s.",
              "",
              "Cells: median (median ratio peer/attnkit, best-of-N ratio); > 1x = faster than attnkit. "
-             f"Every trainable peer: {OPTIMIZER}; the same label-smoothed loss.", "",
+             f"Every trainable peer: {OPTIMIZER}; the same label-smoothed loss (peers: F.cross_entropy with "
+             "label_smoothing=0.1; attnkit: its own, same value).", "",
              "## Training, target tokens/s (forward + backward + optimizer step)", ""]  # fmt: skip
     header = ["peer", "params", *train, *(f"MFU {label}" for label in train)]
     rows = [[n, f"{peer_info[n]['n_params']:,}", *(cell(r, n, ",.0f") for r in train.values()),

@@ -1,5 +1,6 @@
 """Label-smoothed cross entropy: equals PyTorch's, ignores padding, reduces to NLL at epsilon 0."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -29,3 +30,44 @@ def test_epsilon_zero_is_plain_nll():
     logits, target = torch.randn(4, 7), torch.tensor([1, 2, 3, 4])
     out = label_smoothed_cross_entropy(logits, target, epsilon=0.0, pad_id=0)
     torch.testing.assert_close(out.loss, out.nll)
+
+
+def test_handwritten_gradient_matches_finite_differences():
+    torch.manual_seed(0)
+    logits = torch.randn(6, 9, dtype=torch.float64, requires_grad=True)
+    target = torch.tensor([1, 2, 0, 4, 8, 0])
+
+    def loss(x):
+        return label_smoothed_cross_entropy(x, target, epsilon=0.2, pad_id=0).loss
+
+    (3.0 * loss(logits)).backward()  # an upstream gradient other than 1
+    numeric = torch.zeros_like(logits)
+    h = 1e-6
+    with torch.no_grad():
+        for i in range(logits.size(0)):
+            for j in range(logits.size(1)):
+                step = torch.zeros_like(logits)
+                step[i, j] = h
+                numeric[i, j] = 3.0 * (loss(logits + step) - loss(logits - step)) / (2 * h)
+    torch.testing.assert_close(logits.grad, numeric, atol=1e-7, rtol=1e-6)
+
+
+def test_bfloat16_logits_get_a_bfloat16_gradient_computed_in_float32():
+    torch.manual_seed(0)
+    logits = torch.randn(5, 13, dtype=torch.bfloat16, requires_grad=True)
+    target = torch.randint(1, 13, (5,))
+    out = label_smoothed_cross_entropy(logits, target)
+    assert out.loss.dtype == torch.float32
+    out.loss.backward()
+    assert logits.grad.dtype == torch.bfloat16
+    ref = logits.detach().float().requires_grad_()
+    F.cross_entropy(ref, target, label_smoothing=0.1, reduction="sum").backward()
+    torch.testing.assert_close(logits.grad.float(), ref.grad, atol=1e-2, rtol=1e-2)
+
+
+def test_second_backward_is_refused_not_wrong():
+    logits = torch.randn(3, 7, requires_grad=True)
+    out = label_smoothed_cross_entropy(logits, torch.tensor([1, 2, 3]))
+    out.loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="only once"):
+        out.loss.backward()

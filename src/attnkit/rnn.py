@@ -24,6 +24,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .attention import AdditiveAttention, MultiplicativeAttention
 from .config import ConfigBase
+from .dropout import Dropout
 from .model.transformer import DecoderOutput
 
 
@@ -137,7 +138,7 @@ class RNNSeq2Seq(nn.Module):
         self.decoder_cell = nn.GRUCell(c.emb_size + annotation, c.hidden_size)
         self.deep_output = nn.Linear(c.hidden_size + annotation + c.emb_size, c.emb_size)
         self.output_proj = nn.Linear(c.emb_size, c.tgt_vocab_size)
-        self.dropout = nn.Dropout(c.dropout)
+        self.dropout = Dropout(c.dropout)
 
     def encode(self, src: Tensor, *, need_weights: bool = False) -> RNNEncoderOutput:
         """src (B, S) -> annotations h_j (B, S, 2H). Padding is packed away, so it changes nothing."""

@@ -10,6 +10,8 @@ import math
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..dropout import dropout
+
 
 def basic_self_attention(x: Tensor) -> tuple[Tensor, Tensor]:
     """Parameter-free self-attention of seed 000: omega = X X^T, alpha = softmax(omega), z = alpha X.
@@ -56,5 +58,5 @@ def scaled_dot_product_attention(
         # A fully masked row is softmax over all -inf = NaN; such a query attends to nothing.
         weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
     if dropout_p > 0.0:
-        weights = F.dropout(weights, p=dropout_p)
+        weights = dropout(weights, dropout_p)
     return weights @ v, weights  # (..., Tq, Dv), (..., Tq, Tk)

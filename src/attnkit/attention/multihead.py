@@ -136,6 +136,11 @@ class MultiHeadAttention(nn.Module):
 
         if need_weights:
             out, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=p)
+        elif mask is look_ahead is not None and Tq == Tk:
+            # Only the look-ahead mask (teacher forcing): the fused kernel skips the blocks above the
+            # diagonal instead of reading a (T, T) mask.
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+            weights = None
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
             weights = None

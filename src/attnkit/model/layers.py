@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from ..attention import KVCache, MultiHeadAttention
 from ..attention.linear import Linear
+from ..dropout import Dropout
 from .config import BlockConfig
 
 _ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
@@ -39,7 +40,7 @@ class Residual(nn.Module):
     def __init__(self, d_model: int, dropout: float, norm: str):
         super().__init__()
         self.norm = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.pre_norm = norm == "pre"
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
