@@ -3,9 +3,11 @@
     python bench/quality.py --pair de-en --minutes 10 --data-dir ../shared/data
     python bench/quality.py --pair en-de --minutes 10 --data-dir ../shared/data
 
-For each model it trains configs/multi30k_<pair>.yaml (the quality config) and the RNN config with
-the same data, the same SentencePiece settings (hence the same subwords) and the same training-time
-budget, then reports on test_2016_flickr: cased sacreBLEU and chrF of detokenized output,
+For each model it trains a config (by default configs/multi30k_<pair>.yaml, the quality config, and
+configs/multi30k_de_en_rnn.yaml with the pair's languages) with the same data, the same SentencePiece
+settings (hence the same subwords) and the same training-time budget; ``--transformer-config``,
+``--rnn-config``, ``--transformer-set`` and ``--rnn-set`` pick smaller models for a CPU budget. It
+reports on test_2016_flickr: cased sacreBLEU and chrF of detokenized output,
 lowercased BLEU (how the published Multi30k numbers are computed), greedy and beam 4, training time,
 parameters, and one PNG with both models' validation-BLEU curves over time. Results go to
 bench/results/quality_<pair>.{json,md,png}; docs/BENCHMARKS.md quotes them.
@@ -17,6 +19,7 @@ import argparse
 import csv
 import json
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -31,7 +34,6 @@ from attnkit.train import load_config, train
 from attnkit.translate import Translator
 
 ROOT = Path(__file__).resolve().parents[1]
-MODELS = {"transformer": "configs/multi30k_{pair}.yaml", "rnn": "configs/multi30k_de_en_rnn.yaml"}
 
 
 def train_one(name: str, pair: str, args) -> dict:
@@ -43,9 +45,10 @@ def train_one(name: str, pair: str, args) -> dict:
         f"train.max_minutes={args.minutes}", f"valid.every={args.valid_every}",
         f"valid.max_sentences={args.valid_sentences}", "valid.beam_size=1", "valid.patience=0",
         f"output_dir={out}", "train.progress=false", f"train.log_every={args.valid_every}",
-        *args.override,
+        *args.override, *getattr(args, f"{name}_set"),
     ]  # fmt: skip
-    cfg = load_config(ROOT / MODELS[name].format(pair=pair.replace("-", "_")), overrides)
+    config = getattr(args, f"{name}_config").format(pair=pair.replace("-", "_"))
+    cfg = load_config(ROOT / config, overrides)
     t0 = time.monotonic()
     result = train(cfg, overwrite=True, log=lambda m: print(f"[{name}] {m}", flush=True))
     curve = []
@@ -53,7 +56,9 @@ def train_one(name: str, pair: str, args) -> dict:
         for row in csv.DictReader(f):
             if row["val_bleu"]:
                 curve.append((float(row["elapsed_s"]) / 60, float(row["val_bleu"])))
-    return {"run": str(out), "best": str(result.best_checkpoint), "steps": result.step,
+    shown = [o for o in overrides if not o.startswith(("data.data_dir=", "output_dir="))]
+    return {"config": config, "overrides": shown, "run": str(out),
+            "best": str(result.best_checkpoint), "steps": result.step,
             "train_minutes": (time.monotonic() - t0) / 60, "curve": curve}  # fmt: skip
 
 
@@ -92,6 +97,8 @@ def markdown(pair: str, results: dict, meta: dict) -> str:
             f"| {b['chrf']} | {g['bleu_lowercase']} | {b['bleu_lowercase']} |"
         )
     any_result = next(iter(results.values()))["beam4"]
+    lines += ["", f"Command: `{meta['command']}`", ""]
+    lines += [f"- {name}: `{r['config']}` with `{' '.join(r['overrides'])}`" for name, r in results.items()]
     lines += ["", f"- BLEU: `{any_result['bleu_signature']}`", f"- lc BLEU: `{any_result['bleu_lowercase_signature']}`",
               f"- chrF: `{any_result['chrf_signature']}`"]  # fmt: skip
     return "\n".join(lines) + "\n"
@@ -112,6 +119,10 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=10.0, help="training budget per model")
     ap.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
     ap.add_argument("--models", default="transformer,rnn")
+    ap.add_argument("--transformer-config", default="configs/multi30k_{pair}.yaml")
+    ap.add_argument("--rnn-config", default="configs/multi30k_de_en_rnn.yaml")
+    ap.add_argument("--transformer-set", nargs="*", default=[], help="overrides for the Transformer only")
+    ap.add_argument("--rnn-set", nargs="*", default=[], help="overrides for the RNN only")
     ap.add_argument("--valid-every", type=int, default=250)
     ap.add_argument(
         "--valid-sentences", type=int, default=300, help="valid sentences decoded for the BLEU curve"
@@ -125,6 +136,7 @@ def main() -> None:
         "minutes": args.minutes,
         "machine": machine(),
         "date": time.strftime("%Y-%m-%d"),
+        "command": "python " + " ".join(sys.argv),
     }
     results = {}
     for name in args.models.split(","):
