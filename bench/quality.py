@@ -19,6 +19,7 @@ import argparse
 import csv
 import json
 import platform
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -121,8 +122,20 @@ def main() -> None:
     ap.add_argument("--models", default="transformer,rnn")
     ap.add_argument("--transformer-config", default="configs/multi30k_{pair}.yaml")
     ap.add_argument("--rnn-config", default="configs/multi30k_de_en_rnn.yaml")
-    ap.add_argument("--transformer-set", nargs="*", default=[], help="overrides for the Transformer only")
-    ap.add_argument("--rnn-set", nargs="*", default=[], help="overrides for the RNN only")
+    ap.add_argument(
+        "--transformer-set",
+        nargs="+",
+        action="extend",
+        default=[],
+        help="overrides for the Transformer only (positional overrides go before the options)",
+    )
+    ap.add_argument(
+        "--rnn-set",
+        nargs="+",
+        action="extend",
+        default=[],
+        help="overrides for the RNN only (positional overrides go before the options)",
+    )
     ap.add_argument("--valid-every", type=int, default=250)
     ap.add_argument(
         "--valid-sentences", type=int, default=300, help="valid sentences decoded for the BLEU curve"
@@ -136,7 +149,7 @@ def main() -> None:
         "minutes": args.minutes,
         "machine": machine(),
         "date": time.strftime("%Y-%m-%d"),
-        "command": "python " + " ".join(sys.argv),
+        "command": "python " + shlex.join(sys.argv),
     }
     results = {}
     for name in args.models.split(","):

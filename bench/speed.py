@@ -473,6 +473,7 @@ def run(args, keys: list[str]) -> dict:
         train[label] = progress(label, train_benchmark(adapters, batches, dims, args, amp), "tok/s")
 
     # The peak again after the training phase: one slow phase of the host must not inflate MFU.
+    peak_before = peak
     peak_after, _ = peak_flops(args.device, peak_dtype, sizes.peak_n)
     print(f"matmul peak after training: {peak_after / 1e9:,.1f} GFLOP/s", flush=True)
     peak = max(peak, peak_after)
@@ -499,7 +500,8 @@ def run(args, keys: list[str]) -> dict:
                     decode_repeats=args.decode_repeats, sizes=asdict(sizes), peak_dtype=str(peak_dtype),
                     model=dims, optimizer=OPTIMIZER, data=data, notes=notes)  # fmt: skip
     results = dict(machine=machine_info(args.device), settings=settings, peak_gflops=peak / 1e9,
-                   peak_gflops_median=peak_median / 1e9, peers=peer_info, train=train, decode=decode,
+                   peak_gflops_before=peak_before / 1e9, peak_gflops_after=peak_after / 1e9,
+                   peak_gflops_median_before=peak_median / 1e9, peers=peer_info, train=train, decode=decode,
                    attention_memory=None)  # fmt: skip
     if "ct2" in keys and cuda:
         notes.append("ct2: CPU only in this benchmark (not run with --device cuda)")

@@ -42,9 +42,12 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         loss = ((1.0 - epsilon) * nll + epsilon * uniform).masked_fill_(~real, 0.0).sum()
         ctx.save_for_backward(logp, target, real)
         ctx.epsilon, ctx.in_dtype, ctx.spent = epsilon, logits.dtype, False
-        return loss, nll.masked_fill_(~real, 0.0).sum()
+        nll_sum = nll.masked_fill_(~real, 0.0).sum()
+        ctx.mark_non_differentiable(nll_sum)  # for logging only
+        return loss, nll_sum
 
     @staticmethod
+    @torch.autograd.function.once_differentiable
     def backward(ctx, grad_loss: Tensor, _grad_nll: Tensor):  # type: ignore[override]
         if ctx.spent:
             raise RuntimeError("label_smoothed_cross_entropy: backward can run only once per loss")
