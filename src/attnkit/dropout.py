@@ -14,10 +14,14 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 
-def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
-    """Zero each element of ``x`` with probability ``p`` and scale the rest by 1 / (1 - p)."""
+def _check(p: float) -> None:
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+
+
+def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
+    """Zero each element of ``x`` with probability ``p`` and scale the rest by 1 / (1 - p)."""
+    _check(p)
     if not training or p == 0.0:
         return x
     if x.device.type != "cpu" or p >= 1.0:
@@ -31,7 +35,7 @@ class Dropout(nn.Module):
 
     def __init__(self, p: float = 0.5):
         super().__init__()
-        dropout(torch.empty(0), p, training=False)  # validates p
+        _check(p)
         self.p = p
 
     def forward(self, x: Tensor) -> Tensor:

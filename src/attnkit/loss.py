@@ -32,9 +32,8 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, logits: Tensor, target: Tensor, epsilon: float, pad_id: int):  # type: ignore[override]
+    def forward(ctx, logits: Tensor, target: Tensor, real: Tensor, epsilon: float):  # type: ignore[override]
         V = logits.size(-1)
-        real = target != pad_id  # (N,)
         x = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
         logp = F.log_softmax(x, dim=-1)  # (N, V) in float32 (or float64)
         nll = -logp.gather(1, target[:, None]).squeeze(1)  # (N,)  -log p(gold)
@@ -56,8 +55,9 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         eps, V = ctx.epsilon, logp.size(-1)
         # In place: a fresh (N, V) buffer costs as much as the pass itself (page faults on a CPU).
         grad = logp.exp_().sub_(eps / V)  # (N, V) softmax - epsilon / V
-        gold = torch.full_like(target, 0, dtype=grad.dtype).fill_(eps - 1.0)[:, None]  # (N, 1)
-        grad.scatter_add_(1, target[:, None], gold)  # minus (1 - epsilon) at the gold token
+        grad.scatter_add_(
+            1, target[:, None], torch.full_like(logp[:, :1], eps - 1.0)
+        )  # gold: - (1 - epsilon)
         grad.mul_((real.to(grad.dtype) * grad_loss)[:, None])  # padding rows get no gradient
         return grad.to(ctx.in_dtype), None, None, None
 
@@ -74,5 +74,6 @@ def label_smoothed_cross_entropy(
     V = logits.size(-1)
     logits = logits.reshape(-1, V)  # (N, V)
     target = target.reshape(-1)  # (N,)
-    loss, nll = _SmoothedCrossEntropy.apply(logits, target, epsilon, pad_id)
-    return LossOutput(loss, nll.detach(), int((target != pad_id).sum()))
+    real = target != pad_id  # (N,)
+    loss, nll = _SmoothedCrossEntropy.apply(logits, target, real, epsilon)
+    return LossOutput(loss, nll, int(real.sum()))

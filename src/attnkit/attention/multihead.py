@@ -127,22 +127,20 @@ class MultiHeadAttention(nn.Module):
         Tq, Tk = q.size(2), k.size(2)
         if key_padding_mask is not None and key_padding_mask.dim() == 2:
             key_padding_mask = key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk)
-        # With a cache the queries sit at the end: query i is at absolute position Tk - Tq + i.
+        # Teacher forcing (no cache prefix, no padding mask): the fused kernel applies the look-ahead
+        # mask itself and skips the blocks above the diagonal instead of reading a (T, T) mask.
+        fused_causal = causal and Tq > 1 and Tq == Tk and key_padding_mask is None and not need_weights
         look_ahead = None
-        if causal and Tq > 1:
+        if causal and Tq > 1 and not fused_causal:
+            # With a cache the queries sit at the end: query i is at absolute position Tk - Tq + i.
             look_ahead = causal_mask(Tq, n_keys=Tk, device=q.device)
         mask = combine_masks(key_padding_mask, look_ahead)
         p = self.dropout if self.training else 0.0
 
         if need_weights:
             out, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=p)
-        elif mask is look_ahead is not None and Tq == Tk:
-            # Only the look-ahead mask (teacher forcing): the fused kernel skips the blocks above the
-            # diagonal instead of reading a (T, T) mask.
-            out = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
-            weights = None
         else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=fused_causal)
             weights = None
         if group > 1:  # back to one row per query: (Bk, H, group * Tq, .) -> (Bq, H, Tq, .)
             Tq //= group
