@@ -1,0 +1,52 @@
+"""The ``attnkit`` command: one module per subcommand, each a thin wrapper over one public function.
+
+A command module has ``NAME``, ``add_parser(subparsers)`` and ``run(args)``; adding a command is a
+new module and one line in ``COMMANDS``. Every user error (bad flag, config key or value, missing or
+malformed file, bad checkpoint) prints one line on stderr and exits with code 2; no traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+
+from ..errors import AttnkitError
+from . import attention, average, evaluate, plot_positional, train, translate
+from .common import EXIT_USAGE, Parser
+
+COMMANDS = [train, translate, evaluate, attention, plot_positional, average]
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="attnkit", description="Attention and the Transformer for sequence-to-sequence work.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for command in COMMANDS:
+        command.add_parser(sub)
+    return parser
+
+
+def _one_line(message: str) -> str:
+    """An error message on one line: some (a YAML parser's, the OS's) span several."""
+    return " ".join(part.strip() for part in str(message).splitlines() if part.strip())
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    run = {c.NAME: c.run for c in COMMANDS}[args.command]
+    formatwarning = warnings.formatwarning
+    warnings.formatwarning = lambda msg, category, *a, **k: f"attnkit: warning: {_one_line(msg)}\n"
+    try:
+        run(args)
+    except AttnkitError as e:
+        print(f"attnkit {args.command}: error: {_one_line(e)}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as e:  # unwritable output, full disk, ...: the OS's message names the file
+        message = f"{e.strerror or e}: {e.filename or ''}".rstrip(": ")
+        print(f"attnkit {args.command}: error: {_one_line(message)}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"attnkit {args.command}: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        warnings.formatwarning = formatwarning  # main() may be called in-process (tests, notebooks)
+    return 0

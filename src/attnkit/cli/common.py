@@ -1,0 +1,60 @@
+"""What the commands share: the argument parser that exits with one line, argument types, input."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import DataError
+
+EXIT_USAGE = 2
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def device(text: str) -> str:
+    """auto, cpu, cuda or cuda:N; checked here so a typo is a usage error, not a torch traceback."""
+    if text in ("auto", "cpu", "cuda") or (text.startswith("cuda:") and text[5:].isdigit()):
+        return text
+    raise argparse.ArgumentTypeError(f"expected auto, cpu, cuda or cuda:N, got {text!r}")
+
+
+def add_decoding_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--beam", type=positive_int, default=4, help="beam size; 1 = greedy (default 4)")
+    p.add_argument(
+        "--length-penalty", type=float, default=0.6, help="GNMT length penalty alpha (default 0.6)"
+    )
+    p.add_argument(
+        "--batch-tokens", type=positive_int, default=4000, help="source tokens per batch (default 4000)"
+    )
+    p.add_argument("--device", type=device, default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
+
+
+def read_input(path: str | None) -> list[str]:
+    """Lines of ``path``, or of stdin when it is None; stripped of line endings, UTF-8 checked."""
+    from ..data.corpus import read_lines
+
+    if path:
+        return read_lines(path)
+    data = sys.stdin.buffer.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(f"stdin: not valid UTF-8 (byte offset {e.start})") from None
+    lines = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n") if text else []
+    return [line.removesuffix("\r") for line in lines]  # as read_lines does for --input
