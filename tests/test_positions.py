@@ -330,3 +330,12 @@ def test_checkpoint_round_trip(kind, values):
     names = set(model.state_dict())
     assert any(n.endswith("self_attn.positions.a_k") for n in names) == (kind == "relative")
     assert not any("cross_attn.positions" in n for n in names)
+
+
+def test_experiment_config_takes_the_positional_fields():
+    from attnkit.train.config import load_config
+
+    cfg = load_config(None, ["model.positional=relative", "model.relative_clip=8", "model.relative_values=true"])
+    assert cfg.model["relative_clip"] == 8
+    with pytest.raises(ConfigError, match="relative_clip"):
+        load_config(None, ["model.positional=relative", "model.relative_clip=0"])
