@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> dict:
         max_tokens=cfg.train.max_tokens,
         threads=args.threads,
         torch=torch.__version__,
-        machine=f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} CPUs".strip(),
+        machine=" ".join(filter(None, [platform.machine(), platform.processor(), f"{os.cpu_count()} CPUs"])),
         rows=rows,
     )
     print(f"{'kind':<17}{'tgt tok/s':>10}{'median ms':>11}{'vs ' + kinds[0]:>16}{'params':>11}")
