@@ -12,20 +12,22 @@ import signal
 import threading
 import time
 
-import httpx
 import pytest
 import torch
-from fastapi.testclient import TestClient
 
-from attnkit.checkpoint import save_checkpoint
-from attnkit.errors import CheckpointError
-from attnkit.serve.app import create_app
-from attnkit.serve.attention import word_level, words
-from attnkit.serve.batcher import Batcher
-from attnkit.serve.schemas import Limits
-from attnkit.serve.tasks import load_models, model_name
-from attnkit.translate import Translator
-from serve_helpers import live_server, post, tiny_checkpoint
+pytest.importorskip("fastapi", reason="attnkit serve needs the serve extra: pip install -e '.[serve]'")
+import httpx  # noqa: E402
+from fastapi.testclient import TestClient  # noqa: E402
+
+from attnkit.checkpoint import save_checkpoint  # noqa: E402
+from attnkit.errors import CheckpointError  # noqa: E402
+from attnkit.serve.app import create_app  # noqa: E402
+from attnkit.serve.attention import word_level, words  # noqa: E402
+from attnkit.serve.batcher import Batcher  # noqa: E402
+from attnkit.serve.schemas import Limits  # noqa: E402
+from attnkit.serve.tasks import load_models, model_name  # noqa: E402
+from attnkit.translate import Translator  # noqa: E402
+from serve_helpers import live_server, post, tiny_checkpoint  # noqa: E402
 
 SENTENCES = [
     "Ein Mann fährt Fahrrad.",

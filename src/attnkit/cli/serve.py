@@ -28,6 +28,10 @@ def add_parser(sub) -> None:
         "--max-body-bytes", type=positive_int, default=1_000_000, help="request body size (default 1000000)"
     )
     p.add_argument("--device", type=device, default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
+    p.add_argument(
+        "--threads", type=positive_int,
+        help="CPU threads for the model (default: torch's); 1 is fastest on a CPU shared with other work",
+    )  # fmt: skip
 
 
 def run(args) -> None:
@@ -46,6 +50,10 @@ def run(args) -> None:
         raise ConfigError(f"--port must be between 1 and 65535, got {args.port}")
     if args.max_wait_ms < 0:
         raise ConfigError(f"--max-wait-ms must not be negative, got {args.max_wait_ms}")
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     models = load_models(args.checkpoint, device=args.device)
     app = create_app(
         models, max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms,
