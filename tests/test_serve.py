@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 import threading
 import time
 
@@ -27,7 +28,7 @@ from attnkit.serve.batcher import Batcher  # noqa: E402
 from attnkit.serve.schemas import Limits  # noqa: E402
 from attnkit.serve.tasks import load_models, model_name  # noqa: E402
 from attnkit.translate import Translator  # noqa: E402
-from serve_helpers import live_server, post, tiny_checkpoint  # noqa: E402
+from serve_helpers import free_port, live_server, post, tiny_checkpoint  # noqa: E402
 
 SENTENCES = [
     "Ein Mann fährt Fahrrad.",
@@ -283,3 +284,19 @@ def test_sigterm_finishes_in_flight_requests_then_exits(ckpt):
         status, body = answer["r"]
         assert status == 200 and len(body["translations"]) == len(SENTENCES)
         assert code in (0, -signal.SIGTERM), proc.stderr.read().decode()
+
+
+def test_serve_command_errors_are_one_line(capsys, ckpt, tmp_path):
+    from attnkit.cli import main
+
+    def run(*argv):
+        code = main(["serve", *map(str, argv)])
+        return code, capsys.readouterr().err.strip().splitlines()
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        code, err = run("--checkpoint", ckpt, "--port", busy.getsockname()[1])
+    assert code == 2 and len(err) == 1 and "cannot listen on 127.0.0.1" in err[0], err
+    code, err = run("--checkpoint", tmp_path / "missing.pt", "--port", free_port())
+    assert code == 2 and len(err) == 1 and "checkpoint not found" in err[0], err

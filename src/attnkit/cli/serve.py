@@ -50,6 +50,7 @@ def run(args) -> None:
         raise ConfigError(f"--port must be between 1 and 65535, got {args.port}")
     if args.max_wait_ms < 0:
         raise ConfigError(f"--max-wait-ms must not be negative, got {args.max_wait_ms}")
+    _check_address(args.host, args.port)
     if args.threads:
         import torch
 
@@ -64,3 +65,18 @@ def run(args) -> None:
     # uvicorn handles SIGTERM and SIGINT: it stops accepting, lets in-flight requests finish, then
     # runs the app's shutdown (which drains the batcher) and returns.
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+
+
+def _check_address(host: str, port: int) -> None:
+    """Fail early, in one line, when the address cannot be listened on (uvicorn would log and exit 1)."""
+    import socket
+
+    from ..errors import ConfigError
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        with socket.socket(infos[0][0], socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+            s.bind(infos[0][4])
+    except OSError as e:
+        raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
