@@ -1,6 +1,6 @@
 """Models built from the attention blocks: the Transformer, a decoder-only LM, an encoder classifier."""
 
-from .classifier import TransformerClassifier
+from .classifier import ClassifierOutput, TransformerClassifier
 from .config import BlockConfig, ClassifierConfig, LMConfig, TransformerConfig
 from .lm import TransformerLM
 from .transformer import DecoderCache, DecoderOutput, EncoderOutput, Transformer, count_parameters
@@ -8,6 +8,7 @@ from .transformer import DecoderCache, DecoderOutput, EncoderOutput, Transformer
 __all__ = [
     "BlockConfig",
     "ClassifierConfig",
+    "ClassifierOutput",
     "DecoderCache",
     "DecoderOutput",
     "EncoderOutput",
