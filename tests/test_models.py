@@ -166,8 +166,9 @@ def test_language_model_is_causal_and_caches():
     y = x.clone()
     y[:, 5:] = random_tokens(2, 3, seed=9)
     torch.testing.assert_close(lm(y)[:, :5], logits[:, :5], atol=1e-5, rtol=1e-5)
-    cache = lm.init_cache()
-    steps = torch.cat([lm.decode(x[:, t : t + 1], cache=cache) for t in range(8)], 1)
+    enc = lm.encode(x[:, :0])  # an empty prompt
+    cache = lm.init_cache(enc)
+    steps = torch.cat([lm.decode(x[:, t : t + 1], enc, cache=cache).logits for t in range(8)], 1)
     torch.testing.assert_close(steps, logits, atol=1e-5, rtol=1e-5)
 
 
