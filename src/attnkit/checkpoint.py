@@ -20,7 +20,14 @@ import torch
 from torch import nn
 
 from .errors import CheckpointError, ConfigError
-from .model import Transformer, TransformerConfig
+from .model import (
+    ClassifierConfig,
+    LMConfig,
+    Transformer,
+    TransformerClassifier,
+    TransformerConfig,
+    TransformerLM,
+)
 from .rnn import RNNConfig, RNNSeq2Seq
 
 FORMAT = "attnkit-checkpoint-1"
@@ -29,6 +36,8 @@ FORMAT = "attnkit-checkpoint-1"
 ARCHS: dict[str, tuple[type[nn.Module], type]] = {
     "transformer": (Transformer, TransformerConfig),
     "rnn": (RNNSeq2Seq, RNNConfig),
+    "lm": (TransformerLM, LMConfig),
+    "classifier": (TransformerClassifier, ClassifierConfig),
 }
 
 

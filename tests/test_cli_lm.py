@@ -1,0 +1,173 @@
+"""``attnkit generate`` and ``attnkit classify``: output format, reproducible sampling, and one line on
+stderr with exit code 2 for every bad input.
+
+The checkpoints are small untrained models on a SentencePiece model of a few hundred captions: the
+commands' plumbing is under test here, not what the models learned (tests/test_train_tasks.py).
+"""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnkit.checkpoint import save_checkpoint
+from attnkit.cli import main
+from attnkit.data.tokenizer import SubwordTokenizer
+from attnkit.model import ClassifierConfig, LMConfig, TransformerClassifier, TransformerLM
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXT = [f"{a} {b} {c} ." for a in ("A dog", "Two men", "A woman", "Three kids", "The cat")
+        for b in ("runs", "sits", "plays", "walks", "sleeps") for c in ("on the grass", "in the snow", "at home")]  # fmt: skip
+LABELS = ["animal", "person"]
+
+
+@pytest.fixture(scope="module")
+def ckpts(tmp_path_factory):
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    out = tmp_path_factory.mktemp("ckpts")
+    with pytest.warns(UserWarning, match="too small"):  # the corpus cannot fill 200 pieces
+        tok = SubwordTokenizer.train(TEXT, TEXT, vocab_size=200)
+    V = tok.src_vocab_size
+    lm_cfg = LMConfig.preset("tiny", vocab_size=V, max_len=32)
+    clf_cfg = ClassifierConfig.preset("tiny", vocab_size=V, n_classes=2, pooling="attention")
+    base = {"tokenizer": tok.state_dict(), "experiment": {}}
+    lm = save_checkpoint({**base, "arch": "lm", "model_config": lm_cfg.to_dict(),
+                          "model": TransformerLM(lm_cfg).state_dict()}, out / "lm.pt")  # fmt: skip
+    clf = save_checkpoint({**base, "arch": "classifier", "model_config": clf_cfg.to_dict(), "labels": LABELS,
+                           "model": TransformerClassifier(clf_cfg).state_dict()}, out / "clf.pt")  # fmt: skip
+    return {"lm": lm, "clf": clf, "dir": out}
+
+
+def cli(*argv: str, stdin: str | bytes | None = None, monkeypatch=None) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    if stdin is not None:
+        raw = stdin.encode() if isinstance(stdin, str) else stdin
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8"))
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            code = main(list(argv))
+        except SystemExit as e:
+            code = e.code
+    return code, out.getvalue(), err.getvalue()
+
+
+def assert_user_error(code: int, err: str, *fragments: str) -> None:
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+
+
+# -- generate -------------------------------------------------------------------------------------
+
+
+def test_generate_greedy_continues_the_prompt(ckpts):
+    code, out, err = cli("generate", "--checkpoint", str(ckpts["lm"]), "--prompt", "A dog", "--max-new-tokens", "5")
+    assert code == 0, err
+    assert out.count("\n") == 1 and out.startswith("A dog")
+
+
+def test_generate_seeded_samples_repeat(ckpts):
+    args = ["generate", "--checkpoint", str(ckpts["lm"]), "--prompt", "Two men", "--top-p", "0.95",
+            "--temperature", "1.5", "--num-samples", "4", "--max-new-tokens", "8"]  # fmt: skip
+    a, b, c = cli(*args, "--seed", "1"), cli(*args, "--seed", "1"), cli(*args, "--seed", "2")
+    assert a[0] == 0, a[2]
+    assert a[1] == b[1] and a[1] != c[1]
+    lines = a[1].splitlines()
+    assert len(lines) == 4 and all(line.split("\t")[0] == "0" for line in lines)
+
+
+def test_generate_prompts_of_different_lengths_from_a_file(ckpts, tmp_path):
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("A dog\nThree kids play\n\n")
+    code, out, err = cli("generate", "--checkpoint", str(ckpts["lm"]), "--input", str(prompts), "--beam", "2",
+                         "--num-samples", "2", "--max-new-tokens", "4")  # fmt: skip
+    assert code == 0, err
+    assert [line.split("\t")[0] for line in out.splitlines()] == ["0", "0", "1", "1", "2", "2"]
+
+
+@pytest.mark.parametrize(
+    "flags, fragments",
+    [
+        (["--beam", "2", "--top-k", "5"], ["choose one"]),
+        (["--num-samples", "3"], ["--num-samples"]),
+        (["--top-p", "0"], ["--top-p", "(0, 1]"]),
+        (["--temperature", "-1"], ["--temperature"]),
+        (["--max-new-tokens", "0"], ["--max-new-tokens"]),
+        (["--top-k", "x"], ["--top-k"]),
+    ],
+)
+def test_generate_rejects_bad_flags(ckpts, flags, fragments):
+    assert_user_error(*cli("generate", "--checkpoint", str(ckpts["lm"]), "--prompt", "A", *flags)[::2], *fragments)
+
+
+def test_generate_needs_a_prompt_or_an_input(ckpts):
+    assert_user_error(*cli("generate", "--checkpoint", str(ckpts["lm"]))[::2], "--prompt")
+
+
+def test_generate_rejects_a_classifier_and_a_missing_checkpoint(ckpts, tmp_path):
+    assert_user_error(*cli("generate", "--checkpoint", str(ckpts["clf"]), "--prompt", "A")[::2], "not a language model")
+    missing = tmp_path / "nope.pt"
+    assert_user_error(*cli("generate", "--checkpoint", str(missing), "--prompt", "A")[::2], "not found")
+
+
+def test_generate_invalid_utf8_input(ckpts, tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"A dog\n\xff\xfe\n")
+    assert_user_error(*cli("generate", "--checkpoint", str(ckpts["lm"]), "--input", str(bad))[::2], "bad.txt", "UTF-8")
+
+
+# -- classify -------------------------------------------------------------------------------------
+
+
+def test_classify_prints_label_and_probability(ckpts, monkeypatch):
+    code, out, err = cli("classify", "--checkpoint", str(ckpts["clf"]), stdin="A dog runs .\nTwo men sit .\n",
+                         monkeypatch=monkeypatch)  # fmt: skip
+    assert code == 0, err
+    for line in out.splitlines():
+        label, p = line.split("\t")
+        assert label in LABELS and 0.5 <= float(p) <= 1.0
+
+
+def test_classify_top_k_gives_k_pairs_summing_to_one(ckpts, tmp_path):
+    f = tmp_path / "in.txt"
+    f.write_text("A cat sleeps .\n")
+    code, out, err = cli("classify", "--checkpoint", str(ckpts["clf"]), "--input", str(f), "--top-k", "2")
+    assert code == 0, err
+    cells = out.strip().split("\t")
+    assert sorted(cells[::2]) == LABELS and float(cells[1]) + float(cells[3]) == pytest.approx(1.0, abs=2e-4)
+
+
+@pytest.mark.parametrize(
+    "flags, stdin, fragments",
+    [
+        (["--top-k", "3"], "A dog\n", ["top_k", "between 1 and 2"]),
+        (["--top-k", "0"], "A dog\n", ["--top-k"]),
+        ([], "A dog\n\nA cat\n", ["line 2", "empty"]),
+    ],
+)
+def test_classify_rejects_bad_input(ckpts, monkeypatch, flags, stdin, fragments):
+    result = cli("classify", "--checkpoint", str(ckpts["clf"]), *flags, stdin=stdin, monkeypatch=monkeypatch)
+    assert_user_error(*result[::2], *fragments)
+
+
+def test_classify_rejects_an_lm_checkpoint_in_a_real_process(ckpts):
+    proc = subprocess.run(
+        [sys.executable, "-m", "attnkit.cli", "classify", "--checkpoint", str(ckpts["lm"])],
+        input="A dog\n", capture_output=True, text=True, env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert_user_error(proc.returncode, proc.stderr, "not a classifier")
+
+
+@pytest.mark.parametrize("command", ["generate", "classify"])
+def test_help_exits_0(command):
+    code, out, _ = cli(command, "--help")
+    assert code == 0 and out.startswith(f"usage: attnkit {command}")
