@@ -171,3 +171,30 @@ def test_classify_rejects_an_lm_checkpoint_in_a_real_process(ckpts):
 def test_help_exits_0(command):
     code, out, _ = cli(command, "--help")
     assert code == 0 and out.startswith(f"usage: attnkit {command}")
+
+
+# -- attention --------------------------------------------------------------------------------------
+
+
+def test_attention_on_an_lm_draws_every_layer_and_head(ckpts, tmp_path):
+    code, out, err = cli("attention", "--checkpoint", str(ckpts["lm"]), "--text", "A dog runs .", "--out",
+                         str(tmp_path / "lm.png"))  # fmt: skip
+    assert code == 0, err
+    assert (tmp_path / "lm.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_attention_on_a_classifier_writes_the_review_picture(ckpts, tmp_path):
+    code, out, err = cli("attention", "--checkpoint", str(ckpts["clf"]), "--text", "Two men sit at home .",
+                         "--out", str(tmp_path / "review"))  # fmt: skip
+    assert code == 0, err
+    page = (tmp_path / "review.html").read_text()
+    assert page.count("<span") == 6  # one per word, subwords merged
+    assert (tmp_path / "review.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "review_encoder_self.png").is_file()
+    assert out.split("\t")[0] in LABELS
+
+
+@pytest.mark.parametrize("which", ["lm", "clf"])
+def test_attention_on_empty_text_is_one_line(ckpts, tmp_path, which):
+    result = cli("attention", "--checkpoint", str(ckpts[which]), "--text", "  ", "--out", str(tmp_path / "x.png"))
+    assert_user_error(*result[::2], "empty")

@@ -106,3 +106,13 @@ class Classifier:
         pieces = [self.tokenizer.id_to_piece(i, side="src") for i in ids]
         words, weights = merge_subwords(pieces, out.token_weights[0].tolist())
         return WordWeights(self.labels[c], float(probs[c]), words, weights)
+
+    @torch.no_grad()
+    def self_attention(self, text: str) -> tuple[list[str], torch.Tensor]:
+        """Pieces (with the CLS token of ``first`` pooling) and the encoder self-attention (L, H, T, T)."""
+        ids = self._encode([text])[0]
+        out = self.model.classify(torch.tensor([ids], device=self.device), need_weights=True)
+        pieces = [self.tokenizer.id_to_piece(i, side="src") for i in ids]
+        if self.model.config.pooling == "first":
+            pieces = ["<cls>", *pieces]
+        return pieces, torch.stack([w[0] for w in out.self_attn]).cpu()

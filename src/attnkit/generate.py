@@ -126,3 +126,15 @@ class LanguageModel:
             ).item()
             n_tokens += int((out != cfg.pad_id).sum())
         return lm_scores(nll, n_tokens)
+
+    @torch.no_grad()
+    def self_attention(self, text: str) -> tuple[list[str], torch.Tensor]:
+        """Pieces (bos first) and the self-attention of every layer and head (L, H, T, T) over them."""
+        cfg = self.model.config
+        ids = self.tokenizer.encode(text, side="src")[: cfg.max_len - 1]
+        if not ids:
+            raise DataError("the text is empty: nothing to draw")
+        x = torch.tensor([[cfg.bos_id, *ids]], device=self.device)
+        _, weights = self.model.run(x, need_weights=True)
+        pieces = ["<s>"] + [self.tokenizer.id_to_piece(i, side="src") for i in ids]
+        return pieces, torch.stack([w[0] for w in weights]).cpu()  # (L, H, T, T)
