@@ -198,3 +198,46 @@ def test_attention_on_a_classifier_writes_the_review_picture(ckpts, tmp_path):
 def test_attention_on_empty_text_is_one_line(ckpts, tmp_path, which):
     result = cli("attention", "--checkpoint", str(ckpts[which]), "--text", "  ", "--out", str(tmp_path / "x.png"))
     assert_user_error(*result[::2], "empty")
+
+
+# -- evaluate ---------------------------------------------------------------------------------------
+
+
+def test_evaluate_lm_prints_perplexity_and_bits_per_token(ckpts, tmp_path):
+    f = tmp_path / "text.txt"
+    f.write_text("A dog runs on the grass .\nTwo men sit in the snow .\n")
+    code, out, err = cli("evaluate", "--checkpoint", str(ckpts["lm"]), "--input", str(f))
+    assert code == 0, err
+    values = {line.split()[0]: line.split() for line in out.splitlines()}
+    ppl, bits = float(values["perplexity"][1]), float(values["bits"][3])
+    assert ppl > 1 and abs(bits - __import__("math").log2(ppl)) < 1e-3
+
+
+def test_evaluate_classifier_prints_accuracy_macro_f1_and_confusion(ckpts, tmp_path):
+    f = tmp_path / "test.tsv"
+    f.write_text("label\ttext\nanimal\tA dog runs .\nperson\tTwo men sit .\nanimal\tThe cat sleeps .\n")
+    code, out, err = cli("evaluate", "--checkpoint", str(ckpts["clf"]), "--input", str(f), "--confusion",
+                         str(tmp_path / "cm.png"))  # fmt: skip
+    assert code == 0, err
+    assert "accuracy" in out and "macro-F1" in out and "3 examples" in out
+    assert (tmp_path / "cm.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    "content, fragments",
+    [
+        ("animal A dog\n", ["test.tsv:1", "label<TAB>text"]),
+        ("robot\tA dog\n", ["test.tsv:1", "unknown label 'robot'"]),
+        ("animal\tA dog\nperson\t \n", ["test.tsv:2", "empty text"]),
+        (b"animal\t\xff\n", ["test.tsv", "UTF-8"]),
+    ],
+)
+def test_evaluate_classifier_bad_file_names_file_and_line(ckpts, tmp_path, content, fragments):
+    f = tmp_path / "test.tsv"
+    f.write_bytes(content if isinstance(content, bytes) else content.encode())
+    assert_user_error(*cli("evaluate", "--checkpoint", str(ckpts["clf"]), "--input", str(f))[::2], *fragments)
+
+
+def test_evaluate_task_flags_do_not_mix(ckpts, tmp_path):
+    assert_user_error(*cli("evaluate", "--checkpoint", str(ckpts["lm"]), "--src", "a", "--ref", "b")[::2], "--input")
+    assert_user_error(*cli("evaluate", "--checkpoint", str(ckpts["lm"]))[::2], "no test split", "--input")

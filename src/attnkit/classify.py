@@ -116,3 +116,30 @@ class Classifier:
         if self.model.config.pooling == "first":
             pieces = ["<cls>", *pieces]
         return pieces, torch.stack([w[0] for w in out.self_attn]).cpu()
+
+
+def read_labelled_file(path: str | Path, labels: list[str]) -> tuple[list[str], list[str]]:
+    """(gold labels, texts) of a ``label<TAB>text`` (or ``label<TAB>text_a<TAB>text_b``) file.
+
+    A first line starting with ``label`` is a header; a line without a tab, an empty text or a label
+    outside ``labels`` is an error naming file and line.
+    """
+    from .data.corpus import read_lines
+
+    lines = read_lines(path)
+    start = 1 if lines and lines[0].split("\t")[0].strip().lower() == "label" else 0
+    gold, texts = [], []
+    for number, line in enumerate(lines[start:], start=start + 1):
+        fields = line.split("\t")
+        if len(fields) not in (2, 3):
+            raise DataError(f"{path}:{number}: expected label<TAB>text or label<TAB>text_a<TAB>text_b")
+        label, text = fields[0].strip(), " ".join(f.strip() for f in fields[1:])
+        if label not in labels:
+            raise DataError(f"{path}:{number}: unknown label {label!r} (labels: {', '.join(labels)})")
+        if not text.strip():
+            raise DataError(f"{path}:{number}: empty text")
+        gold.append(label)
+        texts.append(text)
+    if not texts:
+        raise DataError(f"{path}: no examples")
+    return gold, texts
