@@ -22,13 +22,13 @@ LANGS = ("de", "en", "fr", "cs")
 SPLITS = ("train", "val", "test_2016_flickr")
 
 
-def examples(split: str, first_words: int | None) -> list[tuple[str, str]]:
+def examples(split: str, first_words: int | None, data_dir: str | None = None) -> list[tuple[str, str]]:
     from attnkit.data.corpus import read_lines
     from attnkit.data.multi30k import multi30k_path
 
     out = []
     for lang in LANGS:
-        for line in read_lines(multi30k_path(split, lang, download=False)):
+        for line in read_lines(multi30k_path(split, lang, data_dir, download=False)):
             words = line.replace("\t", " ").split()
             if words:
                 out.append((lang, " ".join(words if first_words is None else words[:first_words])))
@@ -39,12 +39,13 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="data/langid", help="output folder (default data/langid)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data-dir", help="folder holding multi30k/ (default $ATTNKIT_DATA)")
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for suffix, n in (("", None), ("_first3", 3)):
         for split in SPLITS:
-            rows = examples(split, n)
+            rows = examples(split, n, args.data_dir)
             if split == "train":
                 random.Random(args.seed).shuffle(rows)
             path = out / f"{split}{suffix}.tsv"
