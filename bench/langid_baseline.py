@@ -55,7 +55,9 @@ def main(argv: list[str] | None = None) -> None:
     from attnkit.task_metrics import classification_report
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--first-words", type=int, default=None, help="keep only the first N words of each sentence")
+    p.add_argument(
+        "--first-words", type=int, default=None, help="keep only the first N words of each sentence"
+    )
     p.add_argument("--test-split", default="test_2016_flickr")
     p.add_argument("--out", help="write the results as JSON here")
     args = p.parse_args(argv)

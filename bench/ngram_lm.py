@@ -21,7 +21,7 @@ import json
 import math
 import sys
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
 from nltk.lm.models import InterpolatedLanguageModel
@@ -105,7 +105,9 @@ def load_tokenizer(args, train_text: list[str]):
     if args.checkpoint:
         from attnkit.checkpoint import load_checkpoint
 
-        return SubwordTokenizer.from_state_dict(load_checkpoint(args.checkpoint)["tokenizer"]), args.checkpoint
+        return SubwordTokenizer.from_state_dict(
+            load_checkpoint(args.checkpoint)["tokenizer"]
+        ), args.checkpoint
     return SubwordTokenizer.train(train_text, train_text, vocab_size=args.vocab_size), f"spm{args.vocab_size}"
 
 
@@ -123,7 +125,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", help="write the results as JSON here")
     args = p.parse_args(argv)
 
-    text = {split: read_lines(multi30k_path(split, args.lang, download=False)) for split in ("train", "val", args.test_split)}
+    text = {
+        split: read_lines(multi30k_path(split, args.lang, download=False))
+        for split in ("train", "val", args.test_split)
+    }
     tok, tok_name = load_tokenizer(args, text["train"])
     pieces = {split: [[str(i) for i in tok.encode(line)] for line in lines] for split, lines in text.items()}
 
@@ -136,7 +141,12 @@ def main(argv: list[str] | None = None) -> None:
         for discount in (float(d) for d in args.discounts.split(",")):
             lm.estimator.discount = discount  # the counts do not depend on the discount
             val = score(lm, pieces["val"])
-            row = {"order": order, "discount": discount, "val_perplexity": val["perplexity"], "fit_s": round(fit_s, 1)}
+            row = {
+                "order": order,
+                "discount": discount,
+                "val_perplexity": val["perplexity"],
+                "fit_s": round(fit_s, 1),
+            }
             results["validation"].append(row)
             print(json.dumps(row), flush=True)
             if best is None or val["perplexity"] < best[0]:

@@ -133,7 +133,9 @@ def section_softmax_saturation() -> None:
     d_k = 512
     q, k = torch.randn(10000, d_k, generator=g), torch.randn(10000, d_k, generator=g)
     dots = (q * k).sum(dim=1)
-    print(f"d_k = {d_k}: variance of q . k = {dots.var():.1f}, of q . k / sqrt(d_k) = {(dots / math.sqrt(d_k)).var():.3f}")
+    print(
+        f"d_k = {d_k}: variance of q . k = {dots.var():.1f}, of q . k / sqrt(d_k) = {(dots / math.sqrt(d_k)).var():.3f}"
+    )
 
 
 def rotation_for_offset(k: int, d_model: int) -> torch.Tensor:
@@ -157,7 +159,9 @@ def section_rotation(pe: torch.Tensor) -> None:
         m = rotation_for_offset(k, pe.shape[1]).float()
         predicted = pe[:-k] @ m.T  # (T - k, D): M_k applied to every PE(pos)
         err = (predicted - pe[k:]).abs().max().item()
-        print(f"offset {k:>2}: max |M_k PE(pos) - PE(pos + k)| over all {pe.shape[0] - k} positions = {err:.2e}")
+        print(
+            f"offset {k:>2}: max |M_k PE(pos) - PE(pos + k)| over all {pe.shape[0] - k} positions = {err:.2e}"
+        )
         show(f"rotation_error_k{k}", err, "{:.2e}")
 
 
@@ -187,7 +191,9 @@ def draw_clock_hands(pe: torch.Tensor, out_path: Path, *, pair: int = 0, positio
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out-dir", default="seed_figures", help="where the figures go (default seed_figures)")
+    parser.add_argument(
+        "--out-dir", default="seed_figures", help="where the figures go (default seed_figures)"
+    )
     args = parser.parse_args(argv)
     out = Path(args.out_dir)
 

@@ -5,7 +5,6 @@ import torch
 
 from attnkit.errors import ConfigError
 from attnkit.model import ClassifierConfig, TransformerClassifier
-
 from helpers import random_tokens
 
 POOLINGS = ["mean", "first", "attention"]
@@ -14,7 +13,9 @@ KEYWORDS = (3, 4, 5)  # the class is which of these appears once among filler to
 
 def make(pooling: str, **overrides) -> TransformerClassifier:
     torch.manual_seed(0)
-    return TransformerClassifier(ClassifierConfig.preset("tiny", n_classes=3, pooling=pooling, **overrides)).eval()
+    return TransformerClassifier(
+        ClassifierConfig.preset("tiny", n_classes=3, pooling=pooling, **overrides)
+    ).eval()
 
 
 @pytest.mark.parametrize("pooling", POOLINGS)

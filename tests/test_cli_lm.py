@@ -70,7 +70,9 @@ def assert_user_error(code: int, err: str, *fragments: str) -> None:
 
 
 def test_generate_greedy_continues_the_prompt(ckpts):
-    code, out, err = cli("generate", "--checkpoint", str(ckpts["lm"]), "--prompt", "A dog", "--max-new-tokens", "5")
+    code, out, err = cli(
+        "generate", "--checkpoint", str(ckpts["lm"]), "--prompt", "A dog", "--max-new-tokens", "5"
+    )
     assert code == 0, err
     assert out.count("\n") == 1 and out.startswith("A dog")
 
@@ -106,7 +108,9 @@ def test_generate_prompts_of_different_lengths_from_a_file(ckpts, tmp_path):
     ],
 )
 def test_generate_rejects_bad_flags(ckpts, flags, fragments):
-    assert_user_error(*cli("generate", "--checkpoint", str(ckpts["lm"]), "--prompt", "A", *flags)[::2], *fragments)
+    assert_user_error(
+        *cli("generate", "--checkpoint", str(ckpts["lm"]), "--prompt", "A", *flags)[::2], *fragments
+    )
 
 
 def test_generate_needs_a_prompt_or_an_input(ckpts):
@@ -114,7 +118,9 @@ def test_generate_needs_a_prompt_or_an_input(ckpts):
 
 
 def test_generate_rejects_a_classifier_and_a_missing_checkpoint(ckpts, tmp_path):
-    assert_user_error(*cli("generate", "--checkpoint", str(ckpts["clf"]), "--prompt", "A")[::2], "not a language model")
+    assert_user_error(
+        *cli("generate", "--checkpoint", str(ckpts["clf"]), "--prompt", "A")[::2], "not a language model"
+    )
     missing = tmp_path / "nope.pt"
     assert_user_error(*cli("generate", "--checkpoint", str(missing), "--prompt", "A")[::2], "not found")
 
@@ -122,7 +128,9 @@ def test_generate_rejects_a_classifier_and_a_missing_checkpoint(ckpts, tmp_path)
 def test_generate_invalid_utf8_input(ckpts, tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"A dog\n\xff\xfe\n")
-    assert_user_error(*cli("generate", "--checkpoint", str(ckpts["lm"]), "--input", str(bad))[::2], "bad.txt", "UTF-8")
+    assert_user_error(
+        *cli("generate", "--checkpoint", str(ckpts["lm"]), "--input", str(bad))[::2], "bad.txt", "UTF-8"
+    )
 
 
 # -- classify -------------------------------------------------------------------------------------
@@ -196,7 +204,9 @@ def test_attention_on_a_classifier_writes_the_review_picture(ckpts, tmp_path):
 
 @pytest.mark.parametrize("which", ["lm", "clf"])
 def test_attention_on_empty_text_is_one_line(ckpts, tmp_path, which):
-    result = cli("attention", "--checkpoint", str(ckpts[which]), "--text", "  ", "--out", str(tmp_path / "x.png"))
+    result = cli(
+        "attention", "--checkpoint", str(ckpts[which]), "--text", "  ", "--out", str(tmp_path / "x.png")
+    )
     assert_user_error(*result[::2], "empty")
 
 
@@ -239,5 +249,7 @@ def test_evaluate_classifier_bad_file_names_file_and_line(ckpts, tmp_path, conte
 
 
 def test_evaluate_task_flags_do_not_mix(ckpts, tmp_path):
-    assert_user_error(*cli("evaluate", "--checkpoint", str(ckpts["lm"]), "--src", "a", "--ref", "b")[::2], "--input")
+    assert_user_error(
+        *cli("evaluate", "--checkpoint", str(ckpts["lm"]), "--src", "a", "--ref", "b")[::2], "--input"
+    )
     assert_user_error(*cli("evaluate", "--checkpoint", str(ckpts["lm"]))[::2], "no test split", "--input")

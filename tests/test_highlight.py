@@ -23,6 +23,8 @@ def test_html_is_escaped_and_self_contained(tmp_path):
     page = highlight_html([("<label>", ["<b>", "fine"], [0.9, 0.1])], title="review & weights")
     assert "<b>" not in page and "&lt;b&gt;" in page and "&amp;" in page
     assert "<script" not in page and "http" not in page
-    html_path, png_path = write_highlight([("en 0.98", ["a", "dog"], [0.3, 0.7])], tmp_path / "pic", title="t")
+    html_path, png_path = write_highlight(
+        [("en 0.98", ["a", "dog"], [0.3, 0.7])], tmp_path / "pic", title="t"
+    )
     assert html_path.read_text().count("<span") == 2
     assert png_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -6,7 +6,6 @@ import torch
 from attnkit.decoding import beam_search, greedy_search
 from attnkit.decoding.sampling import sample_search
 from attnkit.model import LMConfig, TransformerLM
-
 from helpers import random_tokens
 
 BOS = 1

@@ -6,7 +6,6 @@ import torch
 from attnkit.decoding import greedy_search
 from attnkit.decoding.sampling import SamplingConfig, filter_logits, sample_search, sample_tokens
 from attnkit.errors import ConfigError
-
 from helpers import make_model, random_tokens
 
 
@@ -35,7 +34,9 @@ def test_draws_follow_the_tempered_distribution():
     torch.testing.assert_close(lp, probs.log()[tok])  # scores are the model's own log-probabilities
     tok, _ = sample_tokens(logp, SamplingConfig(temperature=0.5), g)
     sharpened = probs**2 / (probs**2).sum()
-    torch.testing.assert_close(torch.bincount(tok, minlength=3).float() / tok.numel(), sharpened, atol=0.01, rtol=0)
+    torch.testing.assert_close(
+        torch.bincount(tok, minlength=3).float() / tok.numel(), sharpened, atol=0.01, rtol=0
+    )
 
 
 @pytest.mark.parametrize("bad", [dict(temperature=0.0), dict(top_k=-1), dict(top_p=0.0), dict(top_p=1.5)])
@@ -73,5 +74,7 @@ def test_same_seed_same_samples_other_seed_other_samples():
 def test_min_len_bans_an_early_end():
     model = make_model("transformer")
     src = random_tokens(6, 4)
-    out = sample_search(model, src, seed=0, temperature=2.0, num_samples=3, min_len=3, max_len_a=1.0, max_len_b=6)
+    out = sample_search(
+        model, src, seed=0, temperature=2.0, num_samples=3, min_len=3, max_len_a=1.0, max_len_b=6
+    )
     assert all(len(h.tokens) >= 3 for hyps in out for h in hyps)

@@ -34,9 +34,17 @@ class WordWeights:
 class Classifier:
     """An encoder classifier, its tokenizer, its label names and a device; stateless between calls."""
 
-    def __init__(self, model: nn.Module, tokenizer: SubwordTokenizer, labels: list[str], device: str | torch.device = "cpu"):
+    def __init__(
+        self,
+        model: nn.Module,
+        tokenizer: SubwordTokenizer,
+        labels: list[str],
+        device: str | torch.device = "cpu",
+    ):
         if len(labels) != model.config.n_classes:
-            raise CheckpointError(f"{len(labels)} label names for a model of {model.config.n_classes} classes")
+            raise CheckpointError(
+                f"{len(labels)} label names for a model of {model.config.n_classes} classes"
+            )
         self.device = resolve_device(device) if isinstance(device, str) else device
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
@@ -46,10 +54,17 @@ class Classifier:
     def from_checkpoint(cls, path: str | Path, *, device: str = "auto") -> Classifier:
         state = load_checkpoint(path)
         if state["arch"] != "classifier":
-            raise CheckpointError(f"{path} holds a {state['arch']!r} model, not a classifier (arch classifier)")
+            raise CheckpointError(
+                f"{path} holds a {state['arch']!r} model, not a classifier (arch classifier)"
+            )
         if not isinstance(state.get("labels"), list):
             raise CheckpointError(f"{path}: classifier checkpoint lacks its label names")
-        return cls(model_from_checkpoint(state), SubwordTokenizer.from_state_dict(state["tokenizer"]), state["labels"], device)
+        return cls(
+            model_from_checkpoint(state),
+            SubwordTokenizer.from_state_dict(state["tokenizer"]),
+            state["labels"],
+            device,
+        )
 
     def _encode(self, texts: list[str]) -> list[list[int]]:
         room = self.model.config.max_len - (1 if self.model.config.pooling == "first" else 0)
@@ -80,11 +95,16 @@ class Classifier:
     def predict(self, texts: list[str], *, top_k: int = 1) -> list[list[tuple[str, float]]]:
         """For each text its ``top_k`` (label, probability) pairs, most probable first."""
         if not 1 <= top_k <= len(self.labels):
-            raise ConfigError(f"top_k must be between 1 and {len(self.labels)} (the number of labels), got {top_k}")
+            raise ConfigError(
+                f"top_k must be between 1 and {len(self.labels)} (the number of labels), got {top_k}"
+            )
         if not texts:
             return []
         p, idx = self.probabilities(texts).topk(top_k, dim=-1)
-        return [[(self.labels[c], float(q)) for q, c in zip(pr, ix, strict=True)] for pr, ix in zip(p.tolist(), idx.tolist(), strict=True)]
+        return [
+            [(self.labels[c], float(q)) for q, c in zip(pr, ix, strict=True)]
+            for pr, ix in zip(p.tolist(), idx.tolist(), strict=True)
+        ]
 
     def evaluate(self, texts: list[str], gold: list[str]) -> ClassificationReport:
         if len(texts) != len(gold):
@@ -92,7 +112,9 @@ class Classifier:
         index = {label: c for c, label in enumerate(self.labels)}
         unknown = sorted(set(gold) - set(index))
         if unknown:
-            raise DataError(f"label(s) the model does not know: {', '.join(unknown[:5])} (known: {', '.join(self.labels)})")
+            raise DataError(
+                f"label(s) the model does not know: {', '.join(unknown[:5])} (known: {', '.join(self.labels)})"
+            )
         predicted = self.probabilities(texts).argmax(-1).tolist()
         return classification_report([index[g] for g in gold], predicted, self.labels)
 

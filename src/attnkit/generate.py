@@ -85,7 +85,9 @@ class LanguageModel:
             if room < 1:
                 raise DataError(f"a prompt of {length} pieces leaves no room in max_len={cfg.max_len}")
             rows = by_length[length]
-            src = torch.tensor([encoded[i] for i in rows], dtype=torch.long, device=self.device).view(len(rows), length)
+            src = torch.tensor([encoded[i] for i in rows], dtype=torch.long, device=self.device).view(
+                len(rows), length
+            )
             kw = dict(max_len_a=0.0, max_len_b=min(max_new_tokens + 1, room))  # + 1: eos
             if sampling is not None:
                 hyps = sample_search(self.model, src, temperature=temperature, top_k=top_k, top_p=top_p,
@@ -122,7 +124,10 @@ class LanguageModel:
                 out[r, : len(s) + 1] = torch.tensor([*s, cfg.eos_id])
             logits = self.model(inp.to(self.device)).float()  # (B, T, V)
             nll += torch.nn.functional.cross_entropy(
-                logits.view(-1, logits.size(-1)), out.to(self.device).view(-1), ignore_index=cfg.pad_id, reduction="sum"
+                logits.view(-1, logits.size(-1)),
+                out.to(self.device).view(-1),
+                ignore_index=cfg.pad_id,
+                reduction="sum",
             ).item()
             n_tokens += int((out != cfg.pad_id).sum())
         return lm_scores(nll, n_tokens)

@@ -52,7 +52,7 @@ def highlight_html(rows: Sequence[tuple[str, Sequence[str], Sequence[float]]], *
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{html.escape(title)}</title></head>",
         '<body style="font-family: sans-serif; max-width: 60em; margin: 2em auto; line-height: 2.2">',
-        f"<h1 style=\"font-size: 1.3em\">{html.escape(title)}</h1>",
+        f'<h1 style="font-size: 1.3em">{html.escape(title)}</h1>',
     ]
     for heading, words, weights in rows:
         top = max(weights, default=0.0)
@@ -61,14 +61,20 @@ def highlight_html(rows: Sequence[tuple[str, Sequence[str], Sequence[float]]], *
             f'border-radius: 0.2em">{html.escape(word)}</span>'
             for word, w in zip(words, weights, strict=True)
         )
-        parts.append(f"<h2 style=\"font-size: 1em; margin-bottom: 0\">{html.escape(heading)}</h2><p>{spans}</p>")
-    parts.append("<p style=\"color: #666; font-size: 0.85em\">Shading: the word's attention-pooling weight "
-                 "(subword weights summed), relative to the largest in its text; hover for the value.</p>")
+        parts.append(
+            f'<h2 style="font-size: 1em; margin-bottom: 0">{html.escape(heading)}</h2><p>{spans}</p>'
+        )
+    parts.append(
+        '<p style="color: #666; font-size: 0.85em">Shading: the word\'s attention-pooling weight '
+        "(subword weights summed), relative to the largest in its text; hover for the value.</p>"
+    )
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
 
-def plot_highlight(rows: Sequence[tuple[str, Sequence[str], Sequence[float]]], out_path: str | Path, *, title: str) -> Path:
+def plot_highlight(
+    rows: Sequence[tuple[str, Sequence[str], Sequence[float]]], out_path: str | Path, *, title: str
+) -> Path:
     """The same picture as a PNG: words laid out in lines, each on a box shaded by its weight."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure

@@ -80,7 +80,9 @@ class ClassificationReport:
             f"{'class':<{width}}  precision  recall  F1      support",
         ]
         for c in self.per_class:
-            lines.append(f"{c.label:<{width}}  {c.precision:9.4f}  {c.recall:6.4f}  {c.f1:6.4f}  {c.support:7d}")
+            lines.append(
+                f"{c.label:<{width}}  {c.precision:9.4f}  {c.recall:6.4f}  {c.f1:6.4f}  {c.support:7d}"
+            )
         return "\n".join(lines)
 
 
@@ -88,7 +90,9 @@ def _ratio(a: int, b: int) -> float:
     return a / b if b else 0.0
 
 
-def classification_report(gold: Sequence[int], predicted: Sequence[int], labels: Sequence[str]) -> ClassificationReport:
+def classification_report(
+    gold: Sequence[int], predicted: Sequence[int], labels: Sequence[str]
+) -> ClassificationReport:
     """Scores of class ids ``predicted`` against ``gold`` (both in range(len(labels)))."""
     gold_t = torch.as_tensor(list(gold), dtype=torch.long)
     pred_t = torch.as_tensor(list(predicted), dtype=torch.long)
@@ -114,7 +118,9 @@ def classification_report(gold: Sequence[int], predicted: Sequence[int], labels:
     return ClassificationReport(accuracy, sum(f1s) / len(f1s), per_class, confusion, [str(x) for x in labels])
 
 
-def plot_confusion_matrix(report: ClassificationReport, out_path: str | Path, *, title: str | None = None) -> Path:
+def plot_confusion_matrix(
+    report: ClassificationReport, out_path: str | Path, *, title: str | None = None
+) -> Path:
     """Confusion matrix as a PNG: rows gold, columns predicted, each row normalized, counts written in."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure

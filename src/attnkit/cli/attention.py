@@ -18,7 +18,9 @@ NAME = "attention"
 def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help="plot attention heatmaps for one sentence")
     p.add_argument("--checkpoint", required=True)
-    p.add_argument("--text", required=True, help="the source sentence (or the text, for an LM or a classifier)")
+    p.add_argument(
+        "--text", required=True, help="the source sentence (or the text, for an LM or a classifier)"
+    )
     p.add_argument(
         "--out", required=True,
         help="PNG for cross-attention (self-attention goes beside it); a classifier writes OUT.html and OUT.png",
@@ -57,7 +59,9 @@ def run_classifier(args) -> None:
     ww = clf.word_weights(args.text)
     print(f"{ww.label}\t{ww.probability:.4f}")
     title = f"{clf.model.config.pooling} pooling: which words decided"
-    html_path, png_path = write_highlight([(f"{ww.label} ({ww.probability:.3f})", ww.words, ww.weights)], args.out, title=title)
+    html_path, png_path = write_highlight(
+        [(f"{ww.label} ({ww.probability:.3f})", ww.words, ww.weights)], args.out, title=title
+    )
     print(f"wrote {html_path}\nwrote {png_path}")
     pieces, weights = clf.self_attention(args.text)
     path = Path(args.out).with_name(f"{Path(args.out).stem}_encoder_self.png")

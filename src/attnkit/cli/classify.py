@@ -13,7 +13,9 @@ def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help="label text with a classifier, stdin to stdout line by line")
     p.add_argument("--checkpoint", required=True, help="a classifier checkpoint (model.arch: classifier)")
     p.add_argument("--input", help="input file (default stdin)")
-    p.add_argument("--top-k", type=positive_int, default=1, help="the K most probable labels per line, tab-separated")
+    p.add_argument(
+        "--top-k", type=positive_int, default=1, help="the K most probable labels per line, tab-separated"
+    )
     p.add_argument("--device", type=device, default="auto")
 
 

@@ -33,10 +33,14 @@ def positive_float(text: str) -> float:
 
 def add_sampling_flags(p: argparse.ArgumentParser) -> None:
     """--temperature, --top-k, --top-p, --seed: shared with ``attnkit translate --sample``."""
-    p.add_argument("--temperature", type=positive_float, default=None, help="sampling temperature (default 1)")
+    p.add_argument(
+        "--temperature", type=positive_float, default=None, help="sampling temperature (default 1)"
+    )
     p.add_argument("--top-k", type=positive_int, default=None, help="sample among the K most probable tokens")
     p.add_argument("--top-p", type=probability, default=None, help="sample from the nucleus of mass P")
-    p.add_argument("--seed", type=int, default=0, help="seed of the sampler (default 0): same seed, same samples")
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the sampler (default 0): same seed, same samples"
+    )
 
 
 def add_parser(sub) -> None:
@@ -45,8 +49,12 @@ def add_parser(sub) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", help="one prompt (may be empty: generate from nothing)")
     src.add_argument("--input", help="a file of prompts, one per line ('-' for stdin)")
-    p.add_argument("--max-new-tokens", type=positive_int, default=40, help="pieces to add at most (default 40)")
-    p.add_argument("--beam", type=positive_int, default=None, help="beam search with K beams (not with sampling)")
+    p.add_argument(
+        "--max-new-tokens", type=positive_int, default=40, help="pieces to add at most (default 40)"
+    )
+    p.add_argument(
+        "--beam", type=positive_int, default=None, help="beam search with K beams (not with sampling)"
+    )
     add_sampling_flags(p)
     p.add_argument("--num-samples", type=positive_int, default=1, help="continuations per prompt (default 1)")
     p.add_argument("--device", type=device, default="auto")
@@ -61,11 +69,17 @@ def run(args) -> None:
 
     sample = sampling_requested(args)
     if sample and args.beam is not None:
-        raise ConfigError("--beam is for beam search; --temperature/--top-k/--top-p are for sampling: choose one")
+        raise ConfigError(
+            "--beam is for beam search; --temperature/--top-k/--top-p are for sampling: choose one"
+        )
     beam = args.beam or 1
     if not sample and args.num_samples > beam:
-        raise ConfigError("--num-samples > 1 needs sampling (--temperature, --top-k or --top-p) or a --beam that wide")
-    prompts = [args.prompt] if args.prompt is not None else read_input(None if args.input == "-" else args.input)
+        raise ConfigError(
+            "--num-samples > 1 needs sampling (--temperature, --top-k or --top-p) or a --beam that wide"
+        )
+    prompts = (
+        [args.prompt] if args.prompt is not None else read_input(None if args.input == "-" else args.input)
+    )
     lm = LanguageModel.from_checkpoint(args.checkpoint, device=args.device)
     results = lm.generate(
         prompts, max_new_tokens=args.max_new_tokens, beam=beam, sample=sample,

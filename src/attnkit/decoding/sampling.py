@@ -54,8 +54,9 @@ def filter_logits(logits: Tensor, cfg: SamplingConfig) -> Tensor:
     return logits
 
 
-
-def sample_tokens(logp: Tensor, cfg: SamplingConfig, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
+def sample_tokens(
+    logp: Tensor, cfg: SamplingConfig, generator: torch.Generator | None
+) -> tuple[Tensor, Tensor]:
     """Draw one token per row from log-probabilities (N, V); banned tokens hold -inf.
 
     Returns the tokens (N,) and their entries of ``logp``: the model's own (temperature 1,

@@ -84,7 +84,9 @@ class TransformerClassifier(nn.Module):
         if cfg.pooling == "first":
             cls = torch.full_like(tokens[:, :1], cfg.cls_id)  # (B, 1)
             x = torch.cat([cls, tokens], dim=1)  # (B, 1 + T)
-        h, attn = self.encoder(self.embed(x), padding_mask(x, cfg.pad_id), need_weights=need_weights)  # (B, T', D)
+        h, attn = self.encoder(
+            self.embed(x), padding_mask(x, cfg.pad_id), need_weights=need_weights
+        )  # (B, T', D)
 
         if cfg.pooling == "first":
             pooled = h[:, 0]  # (B, D): the CLS token's output

@@ -97,7 +97,13 @@ class TransformerLM(nn.Module):
         x = self.embed(tokens, offset)  # (B, T, D)
         weights = []
         for i, layer in enumerate(self.layers):
-            x, w = layer(x, mask=mask, causal=True, cache=None if cache is None else cache[i], need_weights=need_weights)
+            x, w = layer(
+                x,
+                mask=mask,
+                causal=True,
+                cache=None if cache is None else cache[i],
+                need_weights=need_weights,
+            )
             weights.append(w)
         return self.output_proj(self.final_norm(x)), (weights if need_weights else None)  # (B, T, V)
 
