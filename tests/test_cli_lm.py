@@ -19,7 +19,14 @@ import torch
 from attnkit.checkpoint import save_checkpoint
 from attnkit.cli import main
 from attnkit.data.tokenizer import SubwordTokenizer
-from attnkit.model import ClassifierConfig, LMConfig, TransformerClassifier, TransformerLM
+from attnkit.model import (
+    ClassifierConfig,
+    LMConfig,
+    Transformer,
+    TransformerClassifier,
+    TransformerConfig,
+    TransformerLM,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = [f"{a} {b} {c} ." for a in ("A dog", "Two men", "A woman", "Three kids", "The cat")
@@ -42,7 +49,10 @@ def ckpts(tmp_path_factory):
                           "model": TransformerLM(lm_cfg).state_dict()}, out / "lm.pt")  # fmt: skip
     clf = save_checkpoint({**base, "arch": "classifier", "model_config": clf_cfg.to_dict(), "labels": LABELS,
                            "model": TransformerClassifier(clf_cfg).state_dict()}, out / "clf.pt")  # fmt: skip
-    return {"lm": lm, "clf": clf, "dir": out}
+    mt_cfg = TransformerConfig.preset("tiny", src_vocab_size=V, tgt_vocab_size=V, share_vocab=True)
+    mt = save_checkpoint({**base, "arch": "transformer", "model_config": mt_cfg.to_dict(),
+                          "model": Transformer(mt_cfg).state_dict()}, out / "mt.pt")  # fmt: skip
+    return {"lm": lm, "clf": clf, "mt": mt, "dir": out}
 
 
 def cli(*argv: str, stdin: str | bytes | None = None, monkeypatch=None) -> tuple[int, str, str]:
@@ -253,3 +263,27 @@ def test_evaluate_task_flags_do_not_mix(ckpts, tmp_path):
         *cli("evaluate", "--checkpoint", str(ckpts["lm"]), "--src", "a", "--ref", "b")[::2], "--input"
     )
     assert_user_error(*cli("evaluate", "--checkpoint", str(ckpts["lm"]))[::2], "no test split", "--input")
+
+
+# -- translate --sample -----------------------------------------------------------------------------
+
+
+def test_translate_sample_is_seeded_and_top_k_1_is_greedy(ckpts, monkeypatch):
+    def run(*flags):
+        return cli("translate", "--checkpoint", str(ckpts["mt"]), *flags, stdin="A dog runs .\nTwo men sit .\n",
+                   monkeypatch=monkeypatch)  # fmt: skip
+
+    a = run("--sample", "--temperature", "3", "--nbest", "3", "--seed", "1")
+    b = run("--sample", "--temperature", "3", "--nbest", "3", "--seed", "1")
+    c = run("--sample", "--temperature", "3", "--nbest", "3", "--seed", "2")
+    assert a[0] == 0, a[2]
+    assert a[1] == b[1] and a[1] != c[1] and len(a[1].splitlines()) == 6
+    greedy, top1 = run("--beam", "1"), run("--sample", "--top-k", "1", "--seed", "5")
+    assert top1[0] == 0 and top1[1] == greedy[1]
+
+
+def test_translate_sampling_flags_need_sample(ckpts, monkeypatch):
+    result = cli(
+        "translate", "--checkpoint", str(ckpts["mt"]), "--top-p", "0.9", stdin="A\n", monkeypatch=monkeypatch
+    )
+    assert_user_error(*result[::2], "--sample")
