@@ -41,7 +41,11 @@ def load_split(data: dict, which: str, labels=None):
             multi30k_path(data[f"{which}_split"], data["lang"], data.get("data_dir") or None, download=False)
         )
     gold, texts = read_labelled_file(data[f"{which}_files"][0], labels)
-    return [type("R", (), {"label": g, "text": t, "text_b": None}) for g, t in zip(gold, texts, strict=True)]
+    pair = lambda t: t if isinstance(t, tuple) else (t, None)  # noqa: E731
+    return [
+        type("R", (), {"label": g, "text": pair(t)[0], "text_b": pair(t)[1]})
+        for g, t in zip(gold, texts, strict=True)
+    ]
 
 
 def main(argv=None) -> None:

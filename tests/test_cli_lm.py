@@ -287,3 +287,17 @@ def test_translate_sampling_flags_need_sample(ckpts, monkeypatch):
         "translate", "--checkpoint", str(ckpts["mt"]), "--top-p", "0.9", stdin="A\n", monkeypatch=monkeypatch
     )
     assert_user_error(*result[::2], "--sample")
+
+
+def test_classify_reads_text_pairs_like_training(ckpts, tmp_path):
+    from attnkit.classify import Classifier, classifier_pieces, read_labelled_file
+
+    f = tmp_path / "pairs.tsv"
+    f.write_text("animal\tA dog runs .\tIt is fast .\n")
+    gold, texts = read_labelled_file(f, LABELS)
+    assert gold == ["animal"] and texts == [("A dog runs .", "It is fast .")]
+    clf = Classifier.from_checkpoint(ckpts["clf"], device="cpu")
+    ids = classifier_pieces(clf.tokenizer, texts[0])
+    assert clf.tokenizer.eos_id in ids
+    code, out, err = cli("evaluate", "--checkpoint", str(ckpts["clf"]), "--input", str(f))
+    assert code == 0, err

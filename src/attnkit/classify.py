@@ -22,6 +22,16 @@ from .highlight import merge_subwords
 from .task_metrics import ClassificationReport, classification_report
 from .translate import resolve_device
 
+Text = str | tuple[str, str]  # one text, or a (text_a, text_b) pair
+
+
+def classifier_pieces(tokenizer: SubwordTokenizer, text: Text) -> list[int]:
+    """A text's pieces; a pair is text_a's pieces, eos, text_b's pieces (training encodes the same way)."""
+    if isinstance(text, tuple):
+        a, b = text
+        return [*tokenizer.encode(a, side="src"), tokenizer.eos_id, *tokenizer.encode(b, side="src")]
+    return tokenizer.encode(text, side="src")
+
 
 @dataclass
 class WordWeights:
@@ -66,18 +76,18 @@ class Classifier:
             device,
         )
 
-    def _encode(self, texts: list[str]) -> list[list[int]]:
+    def _encode(self, texts: list[Text]) -> list[list[int]]:
         room = self.model.config.max_len - (1 if self.model.config.pooling == "first" else 0)
         ids = []
         for n, text in enumerate(texts, start=1):
-            seq = self.tokenizer.encode(text, side="src")[:room]
-            if not seq:
+            seq = classifier_pieces(self.tokenizer, text)[:room]
+            if not seq or (isinstance(text, str) and not text.strip()):
                 raise DataError(f"input line {n} is empty: nothing to classify")
             ids.append(seq)
         return ids
 
     @torch.no_grad()
-    def probabilities(self, texts: list[str], *, batch_size: int = 128) -> torch.Tensor:
+    def probabilities(self, texts: list[Text], *, batch_size: int = 128) -> torch.Tensor:
         """Class probabilities (N, C) in input order."""
         ids = self._encode(texts)
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # little padding per batch
@@ -92,7 +102,7 @@ class Classifier:
             probs[rows] = self.model(x.to(self.device)).float().softmax(-1).cpu()
         return probs
 
-    def predict(self, texts: list[str], *, top_k: int = 1) -> list[list[tuple[str, float]]]:
+    def predict(self, texts: list[Text], *, top_k: int = 1) -> list[list[tuple[str, float]]]:
         """For each text its ``top_k`` (label, probability) pairs, most probable first."""
         if not 1 <= top_k <= len(self.labels):
             raise ConfigError(
@@ -106,7 +116,7 @@ class Classifier:
             for pr, ix in zip(p.tolist(), idx.tolist(), strict=True)
         ]
 
-    def evaluate(self, texts: list[str], gold: list[str]) -> ClassificationReport:
+    def evaluate(self, texts: list[Text], gold: list[str]) -> ClassificationReport:
         if len(texts) != len(gold):
             raise DataError(f"{len(texts)} texts but {len(gold)} labels")
         index = {label: c for c, label in enumerate(self.labels)}
@@ -140,11 +150,11 @@ class Classifier:
         return pieces, torch.stack([w[0] for w in out.self_attn]).cpu()
 
 
-def read_labelled_file(path: str | Path, labels: list[str]) -> tuple[list[str], list[str]]:
-    """(gold labels, texts) of a ``label<TAB>text`` (or ``label<TAB>text_a<TAB>text_b``) file.
+def read_labelled_file(path: str | Path, labels: list[str] | None) -> tuple[list[str], list[Text]]:
+    """(gold labels, texts or (text_a, text_b) pairs) of a ``label<TAB>text`` (or ``label<TAB>text_a<TAB>text_b``) file.
 
     A first line starting with ``label`` is a header; a line without a tab, an empty text or a label
-    outside ``labels`` is an error naming file and line.
+    outside ``labels`` (None: any label) is an error naming file and line.
     """
     from .data.corpus import read_lines
 
@@ -155,10 +165,11 @@ def read_labelled_file(path: str | Path, labels: list[str]) -> tuple[list[str], 
         fields = line.split("\t")
         if len(fields) not in (2, 3):
             raise DataError(f"{path}:{number}: expected label<TAB>text or label<TAB>text_a<TAB>text_b")
-        label, text = fields[0].strip(), " ".join(f.strip() for f in fields[1:])
-        if label not in labels:
+        label = fields[0].strip()
+        text = fields[1] if len(fields) == 2 else (fields[1], fields[2])
+        if labels is not None and label not in labels:
             raise DataError(f"{path}:{number}: unknown label {label!r} (labels: {', '.join(labels)})")
-        if not text.strip():
+        if not all(t.strip() for t in ([text] if isinstance(text, str) else text)):
             raise DataError(f"{path}:{number}: empty text")
         gold.append(label)
         texts.append(text)

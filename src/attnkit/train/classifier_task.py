@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..classify import classifier_pieces
 from ..data.tokenizer import SubwordTokenizer
 from ..errors import DataError
 from ..task_metrics import ClassificationReport, classification_report
@@ -50,10 +51,7 @@ class ClassifierTask:
         self.index = {label: c for c, label in enumerate(self.labels)}
 
     def pieces(self, text: str, text_b: str | None = None) -> list[int]:
-        ids = self.tokenizer.encode(text, side="src")
-        if text_b is not None:
-            ids = [*ids, self.tokenizer.eos_id, *self.tokenizer.encode(text_b, side="src")]
-        return ids
+        return classifier_pieces(self.tokenizer, text if text_b is None else (text, text_b))
 
     def encode(self, records: Sequence, max_len: int) -> tuple[list[tuple[list[int], int]], int]:
         """(examples, n_truncated): records have .label, .text, .text_b; texts longer than max_len are
