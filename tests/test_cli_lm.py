@@ -301,3 +301,10 @@ def test_classify_reads_text_pairs_like_training(ckpts, tmp_path):
     assert clf.tokenizer.eos_id in ids
     code, out, err = cli("evaluate", "--checkpoint", str(ckpts["clf"]), "--input", str(f))
     assert code == 0, err
+
+
+def test_generate_from_an_empty_prompt(ckpts):
+    code, out, err = cli("generate", "--checkpoint", str(ckpts["lm"]), "--prompt", "", "--top-k", "5", "--seed", "3",
+                         "--max-new-tokens", "6")  # fmt: skip
+    assert code == 0, err
+    assert out.count("\n") == 1
