@@ -4,8 +4,9 @@
     lm.generate(["A dog"], max_new_tokens=20, temperature=0.8, top_p=0.9, num_samples=3, seed=1)
     lm.score(["A dog runs on the beach ."]).perplexity
 
-The searches are the translation ones (the LM's prompt is its "source"). Prompts of one batch
-must have the same length in pieces, so they are grouped by length.
+The searches are the translation ones, continued from the state the prompt leaves
+(``greedy_decode``, ``beam_decode``, ``sample_decode``). Prompts are grouped by length in pieces, so
+a batch needs no padding and every row continues at the same position.
 """
 
 from __future__ import annotations
@@ -15,15 +16,30 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from .checkpoint import load_checkpoint, model_from_checkpoint
 from .data.tokenizer import SubwordTokenizer
-from .decoding import beam_search, greedy_search
-from .decoding.sampling import SamplingConfig, sample_search
+from .decoding import beam_decode, greedy_decode
+from .decoding.sampling import SamplingConfig, sample_decode
 from .errors import CheckpointError, ConfigError, DataError
+from .model.interface import DecoderState
 from .task_metrics import LMScores, lm_scores
 from .translate import resolve_device
+
+
+def start_from_prompt(lm, prompt: Tensor) -> tuple[DecoderState, Tensor]:
+    """Run bos + prompt (B, P) but its last piece through the LM: the state and the newest tokens (B, 1).
+
+    The searches then continue from there, as they continue a translation from bos.
+    """
+    cfg = lm.config
+    bos = torch.full((prompt.size(0), 1), cfg.bos_id, dtype=torch.long, device=prompt.device)
+    state = lm.init_state(prompt.size(0))
+    if prompt.size(1) == 0:
+        return state, bos
+    lm.decode(torch.cat([bos, prompt[:, :-1]], dim=1), state)  # (B, P) positions cached
+    return state, prompt[:, -1:]
 
 
 @dataclass
@@ -81,22 +97,25 @@ class LanguageModel:
         results: list[list[Generation]] = [[] for _ in prompts]
         generator = torch.Generator(device=self.device).manual_seed(seed)
         for length in sorted(by_length):
-            room = cfg.max_len - 1 - length  # positions left after bos and the prompt
+            room = cfg.max_len - length  # positions left for new tokens after bos and the prompt
             if room < 1:
                 raise DataError(f"a prompt of {length} pieces leaves no room in max_len={cfg.max_len}")
             rows = by_length[length]
-            src = torch.tensor([encoded[i] for i in rows], dtype=torch.long, device=self.device).view(
-                len(rows), length
-            )
-            kw = dict(max_len_a=0.0, max_len_b=min(max_new_tokens + 1, room))  # + 1: eos
+            copies = num_samples if sampling is not None else 1  # independent samples: one row each
+            prompt = torch.tensor([encoded[i] for i in rows for _ in range(copies)], dtype=torch.long,
+                                  device=self.device).view(len(rows) * copies, length)  # fmt: skip
+            state, last = start_from_prompt(self.model, prompt)
+            limits = torch.full(
+                (prompt.size(0),), min(max_new_tokens + 1, room), device=self.device
+            )  # + 1: eos
             if sampling is not None:
-                hyps = sample_search(self.model, src, temperature=temperature, top_k=top_k, top_p=top_p,
-                                     num_samples=num_samples, generator=generator, **kw)  # fmt: skip
+                flat = sample_decode(self.model, state, last, limits, sampling=sampling, generator=generator)
+                hyps = [flat[r * copies : (r + 1) * copies] for r in range(len(rows))]
             elif beam == 1:
-                hyps = [[h] for h in greedy_search(self.model, src, **kw)]
+                hyps = [[h] for h in greedy_decode(self.model, state, last, limits)]
             else:
-                hyps = beam_search(self.model, src, beam_size=beam, nbest=num_samples,
-                                   length_penalty_alpha=length_penalty, **kw)  # fmt: skip
+                hyps = beam_decode(self.model, state, last, limits, beam_size=beam, nbest=num_samples,
+                                   length_penalty_alpha=length_penalty)  # fmt: skip
             for i, hs in zip(rows, hyps, strict=True):
                 results[i] = [self._generation(encoded[i], h) for h in hs]
         return results
@@ -140,6 +159,6 @@ class LanguageModel:
         if not ids:
             raise DataError("the text is empty: nothing to draw")
         x = torch.tensor([[cfg.bos_id, *ids]], device=self.device)
-        _, weights = self.model.run(x, need_weights=True)
+        weights = self.model.decode(x, self.model.init_state(1), need_weights=True).self_attn
         pieces = ["<s>"] + [self.tokenizer.id_to_piece(i, side="src") for i in ids]
         return pieces, torch.stack([w[0] for w in weights]).cpu()  # (L, H, T, T)

@@ -18,7 +18,8 @@ import torch
 from torch import Tensor
 
 from ..errors import ConfigError
-from .common import Hypothesis, decode_cap, length_limits
+from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
+from .common import Hypothesis, start_from_source, step_log_probs
 
 
 @dataclass(frozen=True)
@@ -67,27 +68,9 @@ def sample_tokens(
     return tok, logp.gather(1, tok[:, None]).squeeze(1)
 
 
-def step_log_probs(logits: Tensor, model_cfg, *, at_limit: Tensor, ban_eos: bool) -> Tensor:
-    """log p of the next token (N, V) with the bans every search applies.
-
-    pad and bos are never generated; eos is banned before the minimum length; rows at their
-    length limit may only produce eos (the limit wins over the minimum length).
-    """
-    logp = torch.log_softmax(logits.float(), dim=-1)  # (N, V)
-    eos = logp[:, model_cfg.eos_id].clone()
-    logp[:, model_cfg.pad_id] = float("-inf")
-    logp[:, model_cfg.bos_id] = float("-inf")
-    if ban_eos:
-        logp[:, model_cfg.eos_id] = float("-inf")
-    if at_limit.any():
-        logp[at_limit] = float("-inf")
-        logp[at_limit, model_cfg.eos_id] = eos[at_limit]
-    return logp
-
-
 @torch.no_grad()
 def sample_search(
-    model,
+    model: Seq2SeqModel,
     src: Tensor,
     *,
     temperature: float = 1.0,
@@ -100,44 +83,66 @@ def sample_search(
     max_len_b: int = 10,
     min_len: int = 0,
 ) -> list[list[Hypothesis]]:
-    """Draw ``num_samples`` outputs for each sentence of src (B, S), one cached step at a time.
+    """Draw ``num_samples`` outputs for each sentence of src (B, S).
 
     Pass a ``generator`` (or a ``seed`` to make one): the same seed and inputs give the same samples.
     Returns per sentence its samples in the order drawn; a Hypothesis's score is its log-probability.
+    Samples are independent, so each is its own row from the start (the source is repeated), and a
+    finished sample leaves the batch on its own.
     """
-    sampling = SamplingConfig(temperature, top_k, top_p)
     if num_samples < 1:
         raise ConfigError(f"num_samples must be >= 1, got {num_samples}")
-    if generator is None:
-        generator = torch.Generator(device=src.device)
-        generator.manual_seed(0 if seed is None else seed)
-    cfg = model.config
     B = src.size(0)
-    rows = torch.arange(B, device=src.device).repeat_interleave(num_samples)  # (N,) sentence of each row
-    limits = length_limits(src, cfg.pad_id, max_len_a, max_len_b, decode_cap(model))[rows]  # (N,)
-    enc = model.encode(src).index_select(rows) if num_samples > 1 else model.encode(src)
-    cache = model.init_cache(enc)
-    N = rows.numel()
-    active = torch.arange(N, device=src.device)  # original row of each row still decoding
-    last = torch.full((N, 1), cfg.bos_id, dtype=torch.long, device=src.device)
+    state, first, limits = start_from_source(
+        model, src.repeat_interleave(num_samples, dim=0), max_len_a, max_len_b
+    )
+    hyps = sample_decode(
+        model, state, first, limits, sampling=SamplingConfig(temperature, top_k, top_p),
+        generator=generator, seed=seed, min_len=min_len,
+    )  # fmt: skip
+    return [hyps[b * num_samples : (b + 1) * num_samples] for b in range(B)]
+
+
+@torch.no_grad()
+def sample_decode(
+    model: IncrementalDecoder,
+    state: DecoderState,
+    last: Tensor,
+    limits: Tensor,
+    *,
+    sampling: SamplingConfig,
+    generator: torch.Generator | None = None,
+    seed: int | None = None,
+    min_len: int = 0,
+) -> list[Hypothesis]:
+    """Continue N sequences from their newest tokens ``last`` (N, 1), drawing each next token.
+
+    ``limits`` (N,) caps the new tokens (eos included); the state has one row per sequence
+    (group 1), and finished sequences leave it through ``select``.
+    """
+    if state.group != 1:
+        raise ValueError(f"sampling needs one row per sequence, the state has {state.group}")
+    if generator is None:
+        generator = torch.Generator(device=last.device)
+        generator.manual_seed(0 if seed is None else seed)
+    eos_id = model.config.eos_id
+    N = last.size(0)
+    active = torch.arange(N, device=last.device)  # original row of each row still decoding
     tokens: list[list[int]] = [[] for _ in range(N)]
     log_probs = [0.0] * N
     step = 0
     while active.numel() > 0:
-        logits = model.decode(last, enc, cache=cache).logits[:, -1]  # (n, V)
-        logp = step_log_probs(logits, cfg, at_limit=step + 1 >= limits[active], ban_eos=step < min_len)
+        logp, _ = step_log_probs(model, last, state, step=step, limits=limits[active], min_len=min_len)
         tok, tok_lp = sample_tokens(logp, sampling, generator)  # (n,), (n,)
-        done = tok == cfg.eos_id
         for i, t, lp in zip(active.tolist(), tok.tolist(), tok_lp.tolist()):
             log_probs[i] += lp
-            if t != cfg.eos_id:
+            if t != eos_id:
                 tokens[i].append(t)
         step += 1
+        done = tok == eos_id
         if done.any():
-            keep = (~done).nonzero().squeeze(1)
+            keep = (~done).nonzero().squeeze(1)  # rows still decoding
             active, tok = active[keep], tok[keep]
-            enc = enc.index_select(keep)
-            cache.index_select(keep)
+            state.select(keep)
         last = tok[:, None]
-    hyps = [Hypothesis(t, lp, lp) for t, lp in zip(tokens, log_probs)]
-    return [hyps[b * num_samples : (b + 1) * num_samples] for b in range(B)]
+    return [Hypothesis(t, lp, lp) for t, lp in zip(tokens, log_probs)]

@@ -1,75 +1,58 @@
 """The same blocks as a decoder-only language model (seed 000's "learning a language model").
 
-p(x_1..x_n) = prod_t p(x_t | bos, x_<t): causal self-attention blocks, no encoder, no cross-attention.
+It keeps the decoder-only contract of :mod:`attnkit.model.interface`, so greedy, beam and sampling
+search drive it exactly as they drive a translation model's decoder.
 
-So that the searches written for translation (greedy, beam, sampling) serve the LM unchanged, it has
-the seq2seq interface: the "source" is the prompt. ``encode(prompt)`` only holds it; the first
-decoding step (fed bos, as every search starts) runs bos + prompt through the stack and fills the
-cache, and later steps add one position at a time. The prompts of one batch have the same length
-(no padding); :func:`attnkit.generate.generate` groups prompts by length.
-
-Legend: B batch, P prompt length, T length, D d_model, V vocabulary, L layers.
+Legend: B sequences, G rows per sequence, N = B * G rows, T length, D d_model, V vocabulary, L layers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
-from ..attention import KVCache, padding_mask
+from ..attention import KVCache
 from .config import LMConfig
 from .embedding import TokenEmbedding
+from .interface import DecoderOutput
 from .layers import SelfAttentionLayer
-from .transformer import DecoderOutput
 
 
 @dataclass
-class LMPrompt:
-    """The LM's "encoder output": prompt pieces (B, P) without bos, eos or padding."""
+class LMState:
+    """Self-attention caches, one row per hypothesis (:class:`~attnkit.model.interface.DecoderState`)."""
 
-    tokens: Tensor
-    beams: int = 1  # decoder rows per prompt row
-
-    def index_select(self, index: Tensor) -> LMPrompt:
-        if self.beams > 1:
-            index = index[:: self.beams] // self.beams  # (B',) whole sentences
-        return LMPrompt(self.tokens.index_select(0, index), self.beams)
-
-    def repeat_beams(self, beams: int) -> LMPrompt:
-        return LMPrompt(self.tokens, beams)
-
-
-@dataclass
-class LMCache:
-    """Per layer the self-attention keys and values; the prompt until the first step consumes it."""
-
-    kv: list[KVCache] = field(default_factory=list)
-    prompt: Tensor | None = None  # (N, P) rows not yet run through the stack
+    self_kv: list[KVCache]
+    batch_size: int  # B sequences
+    group: int = 1
 
     def __len__(self) -> int:
-        """Positions already in the cache (bos and the prompt count)."""
-        return len(self.kv[0]) if self.kv else 0
+        return len(self.self_kv[0]) if self.self_kv else 0
 
-    def index_select(self, index: Tensor) -> None:
-        """Keep rows ``index`` (drop finished rows, or follow beam search's reordering)."""
-        for kv in self.kv:
-            kv.index_select(index)
-        if self.prompt is not None:
-            self.prompt = self.prompt.index_select(0, index)
+    def expand(self, k: int) -> None:
+        if self.group != 1:
+            raise ValueError(f"expand needs one row per sequence, the state has {self.group}")
+        self.reorder(torch.arange(self.batch_size).repeat_interleave(k))
+        self.group = k
 
-    reorder_beams = index_select
-    repeat_beams = index_select
+    def reorder(self, rows: Tensor) -> None:
+        for kv in self.self_kv:
+            kv.select(rows.to(kv.k.device) if kv.k is not None else rows)
+
+    def select(self, sentences: Tensor) -> None:
+        G = self.group
+        self.reorder((sentences[:, None] * G + torch.arange(G, device=sentences.device)).view(-1))
+        self.batch_size = sentences.numel()
 
 
 class TransformerLM(nn.Module):
-    """Causal self-attention stack with a (by default tied) softmax layer: p(x_t | x_<t).
+    """Causal self-attention stack with a tied softmax layer: p(x_t | x_<t).
 
-    Args:
-        config: :class:`LMConfig`.
-    Shape:
-        forward: tokens (B, T) = bos + text -> logits (B, T, V) for the next token at every position.
+    Sequences are right-padded: the look-ahead mask already hides the padding after a sequence
+    from every real position, so no padding mask is needed (and the fused causal kernel runs).
+    Shape: forward tokens (B, T) -> logits (B, T, V).
     """
 
     def __init__(self, config: LMConfig):
@@ -79,62 +62,21 @@ class TransformerLM(nn.Module):
         self.layers = nn.ModuleList(SelfAttentionLayer(config) for _ in range(config.n_layers))
         self.final_norm = nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
         self.output_proj = nn.Linear(config.d_model, config.vocab_size, bias=not config.tie_output)
-        if config.tie_output:  # the pre-softmax weights ARE the embedding (paper section 3.4)
+        if config.tie_output:
             self.output_proj.weight = self.embed.embedding.weight
 
-    def run(
-        self, tokens: Tensor, *, cache: list[KVCache] | None = None, need_weights: bool = False
-    ) -> tuple[Tensor, list[Tensor] | None]:
-        """tokens (B, T) at positions len(cache).. -> logits (B, T, V) and per-layer self-attention.
+    def init_state(self, batch_size: int) -> LMState:
+        return LMState([KVCache() for _ in self.layers], batch_size)
 
-        Batches are left-aligned: padding follows the text, so the causal mask already hides it from
-        every real position; only padded rows' own padding positions see it, and their logits are
-        never used. A key padding mask is still applied on the full-sequence pass so that attention
-        maps drawn from it show no weight on padding.
-        """
-        offset = 0 if cache is None else len(cache[0])
-        mask = padding_mask(tokens, self.config.pad_id) if cache is None else None  # (B, 1, 1, T)
-        x = self.embed(tokens, offset)  # (B, T, D)
+    def decode(self, tokens: Tensor, state: LMState, *, need_weights: bool = False) -> DecoderOutput:
+        """tokens (N, T) at positions len(state).. -> logits (N, T, V); the state grows by T."""
+        x = self.embed(tokens, len(state))  # (N, T, D)
         weights = []
-        for i, layer in enumerate(self.layers):
-            x, w = layer(
-                x,
-                mask=mask,
-                causal=True,
-                cache=None if cache is None else cache[i],
-                need_weights=need_weights,
-            )
+        for layer, kv in zip(self.layers, state.self_kv):
+            x, w = layer(x, causal=True, cache=kv, need_weights=need_weights)
             weights.append(w)
-        return self.output_proj(self.final_norm(x)), (weights if need_weights else None)  # (B, T, V)
+        logits = self.output_proj(self.final_norm(x))  # (N, T, V)
+        return DecoderOutput(logits, weights) if need_weights else DecoderOutput(logits)
 
     def forward(self, tokens: Tensor) -> Tensor:
-        """Teacher forcing: tokens (B, T) = bos + text -> logits (B, T, V)."""
-        return self.run(tokens)[0]
-
-    # --- the seq2seq interface the searches drive ------------------------------------------------
-    def encode(self, prompt: Tensor, *, need_weights: bool = False) -> LMPrompt:
-        """Hold the prompt pieces (B, P); nothing runs until the first decoding step."""
-        if (prompt == self.config.pad_id).any():
-            raise ValueError("the prompts of one batch must have the same length (no padding)")
-        return LMPrompt(prompt)
-
-    def init_cache(self, enc: LMPrompt) -> LMCache:
-        return LMCache([KVCache() for _ in self.layers], enc.tokens)
-
-    def decode(
-        self, tokens: Tensor, enc: LMPrompt, *, cache: LMCache | None = None, need_weights: bool = False
-    ) -> DecoderOutput:
-        """Logits for the given tokens (N, T); on the first step (bos) the prompt is run after them.
-
-        Without a cache: teacher forcing over bos + prompt + tokens[:, 1:].
-        """
-        if cache is None:
-            cache = self.init_cache(enc)
-            x = torch.cat([tokens[:, :1], enc.tokens, tokens[:, 1:]], dim=1)  # (N, 1 + P + T - 1)
-        elif cache.prompt is not None:
-            x = torch.cat([tokens, cache.prompt], dim=1)  # (N, T + P): bos, then the prompt
-            cache.prompt = None
-        else:
-            x = tokens
-        logits, weights = self.run(x, cache=cache.kv, need_weights=need_weights)
-        return DecoderOutput(logits, weights, None)
+        return self.decode(tokens, self.init_state(tokens.size(0))).logits
