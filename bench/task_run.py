@@ -1,6 +1,9 @@
-"""Interim runner for the LM and classifier configs until ``attnkit train`` takes model.arch lm/classifier.
+"""Interim runner for the classifier configs until ``attnkit train`` takes model.arch classifier.
 
-    ATTNKIT_DATA=/work/shared/data python bench/task_run.py configs/multi30k_lm_en.yaml [--max-minutes M]
+    python bench/task_run.py configs/multi30k_langid.yaml [--max-minutes M]
+
+(Language models now train through ``attnkit train`` (model.arch: lm); the LM numbers in
+docs/BENCHMARKS.md came from this script's LM path at commit 3911ee3.)
 
 Reads the same YAML sections (data, tokenizer, model, train, valid), trains with the task objects
 (attnkit.train.lm_task / classifier_task), the token-budget batch sampler, Adam and the config's
@@ -64,6 +67,8 @@ def main(argv=None) -> None:
     t_start = time.monotonic()
 
     if arch == "lm":
+        raise SystemExit("language models train through `attnkit train` now (model.arch: lm)")
+    if arch == "lm-interim":
         train_text = load_split(data, "train")
         tok = SubwordTokenizer.train(train_text, train_text, vocab_size=cfg["tokenizer"]["vocab_size"])
         task, labels = LanguageModelTask(tok), None

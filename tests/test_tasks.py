@@ -15,6 +15,7 @@ class WordTokenizer:
     """Whitespace words -> ids (pad 0, bos 1, eos 2, unk 3, then the words): exact, for synthetic data."""
 
     pad_id, bos_id, eos_id = 0, 1, 2
+    vocabulary = SimpleNamespace(pad_id=0, bos_id=1, eos_id=2)
 
     def __init__(self, words):
         self.ids = {w: i + 4 for i, w in enumerate(words)}
@@ -47,21 +48,22 @@ def grammar(n, seed):
 
 
 def test_lm_batch_is_bos_text_and_text_eos():
-    task = LanguageModelTask(WordTokenizer(WORDS))
-    examples, n_empty, n_long = task.encode(["w0 w1", "", "w2 w3 w4 w5", "w1"], max_len=3)
-    assert examples == [[4, 5], [5]] and n_empty == 1 and n_long == 1
-    b = task.collate(examples)
+    task, tok = LanguageModelTask(), WordTokenizer(WORDS)
+    enc = task.encode(["w0 w1", "", "w2 w3 w4 w5", ("de", "w1")], tok, 3)  # a pair: its target side
+    assert enc.examples == [[4, 5], [5]] and "1 empty" in enc.dropped and "1 longer" in enc.dropped
+    b = task.collate(enc.examples, tok)
     assert b.tokens.tolist() == [[1, 4, 5], [1, 5, 0]]
     assert b.targets.tolist() == [[4, 5, 2], [5, 2, 0]]
-    assert b.n_tokens == 5 and task.lengths(examples) == [(0, 2), (0, 1)]
+    assert b.n_tgt_tokens == 5 and enc.lengths == [(0, 2), (0, 1)]
 
 
 def test_lm_loss_is_the_summed_next_token_nll():
     torch.manual_seed(0)
-    task = LanguageModelTask(WordTokenizer(WORDS))
+    task, tok = LanguageModelTask(), WordTokenizer(WORDS)
     lm = TransformerLM(LMConfig.preset("tiny", vocab_size=13)).eval()
-    b = task.collate([[4, 5, 6], [7]])
-    loss, nll = task.loss(lm, b)
+    b = task.collate([[4, 5, 6], [7]], tok)
+    out = task.loss(lm, b, tok)
+    loss, nll = out.loss, out.nll
     logp = torch.log_softmax(lm(b.tokens), -1)
     manual = -sum(logp[r, t, b.targets[r, t]] for r in range(2) for t in range(4) if b.targets[r, t] != 0)
     assert loss.item() == pytest.approx(manual.item(), rel=1e-5) and nll.item() == pytest.approx(loss.item())
@@ -70,21 +72,21 @@ def test_lm_loss_is_the_summed_next_token_nll():
 def test_lm_learns_a_synthetic_grammar_to_near_its_true_perplexity():
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    task = LanguageModelTask(WordTokenizer(WORDS))
+    task, tok = LanguageModelTask(), WordTokenizer(WORDS)
     lm = TransformerLM(LMConfig.preset("tiny", vocab_size=13))
     opt = torch.optim.Adam(lm.parameters(), lr=3e-3)
-    train, _, _ = task.encode(grammar(2000, 0), max_len=8)
+    train = task.encode(grammar(2000, 0), tok, 8).examples
     for step in range(200):
-        batch = task.collate(train[(step * 32) % 2000 : (step * 32) % 2000 + 32])
-        loss, _ = task.loss(lm, batch)
+        batch = task.collate(train[(step * 32) % 2000 : (step * 32) % 2000 + 32], tok)
+        out = task.loss(lm, batch, tok)
         opt.zero_grad()
-        (loss / batch.n_tokens).backward()
+        (out.loss / batch.n_tgt_tokens).backward()
         opt.step()
-    valid, _, _ = task.encode(grammar(300, 1), max_len=8)
-    scores = task.evaluate(lm.eval(), [task.collate(valid[i : i + 100]) for i in range(0, 300, 100)])
+    valid = task.encode(grammar(300, 1), tok, 8)
+    scores = task.scores(lm.eval(), tok, valid, torch.device("cpu"))
     true_ppl = math.exp((math.log(5) + math.log(3)) / 5)
     assert scores.perplexity < 1.15 * true_ppl, scores.perplexity  # uniform over 13 tokens would be 13
-    assert task.score(scores) == scores.perplexity and not task.higher_is_better
+    assert task.metric == "perplexity" and not task.higher_is_better
 
 
 def record(label, text, text_b=None):
