@@ -54,3 +54,16 @@ def test_lm_resume_continues_exactly(tmp_path):
     assert a["step"] == b["step"] == 8
     for name, tensor in a["model"].items():
         assert torch.equal(tensor, b["model"][name]), name
+
+
+@needs_data
+def test_evaluate_an_lm_checkpoint_on_its_test_split(tmp_path, capsys):
+    from attnkit.cli import main
+
+    torch.set_num_threads(1)
+    train(tiny_lm(tmp_path, "train.max_steps=4", "valid.every=4"), log=lambda m: None)
+    assert (
+        main(["evaluate", "--checkpoint", str(tmp_path / "checkpoint_best.pt"), "--data-dir", str(DATA)]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "Multi30k test_2016_flickr en" in out and "perplexity" in out and "bits per token" in out

@@ -45,11 +45,14 @@ def _task_split(args, state) -> tuple[str, str]:
     if args.input:
         return args.input, args.input
     data = state.get("experiment", {}).get("data", {})
-    if data.get("corpus", "multi30k") == "multi30k" and data.get("lang"):
+    lang = data.get("lang") or (
+        data.get("tgt_lang") if state["arch"] == "lm" else None
+    )  # an LM reads tgt_lang
+    if data.get("corpus", "multi30k") == "multi30k" and lang:
         from ..data.multi30k import multi30k_path
 
-        path = multi30k_path(args.split, data["lang"], args.data_dir or data.get("data_dir") or None)
-        return str(path), f"Multi30k {args.split} {data['lang']}"
+        path = multi30k_path(args.split, lang, args.data_dir or data.get("data_dir") or None)
+        return str(path), f"Multi30k {args.split} {lang}"
     files = data.get("test_files") or []
     if not files:
         raise ConfigError("the model's training data has no test split: give --input")
