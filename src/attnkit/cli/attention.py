@@ -1,15 +1,18 @@
-"""``attnkit attention``: heatmaps of every attention of one sentence.
+"""``attnkit attention``: every attention of one sentence.
 
-Translation models: cross-, encoder self- and decoder self-attention of the translated sentence.
-Language models: the causal self-attention of every layer and head over the text.
-Classifiers: the seeds' review picture (each word shaded by its pooling weight) as HTML and PNG,
-and the encoder self-attention beside it.
+Translation models: ``--out map.png`` draws PNG grids of cross-, encoder self- and decoder
+self-attention; ``--html view.html`` writes the server's attention page as one self-contained file
+with the data embedded (every layer and head, zoom, lines, words; no server).
+Language models (``--out``): the causal self-attention of every layer and head over the text.
+Classifiers (``--out``): the seeds' review picture (each word shaded by its pooling weight) as
+OUT.html and OUT.png, and the encoder self-attention beside it.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import ConfigError
 from .common import device, positive_int
 
 NAME = "attention"
@@ -22,9 +25,12 @@ def add_parser(sub) -> None:
         "--text", required=True, help="the source sentence (or the text, for an LM or a classifier)"
     )
     p.add_argument(
-        "--out", required=True,
+        "--out",
         help="PNG for cross-attention (self-attention goes beside it); a classifier writes OUT.html and OUT.png",
-    )  # fmt: skip
+    )
+    p.add_argument(
+        "--html", help="the interactive attention page as one static HTML file (translation models)"
+    )
     p.add_argument("--beam", type=positive_int, default=4)
     p.add_argument("--device", type=device, default="auto")
 
@@ -33,6 +39,8 @@ def run(args) -> None:
     from ..checkpoint import load_checkpoint
 
     arch = load_checkpoint(args.checkpoint)["arch"]
+    if arch in ("lm", "classifier") and not args.out:
+        raise ConfigError(f"{arch} checkpoints need --out (--html is for translation models)")
     if arch == "lm":
         return run_lm(args)
     if arch == "classifier":
@@ -70,10 +78,36 @@ def run_classifier(args) -> None:
 
 
 def run_translation(args) -> None:
-    from ..plotting import plot_attention
-    from ..translate import Translator, attention_maps
+    from ..translate import Translator
 
+    if not args.out and not args.html:
+        raise ConfigError("give --out PNG, --html FILE or both")
     translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
+    if args.html:
+        _write_html(translator, args)
+    if args.out:
+        _write_pngs(translator, args)
+
+
+def _write_html(translator, args) -> None:
+    from ..serve.attention import attention_payload
+    from ..serve.page import render_page
+
+    if not args.text.strip():
+        raise ConfigError("--text is empty: there is no attention to show")
+    data = attention_payload(translator, args.text, beam=args.beam)
+    out = Path(args.html)
+    tmp = out.with_name(f".{out.name}.tmp")  # write new, then swap: a failure keeps the old file
+    tmp.write_text(render_page(data), encoding="utf-8")
+    tmp.replace(out)
+    print("translation:", data["translation"])
+    print(f"wrote {out}")
+
+
+def _write_pngs(translator, args) -> None:
+    from ..plotting import plot_attention
+    from ..translate import attention_maps
+
     maps = attention_maps(translator, args.text, beam=args.beam)
     out = Path(args.out)
     print(
