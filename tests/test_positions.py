@@ -281,7 +281,7 @@ def test_lm_padding_changes_nothing(kind, values):
 
 
 @pytest.mark.parametrize("kind,values", KINDS, ids=KIND_IDS)
-@pytest.mark.parametrize("pooling", ["mean", "first"])
+@pytest.mark.parametrize("pooling", ["mean", "first", "attention"])
 def test_classifier_padding_changes_nothing(kind, values, pooling):
     torch.manual_seed(0)
     cfg = ClassifierConfig.preset(

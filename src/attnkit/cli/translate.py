@@ -12,8 +12,9 @@ import select
 import stat
 import sys
 
-from ..errors import DataError
+from ..errors import ConfigError, DataError
 from .common import add_decoding_flags, positive_int, read_input
+from .generate import add_sampling_flags, sampling_requested
 
 NAME = "translate"
 
@@ -27,18 +28,30 @@ def add_parser(sub) -> None:
         "--nbest", type=positive_int, default=1, help="with N > 1: lines 'INDEX<TAB>SCORE<TAB>TEXT'"
     )
     add_decoding_flags(p)
+    p.add_argument(
+        "--sample",
+        action="store_true",
+        help="sample translations instead of searching (with --nbest N: N samples)",
+    )
+    add_sampling_flags(p)
 
 
 def run(args) -> None:
+    from ..decoding.sampling import SamplingConfig
     from ..translate import Translator
 
+    if sampling_requested(args) and not args.sample:
+        raise ConfigError("--temperature, --top-k and --top-p need --sample")
+    sampling = None
+    if args.sample:
+        sampling = SamplingConfig(args.temperature or 1.0, args.top_k or 0, args.top_p or 1.0)
     translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
     stream_fd = None if args.input else _stream_fd()
 
     def translate(lines: list[str]):
         return translator.translate(
             lines, beam=max(args.beam, args.nbest), nbest=args.nbest, length_penalty=args.length_penalty,
-            batch_tokens=args.batch_tokens,
+            batch_tokens=args.batch_tokens, sampling=sampling, seed=args.seed,
         )  # fmt: skip
 
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
