@@ -173,6 +173,8 @@ class DataConfig(ConfigBase):
 def upgrade(values: dict[str, Any]) -> dict[str, Any]:
     """An old data section (``train``/``valid``/``test`` holding a split name, "SRC,TGT" or a path)
     in today's fields; a current one is returned unchanged."""
+    if not any(key in values for key in OLD_KEYS):
+        return values
     values = dict(values)
     kind = values.get("corpus", "multi30k")
     for which in OLD_KEYS:
