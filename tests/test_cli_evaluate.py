@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from cli_helpers import N_EVAL, SENTENCES, assert_png, assert_user_error, cli
 
 from attnkit.checkpoint import load_checkpoint
 from attnkit.errors import DataError
 from attnkit.evaluate import evaluate
 from attnkit.translate import Translator
-
+from cli_helpers import N_EVAL, SENTENCES, assert_png, assert_user_error, cli
 
 # -- evaluate --------------------------------------------------------------------------------------
 
@@ -87,7 +86,16 @@ def test_evaluate_loads_the_checkpoint_once(capsys, monkeypatch, runs):
     real = attnkit.checkpoint.load_checkpoint
     monkeypatch.setattr(attnkit.checkpoint, "load_checkpoint", lambda p: calls.append(p) or real(p))
     code, out, err = cli(
-        capsys, "evaluate", "--checkpoint", runs.ckpt, "--data-dir", runs.eval_data, "--beam", "1", "--device", "cpu"
+        capsys,
+        "evaluate",
+        "--checkpoint",
+        runs.ckpt,
+        "--data-dir",
+        runs.eval_data,
+        "--beam",
+        "1",
+        "--device",
+        "cpu",
     )
     assert code == 0, err
     assert out.startswith(f"Multi30k test_2016_flickr de-en, {N_EVAL} sentences")  # the config's test_split

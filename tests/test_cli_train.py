@@ -9,10 +9,9 @@ import urllib.error
 import urllib.request
 
 import pytest
-from cli_helpers import assert_user_error, cli, run_process, write_config
 
 from attnkit.data import multi30k
-
+from cli_helpers import assert_user_error, cli, run_process, write_config
 
 # -- help and usage --------------------------------------------------------------------------------
 
@@ -149,7 +148,9 @@ def test_train_files_corpus_names_the_bad_file(capsys, tmp_path, problem):
          "not-a-list", "lang-and-pair", "text-b-alone", "hf-no-dataset", "unknown-split"],
 )  # fmt: skip
 def test_train_rejects_a_data_field_the_corpus_does_not_read(capsys, tmp_path, overrides, fragments):
-    result = cli(capsys, "train", "--config", write_config(tmp_path), "--output-dir", tmp_path / "out", *overrides)
+    result = cli(
+        capsys, "train", "--config", write_config(tmp_path), "--output-dir", tmp_path / "out", *overrides
+    )
     assert_user_error(*result[::2], *fragments)
     assert not (tmp_path / "out").exists()
 

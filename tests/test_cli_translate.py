@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from cli_helpers import (
     SENTENCES,
     api_translations,
@@ -13,7 +14,6 @@ from cli_helpers import (
     cli_stdin,
     run_process,
 )
-
 
 # -- translate -------------------------------------------------------------------------------------
 

@@ -6,7 +6,6 @@ Also the test suite's own data fixture: a missing data folder skips, except in C
 from pathlib import Path
 
 import pytest
-from conftest import find_data_dir, require_multi30k
 
 from attnkit.data import (
     HFLabelledSpec,
@@ -22,6 +21,7 @@ from attnkit.data import (
 from attnkit.data.config import DataConfig, upgrade
 from attnkit.errors import ConfigError
 from attnkit.train.config import ExperimentConfig
+from conftest import find_data_dir, require_multi30k
 
 
 @pytest.mark.parametrize(

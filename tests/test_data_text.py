@@ -66,7 +66,16 @@ def test_labelled_single_texts_and_pairs_with_optional_header(tmp_path):
         (b"pos\tgut\nneg\t\xff\n", 2, "not valid UTF-8"),
         ("label\ttext\npos\ta\tb\n", 2, None),  # after a header, pairs are fine on their own
     ],
-    ids=["no-tab", "empty-text", "mixed-fields", "empty-label", "too-many", "blank-line", "not-utf8", "header"],
+    ids=[
+        "no-tab",
+        "empty-text",
+        "mixed-fields",
+        "empty-label",
+        "too-many",
+        "blank-line",
+        "not-utf8",
+        "header",
+    ],
 )
 def test_labelled_bad_lines_name_file_and_line(tmp_path, content, line, message):
     path = write(tmp_path / "train.tsv", content)

@@ -82,7 +82,10 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_no_import_cycles_in_attnkit():
     graph = import_graph()
-    assert len(graph) > 20 and graph["attnkit.data.corpus"] >= {"attnkit.data.readers", "attnkit.data.multi30k"}
+    assert len(graph) > 20 and graph["attnkit.data.corpus"] >= {
+        "attnkit.data.readers",
+        "attnkit.data.multi30k",
+    }
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 

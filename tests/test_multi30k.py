@@ -11,7 +11,6 @@ import socket
 import threading
 import urllib.parse
 import urllib.request
-from pathlib import Path
 
 import pytest
 
@@ -25,7 +24,6 @@ from attnkit.data import (
 )
 from attnkit.data.multi30k import LANGS, SHA256, SPLITS
 from attnkit.errors import DataError
-
 
 
 @pytest.fixture(autouse=True)

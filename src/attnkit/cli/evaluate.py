@@ -69,7 +69,9 @@ def _test_spec(state: dict, args):
         changes["data_dir"] = args.data_dir
     data = data.replace(**changes) if changes else data
     if not data.has_split("test"):
-        raise ConfigError("the training config has no test split (data.test_files is empty): give --src and --ref")
+        raise ConfigError(
+            "the training config has no test split (data.test_files is empty): give --src and --ref"
+        )
     if data.records != "pairs":
         raise ConfigError(f"evaluate measures translations; this model was trained on {data.records} records")
     return data.spec("test")

@@ -92,7 +92,9 @@ class DataConfig(ConfigBase):
                     self._check(False, name, f"not used with data.{other} (records without a language pair)")
         self._check(not self.text_b_field or bool(self.label_field), "text_b_field", "needs data.label_field")
         self._check(not self.label_field or bool(self.text_field), "label_field", "needs data.text_field")
-        self._check(self.corpus != "hf" or bool(self.dataset), "dataset", "corpus 'hf' needs a dataset name or path")
+        self._check(
+            self.corpus != "hf" or bool(self.dataset), "dataset", "corpus 'hf' needs a dataset name or path"
+        )
         self._check(self.max_train_pairs >= 0, "max_train_pairs", "must be >= 0")
         self._check(self.max_valid_pairs >= 0, "max_valid_pairs", "must be >= 0")
         self._positive("max_len")
@@ -131,7 +133,9 @@ class DataConfig(ConfigBase):
             raise ValueError(f"which must be one of {WHICH}, got {which!r}")
         split, files = getattr(self, f"{which}_split"), getattr(self, f"{which}_files")
         if not self.has_split(which):
-            raise ConfigError(f"data.{which}_files is empty: corpus {self.corpus!r} has no {which} split here")
+            raise ConfigError(
+                f"data.{which}_files is empty: corpus {self.corpus!r} has no {which} split here"
+            )
         data_dir = self.data_dir or None
         if self.corpus == "multi30k" and self.lang:
             return c.Multi30kTextSpec(split, self.lang, data_dir)

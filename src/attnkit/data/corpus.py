@@ -223,7 +223,12 @@ class HFLabelledSpec:
 
     def load(self) -> list[LabelledExample]:
         return readers.read_hf_labelled(
-            self.dataset, self.split, self.label_field, self.text_field, self.text_b_field, self.labels or None
+            self.dataset,
+            self.split,
+            self.label_field,
+            self.text_field,
+            self.text_b_field,
+            self.labels or None,
         )
 
     def describe(self) -> str:

@@ -133,7 +133,9 @@ def read_labelled(path: PathLike, labels: Collection[str] | None = None) -> list
                 "a file holds either single texts or text pairs"
             )
         n_fields = len(fields)
-        examples.append(_labelled(fields[0], fields[1], fields[2] if len(fields) == 3 else None, where, labels))
+        examples.append(
+            _labelled(fields[0], fields[1], fields[2] if len(fields) == 3 else None, where, labels)
+        )
     if not examples:
         raise DataError(f"empty corpus: {path} has no examples")
     return examples
@@ -186,9 +188,7 @@ def _hf_split(name_or_path: str, split: str, columns: tuple[str, ...]):
         loaded = loaded[split]
     for column in columns:
         if column not in loaded.column_names:
-            raise DataError(
-                f"{name_or_path}: no {column!r} column; it has {', '.join(loaded.column_names)}"
-            )
+            raise DataError(f"{name_or_path}: no {column!r} column; it has {', '.join(loaded.column_names)}")
     if len(loaded) == 0:
         raise DataError(f"empty corpus: {name_or_path} split {split!r} has no rows")
     return loaded
