@@ -50,11 +50,13 @@ def run(args) -> None:
 
 def _test_spec(state: dict, args):
     """The test split of the corpus the checkpoint was trained on, as its experiment config says."""
-    from ..train.config import ExperimentConfig
+    from ..data.config import DataConfig
 
-    if "experiment" not in state:
+    experiment = state.get("experiment")
+    data = experiment.get("data") if isinstance(experiment, dict) else None
+    if not isinstance(data, dict):
         raise ConfigError(f"{args.checkpoint} holds no experiment config: give --src and --ref")
-    data = ExperimentConfig.from_saved(state["experiment"]).data
+    data = DataConfig.from_saved(data)  # only the data section: the model was rebuilt from model_config
     changes = {}
     if args.split:
         if data.corpus not in ("multi30k", "hf"):
