@@ -12,10 +12,10 @@ import warnings
 
 from .. import fast
 from ..errors import AttnkitError
-from . import attention, average, evaluate, plot_positional, train, translate
+from . import attention, average, evaluate, plot_positional, serve, train, translate
 from .common import EXIT_USAGE, Parser
 
-COMMANDS = [train, translate, evaluate, attention, plot_positional, average]
+COMMANDS = [train, translate, evaluate, attention, plot_positional, average, serve]
 
 
 def build_parser() -> Parser:
