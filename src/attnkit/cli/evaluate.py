@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..errors import ConfigError
 from .common import add_decoding_flags
 
@@ -27,10 +25,13 @@ def run(args) -> None:
     from ..data.corpus import read_parallel
     from ..data.multi30k import load_multi30k
     from ..evaluate import evaluate
+    from ..files import atomic_write, check_output_path
     from ..translate import Translator
 
     if bool(args.src) != bool(args.ref):
         raise ConfigError("--src and --ref go together")
+    if args.hyp_output:  # checked before the decoding, not after it
+        check_output_path(args.hyp_output, what="--hyp-output")
     if args.src:
         pairs, label = read_parallel(args.src, args.ref), f"{args.src} -> {args.ref}"
     else:
@@ -47,6 +48,7 @@ def run(args) -> None:
         length_penalty=args.length_penalty, batch_tokens=args.batch_tokens, lowercase_bleu=args.lowercase,
     )  # fmt: skip
     if args.hyp_output:
-        Path(args.hyp_output).write_text("".join(h + "\n" for h in result.hypotheses), encoding="utf-8")
+        with atomic_write(args.hyp_output) as f:
+            f.write("".join(h + "\n" for h in result.hypotheses))
     print(f"{label}, {len(pairs)} sentences, beam {args.beam}")
     print(result.scores.format())

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
+from ..errors import ConfigError
+
 NAME = "train"
 
 
@@ -21,6 +23,13 @@ def add_parser(sub) -> None:
 def run(args) -> None:
     from ..train import load_config, train
 
+    # argv that was not UTF-8 arrives with lone surrogates, which the YAML config cannot hold
+    named = [("--data-dir", args.data_dir), ("--output-dir", args.output_dir)]
+    for name, text in [*named, *(("override", o) for o in args.overrides)]:
+        try:
+            (text or "").encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(f"{name} {text!r} is not valid UTF-8 text") from None
     overrides = list(args.overrides)
     if args.data_dir:
         overrides.append(f"data.data_dir={args.data_dir}")
