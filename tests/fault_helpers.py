@@ -45,7 +45,7 @@ def make_state(tokenizer: SubwordTokenizer, *, seed: int = 0) -> dict:
     torch.manual_seed(seed)
     vocab = tokenizer.src_vocab_size
     config = TransformerConfig.preset(
-        "tiny", src_vocab_size=vocab, tgt_vocab_size=vocab, share_vocab=True, max_len=32
+        "tiny", src_vocab_size=vocab, tgt_vocab_size=vocab, share_vocab=True, max_len=16
     )
     model = Transformer(config).eval()
     return {

@@ -19,16 +19,20 @@ from typing import IO
 from .errors import ConfigError
 
 
-def check_output_path(path: str | os.PathLike, *, what: str = "output") -> Path:
+def check_output_path(path: str | os.PathLike, *, what: str = "output", make_folders: bool = False) -> Path:
     """Fail now, with a one-line :class:`ConfigError`, if ``path`` cannot be written later.
 
-    The folder must exist and take a new file (probed by creating and removing one: permission
-    bits alone say nothing for root or on a read-only mount); ``path`` must not be a folder.
+    The folder must exist (or, with ``make_folders``, its nearest existing ancestor must; the
+    missing ones are created by the write) and take a new file, probed by creating and removing
+    one: permission bits alone say nothing for root or on a read-only mount. ``path`` must not be
+    a folder, and a full file system is refused here rather than after the work.
     """
     path = Path(path)
     if path.is_dir():
         raise ConfigError(f"{what} {path} is a folder; give a file path")
     folder = path.parent
+    while make_folders and not folder.exists() and folder != folder.parent:
+        folder = folder.parent
     if not folder.is_dir():
         problem = f"{folder} is not a folder" if folder.exists() else f"the folder {folder} does not exist"
         raise ConfigError(f"{what} {path}: {problem}")

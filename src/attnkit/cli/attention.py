@@ -32,7 +32,7 @@ def run(args) -> None:
     if out.suffix.lower() != ".png":
         raise ConfigError(f"--out {out}: the figures are PNG images; give a path ending in .png")
     for path in (out, self_attention_path(out, "encoder_self"), self_attention_path(out, "decoder_self")):
-        check_output_path(path, what="--out")  # before the checkpoint is loaded and the text decoded
+        check_output_path(path, what="--out", make_folders=True)  # before loading and decoding
     translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
     maps = attention_maps(translator, args.text, beam=args.beam)
     print(

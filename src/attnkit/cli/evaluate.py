@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import ConfigError
+from ..errors import ConfigError, DataError
 from .common import add_decoding_flags
 
 NAME = "evaluate"
@@ -42,6 +42,8 @@ def run(args) -> None:
         data_dir = args.data_dir or data.get("data_dir") or None
         pairs = load_multi30k(args.split, src_lang, tgt_lang, data_dir=data_dir)
         label = f"Multi30k {args.split} {src_lang}-{tgt_lang}"
+    if pairs and not any(t.strip() for _, t in pairs):  # before loading and decoding, naming the file
+        raise DataError(f"{args.ref or label}: every reference line is empty; nothing to score against")
     translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
     result = evaluate(
         translator, [s for s, _ in pairs], [t for _, t in pairs], beam=args.beam,

@@ -25,6 +25,6 @@ def run(args) -> None:
 
     if not args.out.lower().endswith(".png"):
         raise ConfigError(f"--out {args.out}: the figure is a PNG image; give a path ending in .png")
-    check_output_path(args.out, what="--out")
+    check_output_path(args.out, what="--out", make_folders=True)
     out = plot_positional_encoding(sinusoidal_encoding(args.max_len, args.d_model), args.out)
     print(f"wrote {out}")

@@ -30,6 +30,9 @@ def run(args) -> None:
             (text or "").encode("utf-8")
         except UnicodeEncodeError:
             raise ConfigError(f"{name} {text!r} is not valid UTF-8 text") from None
+    if os.path.isfile(args.config) and not open(args.config, "rb").read(1 << 16).strip():
+        # an empty file would silently mean "every default": the base model on all of Multi30k
+        raise ConfigError(f"{args.config} is empty; write at least one section (see configs/)")
     overrides = list(args.overrides)
     if args.data_dir:
         overrides.append(f"data.data_dir={args.data_dir}")
