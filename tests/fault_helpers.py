@@ -11,7 +11,6 @@ import errno
 import io
 import os
 import random
-import subprocess
 import sys
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
@@ -77,12 +76,16 @@ def cli(*argv, stdin: bytes = b"") -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def run_process(*argv, stdin: bytes = b"", timeout: float = 120, env: dict | None = None):
-    """``python -m attnkit.cli ARGV`` in a real process, one torch thread."""
-    src = str(Path(__file__).resolve().parents[1] / "src")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": src, **(env or {})}
-    cmd = [sys.executable, "-m", "attnkit.cli", *map(str, argv)]
-    return subprocess.run(cmd, input=stdin, capture_output=True, env=env, timeout=timeout)
+def process_env() -> dict:
+    """The environment of a child ``attnkit``: the attnkit these tests import, one torch thread."""
+    import attnkit
+
+    src = str(Path(attnkit.__file__).resolve().parents[1])
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": src}
+
+
+def attnkit_cmd(*argv) -> list[str]:
+    return [sys.executable, "-m", "attnkit.cli", *map(str, argv)]
 
 
 def assert_user_error(code: int, err: str, *fragments: str) -> None:

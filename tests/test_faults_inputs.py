@@ -17,7 +17,15 @@ import torch
 
 from attnkit.errors import ConfigError, DataError
 from attnkit.translate import Translator
-from fault_helpers import assert_user_error, cli, make_tokenizer, stray_files, write_checkpoint
+from fault_helpers import (
+    assert_user_error,
+    attnkit_cmd,
+    cli,
+    make_tokenizer,
+    process_env,
+    stray_files,
+    write_checkpoint,
+)
 
 torch.set_num_threads(1)
 NOT_UTF8 = b"Ein Hund \xff\xfe spielt.\n"
@@ -306,3 +314,15 @@ def test_translate_rejects_what_is_not_text(translator, sentences, fragment):
 def test_translate_rejects_bad_search_settings(translator, kwargs, fragment):
     with pytest.raises(ConfigError, match=fragment):
         translator.translate(["Ein Hund."], **kwargs)
+
+
+def test_a_reader_that_leaves_early_is_not_an_error(files):
+    """``attnkit translate | head -1``: a closed pipe ends the command quietly (141, as SIGPIPE would)."""
+    import subprocess
+
+    argv = ["translate", "--checkpoint", files.ckpt, "--beam", 1, "--input", files["two.txt"]]
+    proc = subprocess.Popen(attnkit_cmd(*argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=process_env())
+    proc.stdout.close()  # the reader is gone before the first translation is written
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert err == ""

@@ -11,11 +11,9 @@ so the assertions hold for any moment, not for one.
 from __future__ import annotations
 
 import csv
-import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -23,7 +21,7 @@ import pytest
 import torch
 
 from attnkit.checkpoint import load_checkpoint
-from fault_helpers import stray_files, synthetic_sentences
+from fault_helpers import attnkit_cmd, process_env, stray_files, synthetic_sentences
 
 MAX_STEPS = 8
 
@@ -65,24 +63,18 @@ def setup(tmp_path_factory):
     return root, config, reference
 
 
-def env() -> dict:
-    src = str(Path(__file__).resolve().parents[1] / "src")
-    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": src}
-
-
 def train_cmd(config: Path, out: Path, *extra) -> list[str]:
-    return [sys.executable, "-m", "attnkit.cli", "train", "--config", str(config), "--output-dir", str(out),
-            *map(str, extra)]  # fmt: skip
+    return attnkit_cmd("train", "--config", config, "--output-dir", out, *extra)
 
 
 def run_train(config: Path, out: Path, *extra, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(train_cmd(config, out, *extra), capture_output=True, text=True, env=env(),
+    return subprocess.run(train_cmd(config, out, *extra), capture_output=True, text=True, env=process_env(),
                           timeout=timeout)  # fmt: skip
 
 
 def start_train(config: Path, out: Path, *extra) -> subprocess.Popen:
     return subprocess.Popen(train_cmd(config, out, *extra), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, env=env())  # fmt: skip
+                            text=True, env=process_env())  # fmt: skip
 
 
 def wait_for_line(proc: subprocess.Popen, fragment: str, timeout: float = 120) -> bool:
