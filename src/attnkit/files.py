@@ -61,7 +61,9 @@ def _is_regular(path: Path) -> bool:
 
 
 @contextmanager
-def atomic_write(path: str | os.PathLike, mode: str = "w", *, encoding: str | None = "utf-8") -> Iterator[IO]:
+def atomic_write(
+    path: str | os.PathLike, mode: str = "w", *, encoding: str | None = "utf-8", newline: str | None = None
+) -> Iterator[IO]:
     """Open a temporary file beside ``path``; on a clean exit flush, fsync and rename it to ``path``.
 
     On any exception the temporary file is removed and ``path`` keeps its old content. A path that
@@ -71,12 +73,12 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", *, encoding: str | No
     if "b" in mode:
         encoding = None
     if path.exists() and not _is_regular(path):
-        with open(path, mode, encoding=encoding) as f:
+        with open(path, mode, encoding=encoding, newline=newline) as f:
             yield f
         return
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, mode, encoding=encoding) as f:
+        with os.fdopen(fd, mode, encoding=encoding, newline=newline) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
