@@ -326,3 +326,20 @@ def test_a_reader_that_leaves_early_is_not_an_error(files):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141, err
     assert err == ""
+
+
+# -- item 6: a beam larger than half the vocabulary (fixed in decoding; the commands must work) --
+
+
+@pytest.mark.parametrize("command", ["translate", "evaluate", "attention"])
+def test_a_beam_larger_than_half_the_vocabulary_works_in_every_command(files, tmp_path, command):
+    vocab = Translator.from_checkpoint(files.ckpt, device="cpu").tokenizer.tgt_vocab_size
+    beam = vocab // 2 + 8
+    argv = {
+        "translate": ["--input", files["two.txt"]],
+        "evaluate": ["--src", files["two.txt"], "--ref", files["two.txt"]],
+        "attention": ["--text", "Ein Hund.", "--out", tmp_path / "map.png"],
+    }[command]
+    code, out, err = cli(command, "--checkpoint", files.ckpt, "--beam", beam, "--device", "cpu", *argv)
+    assert code == 0, err
+    assert "Traceback" not in err

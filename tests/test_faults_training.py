@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from attnkit.checkpoint import load_checkpoint
-from fault_helpers import attnkit_cmd, process_env, stray_files, synthetic_sentences
+from fault_helpers import assert_user_error, attnkit_cmd, cli, process_env, stray_files, synthetic_sentences
 
 MAX_STEPS = 8
 
@@ -202,3 +202,88 @@ def test_a_second_training_into_the_same_folder_fails_at_once(setup, tmp_path):
         assert first.poll() is None, "the first run was disturbed"
     finally:
         kill(first)
+
+
+# -- --overwrite keeps the old run until the new one works ----------------------------------------
+
+
+def copy_run(reference: Path, dest: Path) -> dict[str, bytes]:
+    import shutil
+
+    shutil.copytree(reference, dest, ignore=shutil.ignore_patterns(".lock"))
+    return {p.name: p.read_bytes() for p in dest.iterdir() if p.is_file() and p.name != ".lock"}
+
+
+def run_files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and p.name != ".lock"}
+
+
+@pytest.mark.parametrize(
+    "override, fragment",
+    [
+        ("data.train=/nonexistent/a.src,/nonexistent/a.tgt", "/nonexistent/a.src"),
+        ("train.device=cuda:7", "cuda:7"),
+    ],
+    ids=["missing-data", "missing-device"],
+)
+def test_overwrite_that_fails_its_checks_keeps_the_old_run(setup, tmp_path, override, fragment):
+    _, config, reference = setup
+    if "cuda" in override and torch.cuda.device_count() > 7:
+        pytest.skip("this machine has a cuda:7")
+    out = tmp_path / "run"
+    before = copy_run(reference, out)
+    code, _, err = cli("train", "--config", config, "--output-dir", out, "--overwrite", override)
+    assert_user_error(code, err, fragment)
+    assert run_files(out) == before, "the old run was changed by a run that never started"
+
+
+def test_overwrite_replaces_the_old_run_when_the_new_one_works(setup, tmp_path):
+    _, config, reference = setup
+    out = tmp_path / "run"
+    copy_run(reference, out)
+    (out / "notes.txt").write_text("mine")
+    code, _, err = cli("train", "--config", config, "--output-dir", out, "--overwrite", "train.max_steps=2",
+                       "valid.keep_last=1")  # fmt: skip
+    assert code == 0, err
+    assert sorted(p.name for p in out.glob("checkpoint_step*.pt")) == ["checkpoint_step2.pt"]
+    assert load_checkpoint(out / "checkpoint_last.pt")["step"] == 2
+    assert max(step for step, _ in metrics_steps(out)) == 2
+    assert (out / "notes.txt").read_text() == "mine" and not (out / ".previous-run").exists()
+
+
+# -- late checks and numbers that are not numbers ------------------------------------------------
+
+
+def test_a_blank_validation_set_is_refused_at_start_naming_it(setup, tmp_path):
+    root, config, _ = setup
+    blank = tmp_path / "blank"
+    blank.write_text("\n\n\n")
+    out = tmp_path / "run"
+    code, _, err = cli("train", "--config", config, "--output-dir", out, f"data.valid={blank},{blank}")
+    assert_user_error(code, err, "validation", str(blank))
+    assert not out.exists() or not any(out.glob("checkpoint_*.pt")), "it trained before checking"
+
+
+@pytest.mark.parametrize("lr", ["1e30"])
+def test_a_diverging_run_stops_with_a_clear_error_and_saves_no_nan(setup, tmp_path, lr):
+    _, config, _ = setup
+    out = tmp_path / "run"
+    code, _, err = cli("train", "--config", config, "--output-dir", out, f"train.lr={lr}", "train.warmup_steps=1")
+    assert_user_error(code, err, "not finite", "step", "train.lr")
+    for path in out.glob("checkpoint_*.pt"):
+        weights = load_checkpoint(path)["model"].values()
+        assert all(torch.isfinite(w).all() for w in weights if w.is_floating_point()), f"{path.name} holds nan"
+
+
+@pytest.mark.parametrize("lr", [".inf", ".nan", "-1"])
+def test_a_learning_rate_that_is_not_a_positive_number_is_refused(setup, tmp_path, lr):
+    _, config, _ = setup
+    code, _, err = cli("train", "--config", config, "--output-dir", tmp_path / "run", f"train.lr={lr}")
+    assert_user_error(code, err, "lr")
+
+
+def test_validation_with_a_beam_larger_than_half_the_vocabulary(setup, tmp_path):
+    _, config, _ = setup
+    code, _, err = cli("train", "--config", config, "--output-dir", tmp_path / "run", "train.max_steps=1",
+                       "valid.beam_size=60")  # fmt: skip
+    assert code == 0, err

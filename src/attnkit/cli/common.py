@@ -60,7 +60,9 @@ def device(text: str) -> str:
 
 
 def add_decoding_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--beam", type=int_at_most(256), default=4, help="beam size; 1 = greedy (default 4, at most 256)")
+    p.add_argument(
+        "--beam", type=int_at_most(256), default=4, help="beam size; 1 = greedy (default 4, at most 256)"
+    )
     p.add_argument(
         "--length-penalty", type=finite_float, default=0.6, help="GNMT length penalty alpha (default 0.6)"
     )

@@ -15,8 +15,9 @@ def add_parser(sub) -> None:
     p.add_argument("--input", help="input file (default stdin)")
     p.add_argument("--output", help="output file (default stdout); written whole or not at all")
     p.add_argument(
-        "--nbest", type=int_at_most(256), default=1, help="with N > 1 (at most 256): lines 'INDEX<TAB>SCORE<TAB>TEXT'"
-    )
+        "--nbest", type=int_at_most(256), default=1,
+        help="with N > 1 (at most 256): lines 'INDEX<TAB>SCORE<TAB>TEXT'",
+    )  # fmt: skip
     add_decoding_flags(p)
 
 
