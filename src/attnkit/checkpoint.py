@@ -27,16 +27,9 @@ from torch import Tensor, nn
 
 from .errors import CheckpointError, ConfigError
 from .files import atomic_write, describe_os_error, os_error_in
-from .model import Transformer, TransformerConfig
-from .rnn import RNNConfig, RNNSeq2Seq
+from .model.registry import ARCHS
 
 FORMAT = "attnkit-checkpoint-1"
-
-# arch name -> (model class, config class): what a checkpoint's "arch" and "model_config" rebuild.
-ARCHS: dict[str, tuple[type[nn.Module], type]] = {
-    "transformer": (Transformer, TransformerConfig),
-    "rnn": (RNNSeq2Seq, RNNConfig),
-}
 
 
 def save_checkpoint(state: dict[str, Any], path: str | Path) -> Path:
