@@ -94,13 +94,14 @@ class RunFolder:
     def old_run_files(self) -> list[Path]:
         return sorted({p for pattern in RUN_FILES for p in self.path.glob(pattern) if p.is_file()})
 
-    def start_writing(self) -> None:
+    def start_writing(self, step: int = 0) -> None:
         """Call once the new run has passed every check, before it writes its first file.
 
-        A fresh run moves the previous run's files aside (a rename, nothing is deleted yet); a
-        resumed run keeps them and trims metrics.csv to the resumed step instead.
+        A fresh run moves the previous run's files aside (a rename, nothing is deleted yet); a run
+        resumed at ``step`` keeps them and trims metrics.csv to that step instead.
         """
         if self.resume:
+            self.trim_metrics(step)
             return
         old = self.old_run_files()
         if not old:
@@ -150,17 +151,19 @@ class RunFolder:
         path = self.path / "metrics.csv"
         if not path.exists():
             return 0
-        with path.open(newline="") as f:
-            reader = csv.DictReader(f)
-            fields, rows = reader.fieldnames, list(reader)
-        keep = [r for r in rows if _step(r) is not None and _step(r) <= step]
-        if len(keep) == len(rows) or not fields:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        lines = text.splitlines(keepends=True)
+        complete = lines if text.endswith("\n") else lines[:-1]  # a kill can cut the last row short
+        reader = csv.DictReader(complete)
+        fields, rows = reader.fieldnames, list(reader)
+        keep = [r for r in rows if None not in r.values() and _step(r) is not None and _step(r) <= step]
+        if len(keep) == len(rows) == len(lines) - 1 or not fields:
             return 0
         with atomic_write(path, newline="") as f:
             writer = csv.DictWriter(f, fieldnames=fields)
             writer.writeheader()
             writer.writerows(keep)
-        return len(rows) - len(keep)
+        return len(lines) - 1 - len(keep)
 
 
 def _step(row: dict) -> int | None:
