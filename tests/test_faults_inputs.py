@@ -269,6 +269,16 @@ def test_output_keeps_its_mode_and_replaces_the_old_content(files, tmp_path):
     assert out.stat().st_mode & 0o777 == 0o640
 
 
+def test_output_through_a_symlink_replaces_its_target(files, tmp_path):
+    target = tmp_path / "real.txt"
+    target.write_text("old\n")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    code, _, err = cli("translate", "--checkpoint", files.ckpt, "--output", link, "--beam", "1", stdin=b"Ein Hund.\n")
+    assert code == 0, err
+    assert link.is_symlink() and target.read_text() != "old\n"
+
+
 # -- item 4: a str given to Translator.translate -----------------------------------------------
 
 

@@ -70,6 +70,8 @@ def atomic_write(
     exists and is not a regular file (``/dev/stdout``, a FIFO) is opened and written in place.
     """
     path = Path(path)
+    if path.is_symlink():
+        path = path.resolve()  # replace the file the link points to, not the link
     if "b" in mode:
         encoding = None
     if path.exists() and not _is_regular(path):
