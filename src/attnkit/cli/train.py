@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from ..errors import ConfigError
 
@@ -30,8 +31,7 @@ def run(args) -> None:
             (text or "").encode("utf-8")
         except UnicodeEncodeError:
             raise ConfigError(f"{name} {text!r} is not valid UTF-8 text") from None
-    if os.path.isfile(args.config) and not open(args.config, "rb").read(1 << 16).strip():
-        # an empty file would silently mean "every default": the base model on all of Multi30k
+    if _is_blank(args.config):
         raise ConfigError(f"{args.config} is empty; write at least one section (see configs/)")
     overrides = list(args.overrides)
     if args.data_dir:
@@ -46,3 +46,10 @@ def run(args) -> None:
     print(f"best checkpoint: {result.best_checkpoint} (valid {label} {result.best_score:.2f})")
     if result.averaged_checkpoint:
         print(f"averaged checkpoint: {result.averaged_checkpoint}")
+
+
+def _is_blank(path: str) -> bool:
+    """A config file of whitespace only: it would silently mean "every default" (the base model on
+    all of Multi30k), which is never what an empty file was meant to say."""
+    p = Path(path)
+    return p.is_file() and p.stat().st_size < 1 << 16 and not p.read_bytes().strip()
