@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from .checkpoint import load_checkpoint, model_from_checkpoint
 from .data.tokenizer import SubwordTokenizer
 from .decoding import beam_search, greedy_search
+from .decoding.sampling import SamplingConfig, sample_search
 from .errors import CheckpointError, ConfigError, DataError
 from .fast import packed_linears
 
@@ -89,15 +90,20 @@ class Translator:
         max_len_b: int = 10,
         batch_tokens: int = 4000,
         return_attention: bool = False,
+        sampling: SamplingConfig | None = None,
+        seed: int = 0,
     ) -> list[Translation]:
         """Translate ``sentences``; an empty sentence gives an empty translation (counts stay equal).
+
+        sampling: draw ``nbest`` samples per sentence instead of searching (back-translation), from a
+        generator seeded with ``seed``: the same seed and input give the same samples.
 
         A single ``str`` is one sentence (not a sequence of characters): the result is a list of one.
         Anything else that is not a list of strings, or a string holding undecodable bytes (lone
         surrogates from a non-UTF-8 command line), is a :class:`DataError` naming the item.
         """
         sentences = _check_sentences(sentences)
-        _check_search(beam, nbest, length_penalty, batch_tokens)
+        _check_search(beam, nbest, length_penalty, batch_tokens, searching=sampling is None)
         ids, truncated = self._encode(sentences)
         if truncated:
             warnings.warn(
@@ -106,6 +112,7 @@ class Translator:
             )
         results: list[Translation | None] = [None] * len(sentences)
         order = sorted((i for i, seq in enumerate(ids) if seq), key=lambda i: len(ids[i]))
+        generator = torch.Generator(device=self.device).manual_seed(seed) if sampling is not None else None
         for i, seq in enumerate(ids):
             if not seq:
                 results[i] = Translation("", 0.0, [("", 0.0)] * nbest, [], [], [])
@@ -117,7 +124,13 @@ class Translator:
                     src[row, : len(ids[i])] = torch.tensor(ids[i])
                 src = src.to(self.device)
                 limits = dict(max_len_a=max_len_a, max_len_b=max_len_b, return_attention=return_attention)
-                if beam == 1 and nbest == 1:
+                if sampling is not None:
+                    found = sample_search(
+                        self.model, src, temperature=sampling.temperature, top_k=sampling.top_k,
+                        top_p=sampling.top_p, num_samples=nbest, generator=generator,
+                        max_len_a=max_len_a, max_len_b=max_len_b,
+                    )  # fmt: skip
+                elif beam == 1 and nbest == 1:
                     found = [[h] for h in greedy_search(self.model, src, **limits)]
                 else:
                     found = beam_search(
@@ -197,7 +210,7 @@ def _check_sentences(sentences) -> list[str]:
     return sentences
 
 
-def _check_search(beam: int, nbest: int, length_penalty: float, batch_tokens: int) -> None:
+def _check_search(beam: int, nbest: int, length_penalty: float, batch_tokens: int, *, searching: bool) -> None:
     for name, value in (("beam", beam), ("nbest", nbest), ("batch_tokens", batch_tokens)):
         try:
             positive = not isinstance(value, bool) and operator.index(value) >= 1
@@ -205,7 +218,7 @@ def _check_search(beam: int, nbest: int, length_penalty: float, batch_tokens: in
             positive = False
         if not positive:
             raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-    if nbest > beam:
+    if searching and nbest > beam:  # sampling draws nbest samples whatever the beam
         raise ConfigError(f"nbest ({nbest}) cannot exceed beam ({beam})")
     if not math.isfinite(length_penalty):
         raise ConfigError(f"length_penalty must be a finite number, got {length_penalty!r}")

@@ -14,14 +14,16 @@ import warnings
 
 from .. import fast
 from ..errors import AttnkitError
-from . import attention, average, evaluate, plot_positional, train, translate
+from . import attention, average, classify, evaluate, generate, plot_positional, serve, train, translate
 from .common import EXIT_USAGE, Parser
 
-COMMANDS = [train, translate, evaluate, attention, plot_positional, average]
+COMMANDS = [train, translate, evaluate, attention, plot_positional, average, serve, generate, classify]
 
 
 def build_parser() -> Parser:
-    parser = Parser(prog="attnkit", description="Attention and the Transformer for sequence-to-sequence work.")
+    parser = Parser(
+        prog="attnkit", description="Attention and the Transformer for sequence-to-sequence work."
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for command in COMMANDS:
         command.add_parser(sub)

@@ -1,4 +1,12 @@
-"""``attnkit attention``: heatmaps of every attention of one translated sentence."""
+"""``attnkit attention``: every attention of one sentence.
+
+Translation models: ``--out map.png`` draws PNG grids of cross-, encoder self- and decoder
+self-attention; ``--html view.html`` writes the server's attention page as one self-contained file
+with the data embedded (every layer and head, zoom, lines, words; no server).
+Language models (``--out``): the causal self-attention of every layer and head over the text.
+Classifiers (``--out``): the seeds' review picture (each word shaded by its pooling weight) as
+OUT.html and OUT.png, and the encoder self-attention beside it.
+"""
 
 from __future__ import annotations
 
@@ -13,28 +21,109 @@ NAME = "attention"
 def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help="plot attention heatmaps for one sentence")
     p.add_argument("--checkpoint", required=True)
-    p.add_argument("--text", required=True, help="the source sentence")
-    p.add_argument("--out", required=True, help="PNG for cross-attention; self-attention goes beside it")
+    p.add_argument(
+        "--text", required=True, help="the source sentence (or the text, for an LM or a classifier)"
+    )
+    p.add_argument(
+        "--out",
+        help="PNG for cross-attention (self-attention goes beside it); a classifier writes OUT.html and OUT.png",
+    )
+    p.add_argument(
+        "--html", help="the interactive attention page as one static HTML file (translation models)"
+    )
     p.add_argument("--beam", type=int_at_most(256), default=4)
     p.add_argument("--device", type=device, default="auto")
+
+
+def run(args) -> None:
+    from ..checkpoint import load_checkpoint
+
+    arch = load_checkpoint(args.checkpoint)["arch"]
+    if arch in ("lm", "classifier") and not args.out:
+        raise ConfigError(f"{arch} checkpoints need --out (--html is for translation models)")
+    if arch == "lm":
+        return run_lm(args)
+    if arch == "classifier":
+        return run_classifier(args)
+    run_translation(args)
+
+
+def run_lm(args) -> None:
+    from ..generate import LanguageModel
+    from ..plotting import plot_attention
+
+    lm = LanguageModel.from_checkpoint(args.checkpoint, device=args.device)
+    pieces, weights = lm.self_attention(args.text)  # (L, H, T, T)
+    out = plot_attention(weights, pieces, pieces, args.out, title="language-model self-attention (causal)")
+    print(f"wrote {out}")
+
+
+def run_classifier(args) -> None:
+    from ..classify import Classifier
+    from ..highlight import write_highlight
+    from ..plotting import plot_attention
+
+    clf = Classifier.from_checkpoint(args.checkpoint, device=args.device)
+    ww = clf.word_weights(args.text)
+    print(f"{ww.label}\t{ww.probability:.4f}")
+    title = f"{clf.model.config.pooling} pooling: which words decided"
+    html_path, png_path = write_highlight(
+        [(f"{ww.label} ({ww.probability:.3f})", ww.words, ww.weights)], args.out, title=title
+    )
+    print(f"wrote {html_path}\nwrote {png_path}")
+    pieces, weights = clf.self_attention(args.text)
+    path = Path(args.out).with_name(f"{Path(args.out).stem}_encoder_self.png")
+    plot_attention(weights, pieces, pieces, path, title="encoder self-attention")
+    print(f"wrote {path}")
 
 
 def self_attention_path(out: Path, name: str) -> Path:
     return out.with_name(f"{out.stem}_{name}{out.suffix}")
 
 
-def run(args) -> None:
+def run_translation(args) -> None:
     from ..files import check_output_path
-    from ..plotting import plot_attention
-    from ..translate import Translator, attention_maps
+    from ..translate import Translator
 
-    out = Path(args.out)
-    if out.suffix.lower() != ".png":
-        raise ConfigError(f"--out {out}: the figures are PNG images; give a path ending in .png")
-    for path in (out, self_attention_path(out, "encoder_self"), self_attention_path(out, "decoder_self")):
-        check_output_path(path, what="--out", make_folders=True)  # before loading and decoding
+    if not args.out and not args.html:
+        raise ConfigError("give --out PNG, --html FILE or both")
+    if args.out:  # every output checked before the text is decoded
+        out = Path(args.out)
+        if out.suffix.lower() != ".png":
+            raise ConfigError(f"--out {out}: the figures are PNG images; give a path ending in .png")
+        for path in (out, self_attention_path(out, "encoder_self"), self_attention_path(out, "decoder_self")):
+            check_output_path(path, what="--out", make_folders=True)
+    if args.html:
+        check_output_path(args.html, what="--html")
     translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
+    if args.html:
+        _write_html(translator, args)
+    if args.out:
+        _write_pngs(translator, args)
+
+
+def _write_html(translator, args) -> None:
+    from ..serve.attention import attention_payload
+    from ..serve.page import render_page
+
+    if not args.text.strip():
+        raise ConfigError("--text is empty: there is no attention to show")
+    data = attention_payload(translator, args.text, beam=args.beam)
+    from ..files import atomic_write
+
+    out = Path(args.html)
+    with atomic_write(out) as f:  # write new, then swap: a failure keeps the old file
+        f.write(render_page(data))
+    print("translation:", data["translation"])
+    print(f"wrote {out}")
+
+
+def _write_pngs(translator, args) -> None:
+    from ..plotting import plot_attention
+    from ..translate import attention_maps
+
     maps = attention_maps(translator, args.text, beam=args.beam)
+    out = Path(args.out)
     print(
         "translation:",
         translator.tokenizer.decode(translator.translate([args.text], beam=args.beam)[0].tokens),

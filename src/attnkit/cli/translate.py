@@ -1,10 +1,21 @@
-"""``attnkit translate``: stdin (or a file) to stdout (or a file), one translation per line."""
+"""``attnkit translate``: stdin (or a file) to stdout (or a file), one translation per line.
+
+A file (``--input``, or stdin redirected from one) is read whole and translated in token-budget
+batches. A pipe or a terminal is translated as it arrives: each translation is printed (and
+flushed) as soon as its line is complete; lines that arrive together are translated together.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import select
+import stat
 import sys
 
+from ..errors import ConfigError, DataError
 from .common import add_decoding_flags, int_at_most, read_input
+from .generate import add_sampling_flags, sampling_requested
 
 NAME = "translate"
 
@@ -13,35 +24,55 @@ def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help="translate text, stdin to stdout line by line")
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--input", help="input file (default stdin)")
-    p.add_argument("--output", help="output file (default stdout); written whole or not at all")
+    p.add_argument("--output", help="output file (default stdout); written whole at the end or not at all")
     p.add_argument(
         "--nbest", type=int_at_most(256), default=1,
         help="with N > 1 (at most 256): lines 'INDEX<TAB>SCORE<TAB>TEXT'",
     )  # fmt: skip
     add_decoding_flags(p)
+    p.add_argument(
+        "--sample",
+        action="store_true",
+        help="sample translations instead of searching (with --nbest N: N samples)",
+    )
+    add_sampling_flags(p)
 
 
 def run(args) -> None:
+    from ..decoding.sampling import SamplingConfig
     from ..files import atomic_write, check_output_path
     from ..translate import Translator
 
+    if sampling_requested(args) and not args.sample:
+        raise ConfigError("--temperature, --top-k and --top-p need --sample")
+    sampling = None
+    if args.sample:
+        sampling = SamplingConfig(args.temperature or 1.0, args.top_k or 0, args.top_p or 1.0)
     if args.output:  # checked before the decoding, not after it
         check_output_path(args.output, what="--output")
     translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
-    lines = read_input(args.input)
-    results = translator.translate(
-        lines, beam=max(args.beam, args.nbest), nbest=args.nbest, length_penalty=args.length_penalty,
-        batch_tokens=args.batch_tokens,
-    )  # fmt: skip
-    if args.output:
-        with atomic_write(args.output) as out:
-            _write(out, results, args.nbest)
-    else:
-        _write(sys.stdout, results, args.nbest)
+    stream_fd = None if args.input else _stream_fd()
+
+    def translate(lines: list[str]):
+        return translator.translate(
+            lines, beam=max(args.beam, args.nbest), nbest=args.nbest, length_penalty=args.length_penalty,
+            batch_tokens=args.batch_tokens, sampling=sampling, seed=args.seed,
+        )  # fmt: skip
+
+    # A file is swapped in whole at the end (a full disk or a kill never leaves half of it).
+    with atomic_write(args.output) if args.output else contextlib.nullcontext(sys.stdout) as out:
+        if stream_fd is None:
+            _write(out, translate(read_input(args.input)), args.nbest, first=0)
+            return
+        done = 0
+        for lines in arriving_lines(stream_fd):
+            _write(out, translate(lines), args.nbest, first=done)
+            out.flush()
+            done += len(lines)
 
 
-def _write(out, results, nbest: int) -> None:
-    for i, r in enumerate(results):
+def _write(out, results, nbest: int, *, first: int) -> None:
+    for i, r in enumerate(results, start=first):
         if nbest == 1:
             out.write(r.text + "\n")
         else:
@@ -49,3 +80,37 @@ def _write(out, results, nbest: int) -> None:
             for k in range(nbest):
                 text, score = r.nbest[min(k, len(r.nbest) - 1)]
                 out.write(f"{i}\t{score:.4f}\t{text}\n")
+
+
+def _stream_fd() -> int | None:
+    """stdin's descriptor when it is a pipe, a terminal or a socket (not a file); else None."""
+    try:
+        fd = sys.stdin.fileno()
+        return None if stat.S_ISREG(os.fstat(fd).st_mode) else fd
+    except (AttributeError, OSError, ValueError):  # replaced by an in-memory stream (tests, notebooks)
+        return None
+
+
+def arriving_lines(fd: int):
+    """Yield lists of complete lines as they arrive on ``fd``: block for one, take what else is there."""
+    buffer, number = b"", 0
+    while True:
+        chunk = os.read(fd, 1 << 16)  # blocks until something arrives; b"" at end of input
+        buffer += chunk
+        while chunk and select.select([fd], [], [], 0)[0]:  # more already waiting: take it too
+            chunk = os.read(fd, 1 << 16)
+            buffer += chunk
+        *complete, buffer = buffer.split(b"\n")
+        if not chunk and buffer:  # end of input after a last line without a newline
+            complete, buffer = [*complete, buffer], b""
+        lines = []
+        for raw in complete:
+            number += 1
+            try:
+                lines.append(raw.decode("utf-8").removesuffix("\r"))
+            except UnicodeDecodeError as e:
+                raise DataError(f"stdin line {number}: not valid UTF-8 (byte offset {e.start})") from None
+        if lines:
+            yield lines
+        if not chunk:
+            return
