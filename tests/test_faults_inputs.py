@@ -170,6 +170,15 @@ CASES = [
     ("average-output-folder", "average --checkpoints {ckpt} --output {folder}", b"", ["a_folder", "folder"]),
     ("average-output-missing-folder", "average --checkpoints {ckpt} --output {in_missing_folder}", b"",
      ["does not exist"]),
+    # generate, classify, serve: the wrong kind of checkpoint, broken checkpoints, bad numbers
+    ("generate-translation-ckpt", "generate --checkpoint {ckpt} --prompt x", b"", ["not a language model"]),
+    ("generate-empty-ckpt", "generate --checkpoint {empty.txt} --prompt x", b"", ["empty.txt"]),
+    ("generate-temperature-nan", "generate --checkpoint {ckpt} --prompt x --temperature nan", b"",
+     ["--temperature"]),
+    ("classify-translation-ckpt", "classify --checkpoint {ckpt} --input {two.txt}", b"", ["not a classifier"]),
+    ("classify-random-ckpt", "classify --checkpoint {random.bin} --input {two.txt}", b"", ["random.bin"]),
+    ("serve-port-out-of-range", "serve --checkpoint {ckpt} --port 99999", b"", ["--port"]),
+    ("serve-negative-body", "serve --checkpoint {ckpt} --max-body-bytes -1", b"", ["--max-body-bytes"]),
     # train: config file and overrides (each fails before any data is read)
     ("train-empty-config", "train --config {empty.yaml} --output-dir {out}", b"", ["empty.yaml", "empty"]),
     ("train-not-utf8-config", "train --config {not_utf8.yaml} --output-dir {out}", b"", ["not_utf8.yaml", "UTF-8"]),
