@@ -15,10 +15,8 @@ import urllib.request
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
-import pytest
 import torch
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 # As tests/test_cli.py: trains in seconds; lr 0.01 so that 20 steps already produce words.
@@ -36,9 +34,10 @@ def tiny_checkpoint(tmp_path_factory) -> Path:
     """A tiny Transformer trained once per session on 300 Multi30k pairs (several modules share it)."""
     if "ckpt" in _trained:
         return _trained["ckpt"]
-    if not (SHARED_DATA / "multi30k" / "train.de.gz").is_file():
-        pytest.skip(f"Multi30k not found under {SHARED_DATA}")
     from attnkit.cli import main
+    from conftest import find_data_dir, require_multi30k  # the one place that finds the data
+
+    shared_data = require_multi30k(find_data_dir(), ci=os.environ.get("CI") == "true")
 
     root = tmp_path_factory.mktemp("serve_model")
     (root / "tiny.yaml").write_text(TINY_CONFIG)
@@ -48,7 +47,7 @@ def tiny_checkpoint(tmp_path_factory) -> Path:
         out, err = io.StringIO(), io.StringIO()
         with redirect_stdout(out), redirect_stderr(err):
             code = main([
-                "train", "--config", str(root / "tiny.yaml"), "--data-dir", str(SHARED_DATA),
+                "train", "--config", str(root / "tiny.yaml"), "--data-dir", str(shared_data),
                 "--output-dir", str(root / "run"), "model.share_vocab=true",
             ])  # fmt: skip
         assert code == 0, err.getvalue()

@@ -1,11 +1,14 @@
-"""Corpus readers: alignment kept, and every bad input named by file (and line)."""
+"""Corpus readers and specs: alignment kept, and every bad input named by file (and line)."""
 
 import gzip
 
 import pytest
 
 from attnkit.data import (
-    CorpusSpec,
+    HFTranslationSpec,
+    Multi30kSpec,
+    ParallelFilesSpec,
+    TsvSpec,
     drop_empty,
     load_corpus,
     read_hf_translation,
@@ -119,7 +122,7 @@ def test_hf_translation_from_saved_dataset(tmp_path):
     datasets.DatasetDict({"validation": datasets.Dataset.from_dict({"translation": rows[:1]})}).save_to_disk(
         str(split_dict)
     )
-    spec = CorpusSpec(hf=str(split_dict), split="validation", src_lang="de", tgt_lang="en")
+    spec = HFTranslationSpec(str(split_dict), "validation", "de", "en")
     assert load_corpus(spec) == [("Hallo", "Hello")]
     with pytest.raises(DataError, match="no split 'test'; it has validation"):
         read_hf_translation(str(split_dict), "test", "de", "en")
@@ -140,24 +143,23 @@ def test_load_corpus_from_files_and_tsv(tmp_path):
     tgt = write(tmp_path / "x.en", "one\ntwo\n")
     tsv = write(tmp_path / "x.tsv", "eins\tone\nzwei\ttwo\n")
     expected = [("eins", "one"), ("zwei", "two")]
-    assert load_corpus(CorpusSpec(src=src, tgt=tgt)) == expected
-    assert load_corpus(CorpusSpec(tsv=tsv)) == expected
+    assert load_corpus(ParallelFilesSpec(src, tgt)) == expected
+    assert load_corpus(TsvSpec(tsv)) == expected
 
 
 @pytest.mark.parametrize(
-    "kwargs, message",
+    "make, message",
     [
-        ({}, "exactly one of"),
-        ({"tsv": "a.tsv", "hf": "x"}, "exactly one of.*got tsv, hf"),
-        ({"src": "a.de"}, "needs tgt"),
-        ({"name": "wmt14", "split": "train", "src_lang": "de", "tgt_lang": "en"}, "known: multi30k"),
-        ({"name": "multi30k", "split": "train", "src_lang": "de"}, "needs tgt_lang"),
-        ({"name": "multi30k", "split": "dev", "src_lang": "de", "tgt_lang": "en"}, "train, val, test_2016"),
-        ({"name": "multi30k", "split": "train", "src_lang": "es", "tgt_lang": "en"}, "de, en, fr, cs"),
-        ({"name": "multi30k", "split": "train", "src_lang": "de", "tgt_lang": "de"}, "both 'de'"),
-        ({"hf": "x", "split": "train", "src_lang": "en", "tgt_lang": "en"}, "both 'en'"),
+        (lambda: ParallelFilesSpec("a.de", ""), "ParallelFilesSpec needs tgt"),
+        (lambda: TsvSpec(""), "TsvSpec needs path"),
+        (lambda: Multi30kSpec("train", "de", ""), "Multi30kSpec needs tgt_lang"),
+        (lambda: Multi30kSpec("dev", "de", "en"), "train, val, test_2016"),
+        (lambda: Multi30kSpec("train", "es", "en"), "de, en, fr, cs"),
+        (lambda: Multi30kSpec("train", "de", "de"), "both 'de'"),
+        (lambda: HFTranslationSpec("x", "train", "en", "en"), "both 'en'"),
+        (lambda: HFTranslationSpec("", "train", "de", "en"), "HFTranslationSpec needs dataset"),
     ],
 )
-def test_corpus_spec_is_validated(kwargs, message):
+def test_corpus_spec_is_validated(make, message):
     with pytest.raises(DataError, match=message):
-        CorpusSpec(**kwargs)
+        make()

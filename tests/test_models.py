@@ -145,7 +145,7 @@ def test_base_preset_is_the_papers_model():
         ({"d_model": 30}, "d_model"),
         ({"dropout": 1.5}, "dropout"),
         ({"norm": "sandwich"}, "norm"),
-        ({"positional": "rotary"}, "positional"),
+        ({"positional": "alibi"}, "positional"),
         ({"n_heads": 0}, "n_heads"),
         ({"share_vocab": True, "src_vocab_size": 10}, "share_vocab"),
         ({"activation": "swish"}, "activation"),

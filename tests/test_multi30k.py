@@ -11,19 +11,19 @@ import socket
 import threading
 import urllib.parse
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-from attnkit.data import CorpusSpec, load_corpus, load_multi30k, multi30k_path, resolve_data_dir
+from attnkit.data import (
+    Multi30kSpec,
+    Multi30kTextSpec,
+    load_corpus,
+    load_multi30k,
+    multi30k_path,
+    resolve_data_dir,
+)
 from attnkit.data.multi30k import LANGS, SHA256, SPLITS
 from attnkit.errors import DataError
-
-# The corpus lives beside the repository (../shared/data), never inside it.
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-needs_real_data = pytest.mark.skipif(
-    not (SHARED_DATA / "multi30k").is_dir(), reason=f"Multi30k not found at {SHARED_DATA}/multi30k"
-)
 
 
 @pytest.fixture(autouse=True)
@@ -39,26 +39,24 @@ def loopback_only(monkeypatch):
     monkeypatch.setattr(urllib.request, "urlopen", urlopen)
 
 
-@needs_real_data
 @pytest.mark.parametrize("split, size", [("train", 29000), ("val", 1014), ("test_2016_flickr", 1000)])
-def test_real_multi30k_de_en_sizes(split, size):
-    pairs = load_multi30k(split, "de", "en", data_dir=SHARED_DATA, download=False)
+def test_real_multi30k_de_en_sizes(shared_data, split, size):
+    pairs = load_multi30k(split, "de", "en", data_dir=shared_data, download=False)
     assert len(pairs) == size
     assert all(src.strip() and tgt.strip() for src, tgt in pairs)
 
 
-@needs_real_data
-def test_real_multi30k_first_pair_and_checksums():
-    pairs = load_corpus(
-        CorpusSpec(name="multi30k", split="train", src_lang="de", tgt_lang="en", data_dir=SHARED_DATA)
-    )
+def test_real_multi30k_first_pair_and_checksums(shared_data):
+    pairs = load_corpus(Multi30kSpec("train", "de", "en", data_dir=shared_data, download=False))
     assert pairs[0] == (
         "Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche.",
         "Two young, White males are outside near many bushes.",
     )
+    english = load_corpus(Multi30kTextSpec("train", "en", data_dir=shared_data, download=False))
+    assert english == [tgt for _, tgt in pairs]  # the monolingual spec reads the same file
     assert set(SHA256) == {f"{split}.{lang}.gz" for split in SPLITS for lang in LANGS}
     for name, digest in SHA256.items():
-        data = (SHARED_DATA / "multi30k" / name).read_bytes()
+        data = (shared_data / "multi30k" / name).read_bytes()
         assert hashlib.sha256(data).hexdigest() == digest, name
 
 
@@ -96,6 +94,8 @@ def test_unknown_split_or_language(tmp_path):
         multi30k_path("test2017", "de", data_dir=tmp_path)
     with pytest.raises(DataError, match="de, en, fr, cs"):
         load_multi30k("train", "de", "ja", data_dir=tmp_path)
+    with pytest.raises(DataError, match="language 'ja'; choose one of de, en, fr, cs"):
+        Multi30kTextSpec("train", "ja", data_dir=tmp_path)
 
 
 # --- downloads, from a local server ---------------------------------------------------------

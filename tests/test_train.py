@@ -15,11 +15,7 @@ from attnkit.errors import CheckpointError, ConfigError
 from attnkit.train import load_config, train
 from attnkit.train.schedule import lr_at
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-needs_data = pytest.mark.skipif(not (DATA / "multi30k" / "train.de.gz").exists(), reason="Multi30k not found")
-
 TINY = [
-    f"data.data_dir={DATA}",
     "data.max_train_pairs=300",
     "data.max_valid_pairs=30",
     "tokenizer.vocab_size=300",
@@ -35,8 +31,14 @@ TINY = [
 ]
 
 
-def tiny_config(tmp: Path, *extra: str):
-    return load_config(None, [*TINY, f"output_dir={tmp}", *extra])
+@pytest.fixture
+def tiny_config(shared_data):
+    """tiny_config(output_dir, *overrides): the tiny experiment on the shared Multi30k."""
+
+    def make(tmp: Path, *extra: str):
+        return load_config(None, [f"data.data_dir={shared_data}", *TINY, f"output_dir={tmp}", *extra])
+
+    return make
 
 
 def read_csv(path: Path) -> list[dict]:
@@ -44,8 +46,7 @@ def read_csv(path: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-@needs_data
-def test_training_lowers_validation_loss_and_writes_its_outputs(tmp_path):
+def test_training_lowers_validation_loss_and_writes_its_outputs(tmp_path, tiny_config):
     result = train(
         tiny_config(tmp_path, "train.max_steps=30", "valid.every=10", "valid.average_last=2"),
         log=lambda m: None,
@@ -68,9 +69,8 @@ def test_training_lowers_validation_loss_and_writes_its_outputs(tmp_path):
     assert state["step"] == 30 and state["arch"] == "transformer" and "optimizer" in state
 
 
-@needs_data
 @pytest.mark.parametrize("arch", ["transformer", "rnn"])
-def test_resume_continues_exactly(tmp_path, arch):
+def test_resume_continues_exactly(tmp_path, arch, tiny_config):
     """N steps straight == N/2 steps, stop, resume, N/2 steps: identical weights (dropout on)."""
     model = ["model.preset=tiny", "model.dropout=0.1"] + (
         ["model.arch=rnn", "model.share_vocab=false"] if arch == "rnn" else []
@@ -90,15 +90,13 @@ def test_resume_continues_exactly(tmp_path, arch):
     assert a["sampler"] == b["sampler"]
 
 
-@needs_data
-def test_fresh_run_into_an_existing_run_is_refused(tmp_path):
+def test_fresh_run_into_an_existing_run_is_refused(tmp_path, tiny_config):
     train(tiny_config(tmp_path, "train.max_steps=2", "valid.every=2"), log=lambda m: None)
     with pytest.raises(ConfigError, match="--resume"):
         train(tiny_config(tmp_path, "train.max_steps=2"), log=lambda m: None)
 
 
-@needs_data
-def test_resume_with_another_architecture_is_a_clear_error(tmp_path):
+def test_resume_with_another_architecture_is_a_clear_error(tmp_path, tiny_config):
     run = train(tiny_config(tmp_path / "t", "train.max_steps=2", "valid.every=2"), log=lambda m: None)
     cfg = tiny_config(tmp_path / "r", "model.arch=rnn", "model.share_vocab=false", "train.max_steps=4")
     with pytest.raises(CheckpointError, match="different model"):
@@ -111,13 +109,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@needs_data
-def test_two_process_ddp_matches_one_process_on_the_same_global_batch(tmp_path):
+def test_two_process_ddp_matches_one_process_on_the_same_global_batch(tmp_path, tiny_config, shared_data):
     """torchrun with 2 gloo processes == 1 process accumulating the same 2 batches per step.
 
     Four steps stay inside the first epoch, where both see batches 0..7 in the same order.
     """
-    overrides = [*TINY, "train.max_steps=4", "valid.every=4", "model.dropout=0.0"]
+    overrides = [f"data.data_dir={shared_data}", *TINY, "train.max_steps=4", "valid.every=4", "model.dropout=0.0"]
     config = tmp_path / "tiny.yaml"
     config.write_text("model:\n  arch: transformer\n")
     cmd = [
@@ -232,11 +229,11 @@ def test_trains_from_a_hugging_face_dataset_and_from_plain_files(tmp_path):
             [
                 "data.corpus=hf",
                 f"data.dataset={tmp_path / 'hf'}",
-                "data.train=train",
-                "data.valid=validation",
+                "data.train_split=train",
+                "data.valid_split=validation",
             ],
         ),
-        ("files", ["data.corpus=files", f"data.train={files}", f"data.valid={files}"]),
+        ("files", ["data.corpus=files", f"data.train_files=[{files}]", f"data.valid_files=[{files}]"]),
     ):
         result = train(
             load_config(None, [*common, *data, f"output_dir={tmp_path / name}"]), log=lambda m: None
@@ -244,8 +241,7 @@ def test_trains_from_a_hugging_face_dataset_and_from_plain_files(tmp_path):
         assert result.step == 2 and result.last_checkpoint.exists()
 
 
-@needs_data
-def test_resume_from_the_end_of_an_epoch_starts_the_next_one(tmp_path):
+def test_resume_from_the_end_of_an_epoch_starts_the_next_one(tmp_path, tiny_config):
     from attnkit.train import Trainer
 
     small = ["data.max_train_pairs=100", "model.dropout=0.1"]
@@ -266,8 +262,7 @@ def test_resume_from_the_end_of_an_epoch_starts_the_next_one(tmp_path):
         assert torch.equal(tensor, b["model"][name]), name
 
 
-@needs_data
-def test_early_stopping_after_patience_validations_without_better_bleu(tmp_path):
+def test_early_stopping_after_patience_validations_without_better_bleu(tmp_path, tiny_config):
     # A learning rate of ~0 keeps the model (and its BLEU) fixed: the second validation is no better.
     cfg = tiny_config(
         tmp_path,

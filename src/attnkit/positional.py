@@ -1,5 +1,8 @@
 """Positional information (paper section 3.5): fixed sinusoids or a learned embedding.
 
+These absolute kinds are added to the token embeddings; the relative and rotary kinds act inside
+self-attention instead (:mod:`attnkit.attention.positions`).
+
 Legend: T positions, D d_model.
 """
 
@@ -46,6 +49,9 @@ class LearnedPositionalEmbedding(nn.Module):
 
     def forward(self, positions: Tensor) -> Tensor:
         return self.embedding(positions)
+
+
+ABSOLUTE = ("sinusoidal", "learned")  # added to the embeddings; "relative" and "rotary" are not
 
 
 def positional_module(kind: str, max_len: int, d_model: int) -> nn.Module:

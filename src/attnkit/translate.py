@@ -61,7 +61,11 @@ class Translator:
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, *, device: str = "auto") -> Translator:
-        state = load_checkpoint(path)
+        return cls.from_state(load_checkpoint(path), device=device)
+
+    @classmethod
+    def from_state(cls, state: dict, *, device: str = "auto") -> Translator:
+        """From a checkpoint already loaded with :func:`attnkit.checkpoint.load_checkpoint`."""
         model = model_from_checkpoint(state)
         return cls(model, SubwordTokenizer.from_state_dict(state["tokenizer"]), device)
 

@@ -3,14 +3,18 @@
 from .functional import attention_scores, basic_self_attention, scaled_dot_product_attention
 from .masks import causal_mask, combine_masks, padding_mask, real_tokens
 from .multihead import KVCache, MultiHeadAttention
+from .positions import RelativePositions, RotaryPositions, attention_positions
 from .recurrent import AdditiveAttention, MultiplicativeAttention
 
 __all__ = [
     "AdditiveAttention",
+    "attention_positions",
     "attention_scores",
     "KVCache",
     "MultiHeadAttention",
     "MultiplicativeAttention",
+    "RelativePositions",
+    "RotaryPositions",
     "basic_self_attention",
     "causal_mask",
     "combine_masks",

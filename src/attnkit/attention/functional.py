@@ -37,6 +37,7 @@ def scaled_dot_product_attention(
     v: Tensor,
     *,
     mask: Tensor | None = None,
+    bias: Tensor | None = None,
     dropout_p: float = 0.0,
 ) -> tuple[Tensor, Tensor]:
     """Reference math of the paper's eq. 1: softmax(Q K^T / sqrt(d_k) + M) V.
@@ -44,12 +45,15 @@ def scaled_dot_product_attention(
     Args:
         q: (..., Tq, Dh); k: (..., Tk, Dh); v: (..., Tk, Dv).
         mask: boolean, True = may attend, broadcastable to (..., Tq, Tk).
+        bias: float, added to the scaled scores (a relative-position term), broadcastable likewise.
         dropout_p: dropout on the attention weights (training only; pass 0.0 in eval).
     Returns:
         out: (..., Tq, Dv); weights: (..., Tq, Tk), the attention weights after masking
         (a query row with nothing to attend to gets all-zero weights and a zero output, never NaN).
     """
     scores = attention_scores(q, k) / math.sqrt(q.size(-1))  # (..., Tq, Tk)
+    if bias is not None:
+        scores = scores + bias
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = F.softmax(scores, dim=-1)

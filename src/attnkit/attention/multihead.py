@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from .functional import scaled_dot_product_attention
 from .masks import causal_mask, combine_masks
+from .positions import AttentionPositions
 
 
 @dataclass
@@ -45,14 +46,27 @@ class MultiHeadAttention(nn.Module):
     are stacked in ``kv_proj`` because keys and values always come from the same tensor in a
     Transformer (one product, and cross-attention projects the encoder output once per sentence).
 
+    A self-attention may carry ``positions`` (:mod:`.positions`, relative or rotary): rotary
+    rotates q and k before the kernel; relative keys enter the fused kernel as a float score bias;
+    relative values need the weights, so they run the reference path.
+
     Args:
         d_model: model width D; n_heads: H, must divide D.
         dropout: dropout on the attention weights; bias: biases on the projections.
+        positions: a relative or rotary scheme for self-attention (None: positions come from the input).
     Shape:
         query (B * G, Tq, D), key and value (B, Tk, D) -> out (B * G, Tq, D), weights (B * G, H, Tq, Tk).
     """
 
-    def __init__(self, d_model: int, n_heads: int, *, dropout: float = 0.0, bias: bool = True):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        *,
+        dropout: float = 0.0,
+        bias: bool = True,
+        positions: AttentionPositions | None = None,
+    ):
         super().__init__()
         if d_model % n_heads != 0:
             raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
@@ -61,6 +75,7 @@ class MultiHeadAttention(nn.Module):
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)  # W^Q
         self.kv_proj = nn.Linear(d_model, 2 * d_model, bias=bias)  # [W^K; W^V]
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W^O
+        self.positions = positions
         # Xavier-uniform over the stacked (3D, D) matrix [W^Q; W^K; W^V], as torch.nn.MultiheadAttention.
         bound = math.sqrt(6.0 / (4 * d_model))
         for proj in (self.q_proj, self.kv_proj):
@@ -108,7 +123,10 @@ class MultiHeadAttention(nn.Module):
         """
         q = self._split_heads(self.q_proj(query))  # (B * G, H, Tq, Dh)
         k, v = kv if kv is not None else self.keys_values(key, value)  # (B, H, Tk, Dh)
-        if cache is not None:
+        if self.positions is not None:  # rotary: rotate the new q and k by absolute position
+            offset = len(cache) if cache is not None else 0  # new positions start after the cache
+            q, k = self.positions.rotate(q, offset), self.positions.rotate(k, offset)
+        if cache is not None:  # keys enter the cache already rotated
             if cache.k is not None:
                 k = torch.cat([cache.k, k], dim=2)  # (B, H, Tk_old + Tq, Dh)
                 v = torch.cat([cache.v, v], dim=2)
@@ -126,22 +144,30 @@ class MultiHeadAttention(nn.Module):
         """softmax(Q K^T / sqrt(Dh) + M) V per head; q (B * G, H, Tq, Dh) -> (B * G, H, Tq, Dh)."""
         Bq, H, Tq, Dh = q.shape
         Bk, Tk = k.size(0), k.size(2)
-        if Bq != Bk * G or (G > 1 and causal):
+        if Bq != Bk * G or (G > 1 and (causal or self.positions is not None)):
             raise ValueError(f"{Bq} query rows cannot share {Bk} rows of keys in groups of {G}")
+        pos = self.positions
+        bias = pos.score_bias(q, Tk) if pos is not None else None  # (B, H, Tq, Tk): q_i . a^K_ij / sqrt(Dh)
+        reference = need_weights or (pos is not None and pos.needs_weights)
         if G > 1:  # a sentence's G query rows become G * Tq queries against its one row of keys
             q = q.view(Bk, G, H, Tq, Dh).transpose(1, 2).reshape(Bk, H, G * Tq, Dh)  # (B, H, G*Tq, Dh)
         # Teacher forcing (no cache prefix, no padding mask): the fused kernel applies the look-ahead
         # mask itself and skips the blocks above the diagonal instead of reading a (T, T) mask.
-        fused_causal = causal and Tq > 1 and Tq == Tk and mask is None and not need_weights
+        fused_causal = causal and Tq > 1 and Tq == Tk and mask is None and bias is None and not reference
         look_ahead = None
         if causal and Tq > 1 and not fused_causal:
             # With a cache the queries sit at the end: query i is at absolute position Tk - Tq + i.
             look_ahead = causal_mask(Tq, n_keys=Tk, device=q.device)
         mask = combine_masks(mask, look_ahead)
         p = self.dropout if self.training else 0.0
-        if need_weights:
-            out, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=p)
+        if reference:
+            out, weights = scaled_dot_product_attention(q, k, v, mask=mask, bias=bias, dropout_p=p)
+            if pos is not None and pos.needs_weights:
+                out = out + pos.value_term(weights)  # z_i += sum_j alpha_ij a^V_ij
+            weights = weights if need_weights else None
         else:
+            if bias is not None:  # one float mask: the score bias, -inf where the boolean mask forbids
+                mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=fused_causal)
             weights = None
         if G > 1:  # back to one row per query: (B, H, G * Tq, .) -> (B * G, H, Tq, .)

@@ -74,7 +74,7 @@ def add_decoding_flags(p: argparse.ArgumentParser) -> None:
 
 def read_input(path: str | None) -> list[str]:
     """Lines of ``path``, or of stdin when it is None; stripped of line endings, UTF-8 checked."""
-    from ..data.corpus import read_lines
+    from ..data.readers import read_lines
 
     if path:
         return read_lines(path)

@@ -16,8 +16,10 @@ NAME = "evaluate"
 def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help="BLEU and chrF on a test split or on files")
     p.add_argument("--checkpoint", required=True)
-    p.add_argument("--split", default="test_2016_flickr", help="Multi30k split (default test_2016_flickr)")
-    p.add_argument("--src", help="source file (instead of --split)")
+    p.add_argument(
+        "--split", help="split name of the training corpus (multi30k, hf; default: its data.test_split)"
+    )
+    p.add_argument("--src", help="source file (instead of the training corpus' test split)")
     p.add_argument("--ref", help="reference file (with --src)")
     p.add_argument("--data-dir", help="folder holding multi30k/")
     p.add_argument("--lowercase", action="store_true", help="also report lowercased BLEU, labelled as such")
@@ -35,7 +37,7 @@ def run(args) -> None:
         return run_task(args, state)
     if args.input or args.confusion:
         raise ConfigError("--input and --confusion are for language models and classifiers; use --src/--ref")
-    run_translation(args)
+    run_translation(args, state)
 
 
 def _task_split(args, state) -> tuple[str, str]:
@@ -49,8 +51,9 @@ def _task_split(args, state) -> tuple[str, str]:
     if data.get("corpus", "multi30k") == "multi30k" and lang:
         from ..data.multi30k import multi30k_path
 
-        path = multi30k_path(args.split, lang, args.data_dir or data.get("data_dir") or None)
-        return str(path), f"Multi30k {args.split} {lang}"
+        split = args.split or data.get("test_split") or "test_2016_flickr"
+        path = multi30k_path(split, lang, args.data_dir or data.get("data_dir") or None)
+        return str(path), f"Multi30k {split} {lang}"
     files = data.get("test_files") or []
     if not files:
         raise ConfigError("the model's training data has no test split: give --input")
@@ -82,10 +85,8 @@ def run_task(args, state) -> None:
         print(f"wrote {plot_confusion_matrix(report, args.confusion)}")
 
 
-def run_translation(args) -> None:
-    from ..checkpoint import load_checkpoint
-    from ..data.corpus import read_parallel
-    from ..data.multi30k import load_multi30k
+def run_translation(args, state: dict) -> None:
+    from ..data.corpus import ParallelFilesSpec, load_corpus
     from ..evaluate import evaluate
     from ..files import atomic_write, check_output_path
     from ..translate import Translator
@@ -94,19 +95,13 @@ def run_translation(args) -> None:
         raise ConfigError("--src and --ref go together")
     if args.hyp_output:  # checked before the decoding, not after it
         check_output_path(args.hyp_output, what="--hyp-output")
-    if args.src:
-        pairs, label = read_parallel(args.src, args.ref), f"{args.src} -> {args.ref}"
-    else:
-        data = load_checkpoint(args.checkpoint).get("experiment", {}).get("data", {})
-        if data.get("corpus", "multi30k") != "multi30k":
-            raise ConfigError("this model was not trained on Multi30k: give --src and --ref")
-        src_lang, tgt_lang = data.get("src_lang", "de"), data.get("tgt_lang", "en")
-        data_dir = args.data_dir or data.get("data_dir") or None
-        pairs = load_multi30k(args.split, src_lang, tgt_lang, data_dir=data_dir)
-        label = f"Multi30k {args.split} {src_lang}-{tgt_lang}"
-    if pairs and not any(t.strip() for _, t in pairs):  # before loading and decoding, naming the file
-        raise DataError(f"{args.ref or label}: every reference line is empty; nothing to score against")
-    translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
+    if args.src and (args.split or args.data_dir):
+        raise ConfigError("--split and --data-dir choose the training corpus' split: not with --src/--ref")
+    spec = ParallelFilesSpec(args.src, args.ref) if args.src else _test_spec(state, args)
+    pairs = load_corpus(spec)
+    if pairs and not any(t.strip() for _, t in pairs):  # before decoding, naming the file
+        raise DataError(f"{args.ref or spec.describe()}: every reference line is empty; nothing to score against")
+    translator = Translator.from_state(state, device=args.device)
     result = evaluate(
         translator, [s for s, _ in pairs], [t for _, t in pairs], beam=args.beam,
         length_penalty=args.length_penalty, batch_tokens=args.batch_tokens, lowercase_bleu=args.lowercase,
@@ -114,5 +109,36 @@ def run_translation(args) -> None:
     if args.hyp_output:
         with atomic_write(args.hyp_output) as f:
             f.write("".join(h + "\n" for h in result.hypotheses))
-    print(f"{label}, {len(pairs)} sentences, beam {args.beam}")
+    print(f"{spec.describe()}, {len(pairs)} sentences, beam {args.beam}")
     print(result.scores.format())
+
+
+def _test_spec(state: dict, args):
+    """The test split of the corpus the checkpoint was trained on, as its experiment config says."""
+    from ..data.config import DataConfig
+
+    experiment = state.get("experiment")
+    data = experiment.get("data") if isinstance(experiment, dict) else None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{args.checkpoint} holds no experiment config: give --src and --ref")
+    data = DataConfig.from_saved(data)  # only the data section: the model was rebuilt from model_config
+    changes = {}
+    if args.split:
+        if data.corpus not in ("multi30k", "hf"):
+            raise ConfigError(
+                f"--split names a split of a multi30k or hf corpus; this model was trained on corpus "
+                f"{data.corpus!r}: give --src and --ref"
+            )
+        changes["test_split"] = args.split
+    if args.data_dir:
+        if data.corpus != "multi30k":
+            raise ConfigError(f"--data-dir is for Multi30k; this model was trained on corpus {data.corpus!r}")
+        changes["data_dir"] = args.data_dir
+    data = data.replace(**changes) if changes else data
+    if not data.has_split("test"):
+        raise ConfigError(
+            "the training config has no test split (data.test_files is empty): give --src and --ref"
+        )
+    if data.records != "pairs":
+        raise ConfigError(f"evaluate measures translations; this model was trained on {data.records} records")
+    return data.spec("test")

@@ -1,16 +1,37 @@
-"""Data: parallel corpora, Multi30k, SentencePiece subwords and token-budget batches."""
+"""Data: corpus readers and specs, Multi30k, SentencePiece subwords and token-budget batches.
+
+Layers, each importing only the ones before it: ``readers`` (files and datasets into records) ->
+``multi30k`` (where the Multi30k files live, downloads) -> ``corpus`` (typed specs, ``load_corpus``).
+"""
 
 from attnkit.data.batching import Batch, TokenBatchSampler, collate
 from attnkit.data.corpus import (
     CorpusSpec,
-    drop_empty,
+    HFLabelledSpec,
+    HFTextSpec,
+    HFTranslationSpec,
+    LabelledFileSpec,
+    Multi30kSpec,
+    Multi30kTextSpec,
+    ParallelFilesSpec,
+    TextFileSpec,
+    TsvSpec,
     load_corpus,
+)
+from attnkit.data.multi30k import load_multi30k, load_multi30k_text, multi30k_path, resolve_data_dir
+from attnkit.data.readers import (
+    LabelledExample,
+    drop_empty,
+    label_set,
+    read_hf_labelled,
+    read_hf_text,
     read_hf_translation,
+    read_labelled,
     read_lines,
     read_parallel,
+    read_text,
     read_tsv,
 )
-from attnkit.data.multi30k import load_multi30k, multi30k_path, resolve_data_dir
 from attnkit.data.tokenizer import SubwordTokenizer
 
 __all__ = [
@@ -19,13 +40,29 @@ __all__ = [
     "TokenBatchSampler",
     "collate",
     "CorpusSpec",
+    "HFLabelledSpec",
+    "HFTextSpec",
+    "HFTranslationSpec",
+    "LabelledExample",
+    "LabelledFileSpec",
+    "Multi30kSpec",
+    "Multi30kTextSpec",
+    "ParallelFilesSpec",
+    "TextFileSpec",
+    "TsvSpec",
     "drop_empty",
+    "label_set",
     "load_corpus",
     "load_multi30k",
+    "load_multi30k_text",
     "multi30k_path",
+    "read_hf_labelled",
+    "read_hf_text",
     "read_hf_translation",
+    "read_labelled",
     "read_lines",
     "read_parallel",
+    "read_text",
     "read_tsv",
     "resolve_data_dir",
 ]

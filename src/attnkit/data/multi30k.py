@@ -16,6 +16,7 @@ import urllib.request
 import zlib
 from pathlib import Path
 
+from attnkit.data.readers import Pair, read_parallel, read_text
 from attnkit.errors import DataError
 
 LANGS = ("de", "en", "fr", "cs")
@@ -47,6 +48,12 @@ def check_split_langs(split: str, src_lang: str, tgt_lang: str) -> None:
     _check_lang(tgt_lang, "target")
     if src_lang == tgt_lang:
         raise DataError(f"source and target language are both {src_lang!r}; choose two different ones")
+
+
+def check_split_lang(split: str, lang: str) -> None:
+    """Reject a split or language Multi30k does not have (a monolingual corpus)."""
+    _check_split(split)
+    _check_lang(lang)
 
 
 def _check_split(split: str) -> None:
@@ -112,14 +119,19 @@ def load_multi30k(
     tgt_lang: str,
     data_dir: str | os.PathLike | None = None,
     download: bool = True,
-) -> list[tuple[str, str]]:
+) -> list[Pair]:
     """Aligned (source, target) sentence pairs of one split, e.g. ``("train", "de", "en")``."""
-    from attnkit.data.corpus import read_parallel  # corpus imports this module
-
     check_split_langs(split, src_lang, tgt_lang)
     src = multi30k_path(split, src_lang, data_dir, download)
     tgt = multi30k_path(split, tgt_lang, data_dir, download)
     return read_parallel(src, tgt)
+
+
+def load_multi30k_text(
+    split: str, lang: str, data_dir: str | os.PathLike | None = None, download: bool = True
+) -> list[str]:
+    """The sentences of one split in one language (a monolingual corpus, e.g. for a language model)."""
+    return read_text(multi30k_path(split, lang, data_dir, download))
 
 
 def _where_to_put(root: Path) -> str:

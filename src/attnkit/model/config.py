@@ -9,7 +9,7 @@ from ..config import ConfigBase
 
 ACTIVATIONS = ("relu", "gelu")
 NORMS = ("post", "pre")
-POSITIONALS = ("sinusoidal", "learned")
+POSITIONALS = ("sinusoidal", "learned", "relative", "rotary")
 POOLINGS = ("mean", "first", "attention")
 
 
@@ -19,6 +19,9 @@ class BlockConfig(ConfigBase):
 
     norm: "post" = LayerNorm(x + Sublayer(x)) as in the paper; "pre" = x + Sublayer(LayerNorm(x)).
     dropout: on embeddings and every sublayer output (P_drop); attention_dropout: on attention weights.
+    positional: "sinusoidal" or "learned" add absolute positions to the embeddings; "relative"
+    (Shaw et al., 2018: learned embeddings of the distance clipped to relative_clip, added to the
+    keys and, with relative_values, to the values) and "rotary" (RoPE) act inside self-attention.
     """
 
     d_model: int = 512
@@ -30,6 +33,8 @@ class BlockConfig(ConfigBase):
     norm: str = "post"
     positional: str = "sinusoidal"
     max_len: int = 1024
+    relative_clip: int = 16
+    relative_values: bool = False
     bias: bool = True
     pad_id: int = 0
 
@@ -43,6 +48,12 @@ class BlockConfig(ConfigBase):
         self._choice("activation", ACTIVATIONS)
         self._choice("norm", NORMS)
         self._choice("positional", POSITIONALS)
+        self._positive("relative_clip")
+        if self.relative_values:
+            self._check(self.positional == "relative", "relative_values", "needs positional: relative")
+        if self.positional == "rotary":
+            d_head = self.d_model // self.n_heads
+            self._check(d_head % 2 == 0, "positional", f"rotary needs an even head size, got {d_head}")
         self._check(self.pad_id >= 0, "pad_id", "must be >= 0")
 
 

@@ -7,12 +7,13 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..positional import positional_module
+from ..positional import ABSOLUTE, positional_module
 from .config import BlockConfig
 
 
 class TokenEmbedding(nn.Module):
-    """x = Dropout(E[token] * sqrt(d_model) + PE[position]).
+    """x = Dropout(E[token] * sqrt(d_model) + PE[position]); no PE term when positions are relative
+    or rotary (self-attention sees them).
 
     The weight is initialised N(0, d_model^-1/2) so that after scaling it has unit variance, the
     same scale as the sinusoids; the same matrix can serve as the tied output projection.
@@ -26,7 +27,8 @@ class TokenEmbedding(nn.Module):
             self.embedding.weight[cfg.pad_id].zero_()
         self.scale = math.sqrt(cfg.d_model)
         self.max_len = cfg.max_len
-        self.positions = positional_module(cfg.positional, cfg.max_len, cfg.d_model)
+        absolute = cfg.positional in ABSOLUTE
+        self.positions = positional_module(cfg.positional, cfg.max_len, cfg.d_model) if absolute else None
         self.dropout = nn.Dropout(cfg.dropout)
 
     @property
@@ -38,5 +40,7 @@ class TokenEmbedding(nn.Module):
         T = tokens.size(1)
         if offset + T > self.max_len:
             raise ValueError(f"sequence of length {offset + T} exceeds max_len={self.max_len}")
-        pos = torch.arange(offset, offset + T, device=tokens.device)  # (T,)
-        return self.dropout(self.embedding(tokens) * self.scale + self.positions(pos))  # (B, T, D)
+        x = self.embedding(tokens) * self.scale  # (B, T, D)
+        if self.positions is not None:
+            x = x + self.positions(torch.arange(offset, offset + T, device=tokens.device))  # + (T, D)
+        return self.dropout(x)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..attention import KVCache, MultiHeadAttention
+from ..attention import KVCache, MultiHeadAttention, attention_positions
 from .config import BlockConfig
 
 _ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
@@ -47,14 +47,26 @@ class Residual(nn.Module):
         return self.norm(x + self.dropout(sublayer(x)))
 
 
+def _self_attention(cfg: BlockConfig) -> MultiHeadAttention:
+    """Self-attention with the config's relative or rotary positions, if any (cross-attention has none)."""
+    positions = attention_positions(
+        cfg.positional,
+        d_head=cfg.d_model // cfg.n_heads,
+        max_len=cfg.max_len,
+        relative_clip=cfg.relative_clip,
+        relative_values=cfg.relative_values,
+    )
+    return MultiHeadAttention(
+        cfg.d_model, cfg.n_heads, dropout=cfg.attention_dropout, bias=cfg.bias, positions=positions
+    )
+
+
 class SelfAttentionLayer(nn.Module):
     """Self-attention + feed-forward: an encoder layer, or with ``causal=True`` a decoder-only layer."""
 
     def __init__(self, cfg: BlockConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(
-            cfg.d_model, cfg.n_heads, dropout=cfg.attention_dropout, bias=cfg.bias
-        )
+        self.self_attn = _self_attention(cfg)
         self.ffn = PositionwiseFeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.bias)
         self.attn_residual = Residual(cfg.d_model, cfg.dropout, cfg.norm)
         self.ffn_residual = Residual(cfg.d_model, cfg.dropout, cfg.norm)
@@ -87,9 +99,7 @@ class DecoderLayer(nn.Module):
 
     def __init__(self, cfg: BlockConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(
-            cfg.d_model, cfg.n_heads, dropout=cfg.attention_dropout, bias=cfg.bias
-        )
+        self.self_attn = _self_attention(cfg)
         self.cross_attn = MultiHeadAttention(
             cfg.d_model, cfg.n_heads, dropout=cfg.attention_dropout, bias=cfg.bias
         )

@@ -1,6 +1,6 @@
 """The experiment config: a YAML file of sections, each a validated dataclass, plus key=value overrides.
 
-data:      which corpus and language pair, where the files are
+data:      which corpus, and where each split comes from (attnkit.data.config.DataConfig)
 tokenizer: SentencePiece settings
 model:     arch (transformer | rnn), an optional preset, then that model config's fields
 train:     optimizer, schedule, batching, precision, stopping
@@ -17,37 +17,11 @@ from typing import Any
 import yaml
 
 from ..config import ConfigBase
+from ..data.config import DataConfig
+from ..data.config import upgrade as upgrade_data
 from ..data.tokenizer import Vocabulary
-from ..model.registry import ARCHS
 from ..errors import ConfigError
-
-
-@dataclasses.dataclass
-class DataConfig(ConfigBase):
-    """corpus: "multi30k" (by split name), "files" (plain/gz text pairs), "tsv", or "hf" (a Hugging
-    Face ``datasets`` dataset with a ``translation`` field: name or saved folder in ``dataset``)."""
-
-    corpus: str = "multi30k"
-    dataset: str = ""  # for corpus "hf"
-    src_lang: str = "de"
-    tgt_lang: str = "en"
-    data_dir: str = ""  # "" = --data-dir / $ATTNKIT_DATA / ~/.cache/attnkit
-    train: str = "train"  # multi30k split names, or for "files": "SRC_PATH,TGT_PATH"; for "tsv": a path
-    valid: str = "val"
-    test: str = "test_2016_flickr"
-    max_train_pairs: int = 0  # 0 = all; else the first N pairs (quick experiments, tests)
-    max_valid_pairs: int = 0
-    max_len: int = 128  # training pairs with more subword tokens on either side are skipped
-
-    def validate(self) -> None:
-        self._choice("corpus", ("multi30k", "files", "tsv", "hf"))
-        self._check(
-            self.corpus != "hf" or bool(self.dataset), "dataset", "corpus 'hf' needs a dataset name or path"
-        )
-        self._check(self.src_lang != self.tgt_lang, "tgt_lang", "must differ from src_lang")
-        self._check(self.max_train_pairs >= 0, "max_train_pairs", "must be >= 0")
-        self._check(self.max_valid_pairs >= 0, "max_valid_pairs", "must be >= 0")
-        self._positive("max_len")
+from ..model.registry import ARCHS
 
 
 @dataclasses.dataclass
@@ -188,6 +162,14 @@ class ExperimentConfig:
     def to_dict(self) -> dict[str, Any]:
         out = {name: getattr(self, name).to_dict() for name in SECTIONS}
         return {**out, "model": dict(self.model), "output_dir": self.output_dir}
+
+    @classmethod
+    def from_saved(cls, values: dict[str, Any]) -> ExperimentConfig:
+        """Rebuild the experiment stored in a checkpoint (older data sections are translated)."""
+        if not isinstance(values, dict) or not values:
+            raise ConfigError("the checkpoint holds no experiment config")
+        data = values.get("data")
+        return cls.from_dict({**values, "data": upgrade_data(data) if isinstance(data, dict) else data})
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> ExperimentConfig:

@@ -4,26 +4,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..data.corpus import drop_empty, read_hf_translation, read_parallel, read_tsv
-from ..data.multi30k import load_multi30k
+from ..data.config import DataConfig
+from ..data.corpus import load_corpus
+from ..data.readers import Pair, drop_empty
 from ..data.tokenizer import SubwordTokenizer
 from ..errors import ConfigError, DataError
-from .config import DataConfig, TokenizerConfig
+from .config import TokenizerConfig
 
 
-def load_pairs(data: DataConfig, which: str) -> list[tuple[str, str]]:
-    """Raw (source, target) sentence pairs of the ``train``, ``valid`` or ``test`` part."""
-    spec = getattr(data, which)
-    if data.corpus == "multi30k":
-        return load_multi30k(spec, data.src_lang, data.tgt_lang, data_dir=data.data_dir or None)
-    if data.corpus == "files":
-        paths = [p.strip() for p in spec.split(",")]
-        if len(paths) != 2 or not all(paths):
-            raise ConfigError(f"data.{which} = {spec!r}: for corpus 'files' give 'SOURCE_PATH,TARGET_PATH'")
-        return read_parallel(*paths)
-    if data.corpus == "hf":
-        return read_hf_translation(data.dataset, spec, data.src_lang, data.tgt_lang)
-    return read_tsv(spec)
+def load_pairs(data: DataConfig, which: str) -> list[Pair]:
+    """Raw (source, target) sentence pairs of the ``train``, ``valid`` or ``test`` split."""
+    spec = data.spec(which)
+    if spec.records != "pairs":
+        raise ConfigError(
+            f"data.corpus = {data.corpus!r} gives {spec.records} records, not translation pairs: "
+            "this task needs a parallel corpus (multi30k with src_lang/tgt_lang, files, tsv, hf translation)"
+        )
+    return load_corpus(spec)
 
 
 @dataclass
