@@ -39,8 +39,8 @@ def write_corpus(folder: Path) -> dict[str, Path]:
 
 def config_text(corpus: dict[str, Path], **extra: str) -> str:
     lines = {
-        "data": f"{{corpus: files, train: '{corpus['train.src']},{corpus['train.tgt']}', "
-        f"valid: '{corpus['valid.src']},{corpus['valid.tgt']}', max_valid_pairs: 6}}",
+        "data": f"{{corpus: files, train_files: ['{corpus['train.src']}', '{corpus['train.tgt']}'], "
+        f"valid_files: ['{corpus['valid.src']}', '{corpus['valid.tgt']}'], max_valid_pairs: 6}}",
         "tokenizer": "{vocab_size: 64}",
         "model": "{preset: tiny, share_vocab: true, max_len: 48}",
         "train": f"{{max_steps: {MAX_STEPS}, max_tokens: 300, schedule: inverse_sqrt, lr: 0.005, "
@@ -221,7 +221,7 @@ def run_files(folder: Path) -> dict[str, bytes]:
 @pytest.mark.parametrize(
     "override, fragment",
     [
-        ("data.train=/nonexistent/a.src,/nonexistent/a.tgt", "/nonexistent/a.src"),
+        ("data.train_files=[/nonexistent/a.src,/nonexistent/a.tgt]", "/nonexistent/a.src"),
         ("train.device=cuda:7", "cuda:7"),
     ],
     ids=["missing-data", "missing-device"],
@@ -259,7 +259,7 @@ def test_a_blank_validation_set_is_refused_at_start_naming_it(setup, tmp_path):
     blank = tmp_path / "blank"
     blank.write_text("\n\n\n")
     out = tmp_path / "run"
-    code, _, err = cli("train", "--config", config, "--output-dir", out, f"data.valid={blank},{blank}")
+    code, _, err = cli("train", "--config", config, "--output-dir", out, f"data.valid_files=[{blank},{blank}]")
     assert_user_error(code, err, "validation", str(blank))
     assert not out.exists() or not any(out.glob("checkpoint_*.pt")), "it trained before checking"
 

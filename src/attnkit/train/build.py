@@ -65,7 +65,7 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
     valid_records = load_pairs(cfg.data, "valid")[: cfg.data.max_valid_pairs or None]
     for name, part, rows in (("training", "train", records), ("validation", "valid", valid_records)):
         if not any(map(_has_text, rows)):  # found now, not after the tokenizer or the training
-            raise DataError(f"the {name} corpus (data.{part} = {getattr(cfg.data, part)}) is empty or all blank")
+            raise DataError(f"the {name} corpus ({cfg.data.spec(part).describe()}) is empty or all blank")
     tokenizer = _tokenizer(task, records, resume_state, dist, t.seed)
     model_cfg = cfg.model_config(tokenizer.vocabulary)
     max_len = min(cfg.data.max_len, model_cfg.max_len - 1)  # bos/eos take one position
