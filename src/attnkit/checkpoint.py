@@ -1,46 +1,92 @@
 """Checkpoints: one file holding everything needed to translate with a model or resume its training.
 
-Written atomically (a temporary file in the same folder, then ``os.replace``), so a crash mid-write
-never leaves a half-written checkpoint behind; read with ``torch.load(weights_only=True)``, so a
-checkpoint cannot run code. Contents (plain types and tensors only):
+Written atomically (a temporary file in the same folder, then ``os.replace``), so a crash or a full
+disk mid-write never leaves a half-written checkpoint behind; read with
+``torch.load(weights_only=True)``, so a checkpoint cannot run code. Contents (plain types and tensors
+only):
 
     format, arch, model_config, tokenizer, experiment   -- enough to translate
     model                                               -- the weights
     optimizer, step, epoch, sampler, rng, metrics       -- present in training checkpoints
+    crc32                                               -- a CRC-32 of every tensor, by its path
+
+torch does not check its zip entries' CRCs on load, so flipped bytes inside a tensor would load as
+silently wrong weights; ``crc32`` is verified on load instead. Checkpoints written before it existed
+(no ``crc32`` key) still load, unverified.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
+import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from .errors import CheckpointError, ConfigError
+from .files import atomic_write, describe_os_error, os_error_in
 from .model.registry import ARCHS
 
 FORMAT = "attnkit-checkpoint-1"
 
 
-
 def save_checkpoint(state: dict[str, Any], path: str | Path) -> Path:
-    """Write ``state`` to ``path`` atomically."""
+    """Write ``state`` (with a CRC-32 of each tensor) to ``path`` atomically.
+
+    A write that fails (full disk, unwritable folder) raises :class:`CheckpointError` naming the
+    path and the reason; ``path`` keeps its previous content and no temporary file is left.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if path.is_dir():
+        raise CheckpointError(f"cannot write checkpoint {path}: it is a folder")
+    state = {k: v for k, v in state.items() if k != "crc32"}  # recomputed: never a stale one
+    checksums = {name: _crc32(t) for name, t in _tensors(state)}
     try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save({"format": FORMAT, **state}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_write(path, "wb") as f:
+            torch.save({"format": FORMAT, **state, "crc32": checksums}, f)
+    except (OSError, RuntimeError) as e:  # torch.save wraps the OSError of a failed write
+        cause = os_error_in(e)
+        if cause is None:
+            raise
+        raise CheckpointError(
+            f"cannot write checkpoint {path}: {describe_os_error(cause)}"
+        ) from None
     return path
+
+
+def _tensors(obj: Any, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
+    """Every tensor inside nested dicts, lists and tuples, with a path such as ``model/w1.weight``."""
+    if isinstance(obj, Tensor):
+        yield prefix, obj
+    elif isinstance(obj, dict):
+        for key, value in obj.items():
+            yield from _tensors(value, f"{prefix}/{key}" if prefix else str(key))
+    elif isinstance(obj, (list, tuple)):
+        for i, value in enumerate(obj):
+            yield from _tensors(value, f"{prefix}/{i}")
+
+
+def _crc32(t: Tensor) -> int:
+    """CRC-32 of the tensor's bytes (any dtype, any device)."""
+    flat = t.detach().contiguous().reshape(-1)
+    return zlib.crc32(flat.view(torch.uint8).cpu().numpy()) if flat.numel() else 0
+
+
+def verify_checksums(state: dict[str, Any], path: str | Path = "checkpoint") -> None:
+    """Raise :class:`CheckpointError` if a tensor's bytes differ from the CRC-32 saved with it."""
+    saved = state.get("crc32")
+    if saved is None:
+        return  # written before checksums existed
+    if not isinstance(saved, dict):
+        raise CheckpointError(f"{path}: checkpoint damaged (its checksum table is unreadable)")
+    found = dict(_tensors({k: v for k, v in state.items() if k != "crc32"}))
+    for name in sorted(set(saved) | set(found)):
+        if name not in found or name not in saved or _crc32(found[name]) != saved[name]:
+            what = "weights" if name.startswith("model/") else "training state"
+            raise CheckpointError(f"{path}: {what} damaged (checksum mismatch in {name})")
 
 
 def load_checkpoint(path: str | Path, *, map_location: str | torch.device = "cpu") -> dict[str, Any]:
@@ -59,6 +105,7 @@ def load_checkpoint(path: str | Path, *, map_location: str | torch.device = "cpu
     for key in ("arch", "model_config", "model", "tokenizer"):
         if key not in state:
             raise CheckpointError(f"{path}: checkpoint lacks {key!r}")
+    verify_checksums(state, path)
     return state
 
 
@@ -69,11 +116,23 @@ def average_checkpoints(paths: list[str | Path]) -> dict[str, Any]:
     """
     if not paths:
         raise CheckpointError("no checkpoints to average")
+    seen: dict[Path, str | Path] = {}
+    for p in paths:
+        key = Path(p).resolve()
+        if key in seen:
+            also = f" (also as {seen[key]})" if str(seen[key]) != str(p) else ""
+            raise CheckpointError(f"{p} is listed twice{also}; each checkpoint counts once")
+        seen[key] = p
     states = [load_checkpoint(p) for p in paths]
     first = states[0]
     for p, s in zip(paths[1:], states[1:]):
         if s["arch"] != first["arch"] or s["model_config"] != first["model_config"]:
             raise CheckpointError(f"{p}: a different model than {paths[0]}; cannot average")
+        if s["tokenizer"] != first["tokenizer"]:
+            raise CheckpointError(
+                f"{p}: a different tokenizer (SentencePiece model) than {paths[0]}; the same ids mean "
+                "other subwords, so the average would be meaningless: average checkpoints of one run"
+            )
     avg = {}
     for name, tensor in first["model"].items():
         if tensor.is_floating_point():

@@ -32,6 +32,8 @@ def evaluate(
         )
     if not sources:
         raise DataError("nothing to evaluate: no source sentences")
+    if not any(r.strip() for r in references):  # BLEU against nothing is 0 whatever the output
+        raise DataError("nothing to evaluate: every reference sentence is empty")
     hyps = translator.translate(sources, beam=beam, length_penalty=length_penalty, batch_tokens=batch_tokens)
     texts = [h.text for h in hyps]
     return Evaluation(corpus_scores(texts, references, lowercase_bleu=lowercase_bleu), texts)

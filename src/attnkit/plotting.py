@@ -33,9 +33,13 @@ def _figure(width: float, height: float) -> Any:
 
 
 def _save(fig: Any, out_path: str | Path) -> Path:
+    """Write the PNG whole or not at all (a full disk never leaves a truncated image)."""
+    from .files import atomic_write
+
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=100, format="png")
+    with atomic_write(out, "wb") as f:
+        fig.savefig(f, dpi=100, format="png")
     return out
 
 

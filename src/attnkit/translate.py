@@ -6,6 +6,8 @@ padding is decoded), searched with greedy or beam search, detokenized, and retur
 
 from __future__ import annotations
 
+import math
+import operator
 import re
 import warnings
 from dataclasses import dataclass
@@ -83,7 +85,7 @@ class Translator:
     @torch.no_grad()
     def translate(
         self,
-        sentences: list[str],
+        sentences: str | list[str],
         *,
         beam: int = 4,
         nbest: int = 1,
@@ -99,7 +101,13 @@ class Translator:
 
         sampling: draw ``nbest`` samples per sentence instead of searching (back-translation), from a
         generator seeded with ``seed``: the same seed and input give the same samples.
+
+        A single ``str`` is one sentence (not a sequence of characters): the result is a list of one.
+        Anything else that is not a list of strings, or a string holding undecodable bytes (lone
+        surrogates from a non-UTF-8 command line), is a :class:`DataError` naming the item.
         """
+        sentences = _check_sentences(sentences)
+        _check_search(beam, nbest, length_penalty, batch_tokens, searching=sampling is None)
         ids, truncated = self._encode(sentences)
         if truncated:
             warnings.warn(
@@ -185,6 +193,39 @@ def attention_maps(translator: Translator, text: str, *, beam: int = 4) -> Atten
         result.src_pieces, result.tgt_pieces, stack(out.cross_attn),
         stack(getattr(enc, "self_attn", None)), stack(out.self_attn),
     )  # fmt: skip
+
+
+def _check_sentences(sentences) -> list[str]:
+    if isinstance(sentences, str):
+        return [sentences]
+    if isinstance(sentences, (bytes, bytearray)) or not hasattr(sentences, "__iter__"):
+        raise DataError(f"translate() takes a str or a list of str, got {type(sentences).__name__}")
+    sentences = list(sentences)
+    for i, text in enumerate(sentences):
+        if not isinstance(text, str):
+            raise DataError(f"sentence {i} is a {type(text).__name__}, not a str")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise DataError(
+                f"sentence {i} is not valid text: undecodable character {text[e.start]!r} at "
+                f"position {e.start} (was the input UTF-8?)"
+            ) from None
+    return sentences
+
+
+def _check_search(beam: int, nbest: int, length_penalty: float, batch_tokens: int, *, searching: bool) -> None:
+    for name, value in (("beam", beam), ("nbest", nbest), ("batch_tokens", batch_tokens)):
+        try:
+            positive = not isinstance(value, bool) and operator.index(value) >= 1
+        except TypeError:
+            positive = False
+        if not positive:
+            raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+    if searching and nbest > beam:  # sampling draws nbest samples whatever the beam
+        raise ConfigError(f"nbest ({nbest}) cannot exceed beam ({beam})")
+    if not math.isfinite(length_penalty):
+        raise ConfigError(f"length_penalty must be a finite number, got {length_penalty!r}")
 
 
 def _length_batches(order: list[int], ids: list[list[int]], batch_tokens: int):

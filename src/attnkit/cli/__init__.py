@@ -7,6 +7,8 @@ malformed file, bad checkpoint) prints one line on stderr and exits with code 2;
 
 from __future__ import annotations
 
+import io
+import os
 import sys
 import warnings
 
@@ -33,6 +35,18 @@ def _one_line(message: str) -> str:
     return " ".join(part.strip() for part in str(message).splitlines() if part.strip())
 
 
+EXIT_BROKEN_PIPE = 141  # what a shell reports for a process ended by SIGPIPE
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass  # stdout is not a real file (tests, notebooks): nothing to flush later
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     run = {c.NAME: c.run for c in COMMANDS}[args.command]
@@ -41,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     fast.flush_denormals()  # a run starts here (denormals slow CPU math ~10x); never in a constructor
     try:
         run(args)
+    except BrokenPipeError:  # `attnkit translate | head`: the reader left; not an error to report
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except AttnkitError as e:
         print(f"attnkit {args.command}: error: {_one_line(e)}", file=sys.stderr)
         return EXIT_USAGE

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import ConfigError
-from .common import device, positive_int
+from .common import device, int_at_most
 
 NAME = "attention"
 
@@ -31,7 +31,7 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--html", help="the interactive attention page as one static HTML file (translation models)"
     )
-    p.add_argument("--beam", type=positive_int, default=4)
+    p.add_argument("--beam", type=int_at_most(256), default=4)
     p.add_argument("--device", type=device, default="auto")
 
 
@@ -77,11 +77,24 @@ def run_classifier(args) -> None:
     print(f"wrote {path}")
 
 
+def self_attention_path(out: Path, name: str) -> Path:
+    return out.with_name(f"{out.stem}_{name}{out.suffix}")
+
+
 def run_translation(args) -> None:
+    from ..files import check_output_path
     from ..translate import Translator
 
     if not args.out and not args.html:
         raise ConfigError("give --out PNG, --html FILE or both")
+    if args.out:  # every output checked before the text is decoded
+        out = Path(args.out)
+        if out.suffix.lower() != ".png":
+            raise ConfigError(f"--out {out}: the figures are PNG images; give a path ending in .png")
+        for path in (out, self_attention_path(out, "encoder_self"), self_attention_path(out, "decoder_self")):
+            check_output_path(path, what="--out", make_folders=True)
+    if args.html:
+        check_output_path(args.html, what="--html")
     translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
     if args.html:
         _write_html(translator, args)
@@ -96,10 +109,11 @@ def _write_html(translator, args) -> None:
     if not args.text.strip():
         raise ConfigError("--text is empty: there is no attention to show")
     data = attention_payload(translator, args.text, beam=args.beam)
+    from ..files import atomic_write
+
     out = Path(args.html)
-    tmp = out.with_name(f".{out.name}.tmp")  # write new, then swap: a failure keeps the old file
-    tmp.write_text(render_page(data), encoding="utf-8")
-    tmp.replace(out)
+    with atomic_write(out) as f:  # write new, then swap: a failure keeps the old file
+        f.write(render_page(data))
     print("translation:", data["translation"])
     print(f"wrote {out}")
 
@@ -123,6 +137,6 @@ def _write_pngs(translator, args) -> None:
         ("decoder_self", maps.decoder_self, maps.tgt_pieces),
     ):
         if weights is not None:
-            path = out.with_name(f"{out.stem}_{name}{out.suffix}")
+            path = self_attention_path(out, name)
             plot_attention(weights, labels, labels, path, title=name.replace("_", " ") + "-attention")
             print(f"wrote {path}")

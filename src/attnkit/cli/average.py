@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from ..errors import ConfigError
+
 NAME = "average"
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help="average the weights of several checkpoints of one run")
     p.add_argument("--checkpoints", nargs="+", required=True)
-    p.add_argument("--output", required=True)
+    p.add_argument("--output", required=True, help="a new file: never one of the --checkpoints")
 
 
 def run(args) -> None:
     from ..checkpoint import average_checkpoints, save_checkpoint
+    from ..files import check_output_path
 
-    out = save_checkpoint(average_checkpoints(args.checkpoints), args.output)
-    print(f"averaged {len(args.checkpoints)} checkpoints into {out}")
+    out = check_output_path(args.output, what="--output")
+    if any(Path(p).resolve() == out.resolve() for p in args.checkpoints):
+        raise ConfigError(f"--output {out} is one of the --checkpoints; write the average to a new file")
+    out = save_checkpoint(average_checkpoints(args.checkpoints), out)
+    n = len(args.checkpoints)
+    print(f"averaged {n} checkpoint{'s' if n != 1 else ''} into {out}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from ..errors import DataError
@@ -27,6 +28,30 @@ def positive_int(text: str) -> int:
     return value
 
 
+def int_at_most(limit: int):
+    """An argparse type: a positive integer no larger than ``limit`` (an allocation bound)."""
+
+    def parse(text: str) -> int:
+        value = positive_int(text)
+        if value > limit:
+            raise argparse.ArgumentTypeError(f"at most {limit:,} is supported, got {text!r}")
+        return value
+
+    parse.__name__ = f"int_at_most_{limit}"
+    return parse
+
+
+def finite_float(text: str) -> float:
+    """A float that is a number: nan and inf are refused (they poison every score they touch)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
 def device(text: str) -> str:
     """auto, cpu, cuda or cuda:N; checked here so a typo is a usage error, not a torch traceback."""
     if text in ("auto", "cpu", "cuda") or (text.startswith("cuda:") and text[5:].isdigit()):
@@ -35,9 +60,11 @@ def device(text: str) -> str:
 
 
 def add_decoding_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--beam", type=positive_int, default=4, help="beam size; 1 = greedy (default 4)")
     p.add_argument(
-        "--length-penalty", type=float, default=0.6, help="GNMT length penalty alpha (default 0.6)"
+        "--beam", type=int_at_most(256), default=4, help="beam size; 1 = greedy (default 4, at most 256)"
+    )
+    p.add_argument(
+        "--length-penalty", type=finite_float, default=0.6, help="GNMT length penalty alpha (default 0.6)"
     )
     p.add_argument(
         "--batch-tokens", type=positive_int, default=4000, help="source tokens per batch (default 4000)"

@@ -7,9 +7,7 @@ text file). Classifier: accuracy, macro-F1, per-class precision/recall (``--inpu
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from ..errors import ConfigError
+from ..errors import ConfigError, DataError
 from .common import add_decoding_flags
 
 NAME = "evaluate"
@@ -90,21 +88,27 @@ def run_task(args, state) -> None:
 def run_translation(args, state: dict) -> None:
     from ..data.corpus import ParallelFilesSpec, load_corpus
     from ..evaluate import evaluate
+    from ..files import atomic_write, check_output_path
     from ..translate import Translator
 
     if bool(args.src) != bool(args.ref):
         raise ConfigError("--src and --ref go together")
+    if args.hyp_output:  # checked before the decoding, not after it
+        check_output_path(args.hyp_output, what="--hyp-output")
     if args.src and (args.split or args.data_dir):
         raise ConfigError("--split and --data-dir choose the training corpus' split: not with --src/--ref")
     spec = ParallelFilesSpec(args.src, args.ref) if args.src else _test_spec(state, args)
     pairs = load_corpus(spec)
+    if pairs and not any(t.strip() for _, t in pairs):  # before decoding, naming the file
+        raise DataError(f"{args.ref or spec.describe()}: every reference line is empty; nothing to score against")
     translator = Translator.from_state(state, device=args.device)
     result = evaluate(
         translator, [s for s, _ in pairs], [t for _, t in pairs], beam=args.beam,
         length_penalty=args.length_penalty, batch_tokens=args.batch_tokens, lowercase_bleu=args.lowercase,
     )  # fmt: skip
     if args.hyp_output:
-        Path(args.hyp_output).write_text("".join(h + "\n" for h in result.hypotheses), encoding="utf-8")
+        with atomic_write(args.hyp_output) as f:
+            f.write("".join(h + "\n" for h in result.hypotheses))
     print(f"{spec.describe()}, {len(pairs)} sentences, beam {args.beam}")
     print(result.scores.format())
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
+
+from ..errors import ConfigError
 
 NAME = "train"
 
@@ -21,6 +24,15 @@ def add_parser(sub) -> None:
 def run(args) -> None:
     from ..train import load_config, train
 
+    # argv that was not UTF-8 arrives with lone surrogates, which the YAML config cannot hold
+    named = [("--data-dir", args.data_dir), ("--output-dir", args.output_dir)]
+    for name, text in [*named, *(("override", o) for o in args.overrides)]:
+        try:
+            (text or "").encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(f"{name} {text!r} is not valid UTF-8 text") from None
+    if _is_blank(args.config):
+        raise ConfigError(f"{args.config} is empty; write at least one section (see configs/)")
     overrides = list(args.overrides)
     if args.data_dir:
         overrides.append(f"data.data_dir={args.data_dir}")
@@ -34,3 +46,10 @@ def run(args) -> None:
     print(f"best checkpoint: {result.best_checkpoint} (valid {label} {result.best_score:.2f})")
     if result.averaged_checkpoint:
         print(f"averaged checkpoint: {result.averaged_checkpoint}")
+
+
+def _is_blank(path: str) -> bool:
+    """A config file of whitespace only: it would silently mean "every default" (the base model on
+    all of Multi30k), which is never what an empty file was meant to say."""
+    p = Path(path)
+    return p.is_file() and p.stat().st_size < 1 << 16 and not p.read_bytes().strip()

@@ -7,13 +7,14 @@ flushed) as soon as its line is complete; lines that arrive together are transla
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import stat
 import sys
 
 from ..errors import ConfigError, DataError
-from .common import add_decoding_flags, positive_int, read_input
+from .common import add_decoding_flags, int_at_most, read_input
 from .generate import add_sampling_flags, sampling_requested
 
 NAME = "translate"
@@ -23,10 +24,11 @@ def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help="translate text, stdin to stdout line by line")
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--input", help="input file (default stdin)")
-    p.add_argument("--output", help="output file (default stdout)")
+    p.add_argument("--output", help="output file (default stdout); written whole at the end or not at all")
     p.add_argument(
-        "--nbest", type=positive_int, default=1, help="with N > 1: lines 'INDEX<TAB>SCORE<TAB>TEXT'"
-    )
+        "--nbest", type=int_at_most(256), default=1,
+        help="with N > 1 (at most 256): lines 'INDEX<TAB>SCORE<TAB>TEXT'",
+    )  # fmt: skip
     add_decoding_flags(p)
     p.add_argument(
         "--sample",
@@ -38,6 +40,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> None:
     from ..decoding.sampling import SamplingConfig
+    from ..files import atomic_write, check_output_path
     from ..translate import Translator
 
     if sampling_requested(args) and not args.sample:
@@ -45,6 +48,8 @@ def run(args) -> None:
     sampling = None
     if args.sample:
         sampling = SamplingConfig(args.temperature or 1.0, args.top_k or 0, args.top_p or 1.0)
+    if args.output:  # checked before the decoding, not after it
+        check_output_path(args.output, what="--output")
     translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
     stream_fd = None if args.input else _stream_fd()
 
@@ -54,8 +59,8 @@ def run(args) -> None:
             batch_tokens=args.batch_tokens, sampling=sampling, seed=args.seed,
         )  # fmt: skip
 
-    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
-    try:
+    # A file is swapped in whole at the end (a full disk or a kill never leaves half of it).
+    with atomic_write(args.output) if args.output else contextlib.nullcontext(sys.stdout) as out:
         if stream_fd is None:
             _write(out, translate(read_input(args.input)), args.nbest, first=0)
             return
@@ -64,9 +69,6 @@ def run(args) -> None:
             _write(out, translate(lines), args.nbest, first=done)
             out.flush()
             done += len(lines)
-    finally:
-        if args.output:
-            out.close()
 
 
 def _write(out, results, nbest: int, *, first: int) -> None:

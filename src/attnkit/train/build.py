@@ -18,7 +18,7 @@ from torch import nn
 from ..checkpoint import build_model, load_checkpoint, model_from_checkpoint
 from ..data.batching import TokenBatchSampler
 from ..data.tokenizer import SubwordTokenizer
-from ..errors import CheckpointError
+from ..errors import CheckpointError, DataError
 from ..translate import resolve_device
 from . import distributed as ddp
 from .config import ExperimentConfig
@@ -63,6 +63,9 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
 
     records = load_pairs(cfg.data, "train")[: cfg.data.max_train_pairs or None]
     valid_records = load_pairs(cfg.data, "valid")[: cfg.data.max_valid_pairs or None]
+    for name, part, rows in (("training", "train", records), ("validation", "valid", valid_records)):
+        if not any(map(_has_text, rows)):  # found now, not after the tokenizer or the training
+            raise DataError(f"the {name} corpus ({cfg.data.spec(part).describe()}) is empty or all blank")
     tokenizer = _tokenizer(task, records, resume_state, dist, t.seed)
     model_cfg = cfg.model_config(tokenizer.vocabulary)
     max_len = min(cfg.data.max_len, model_cfg.max_len - 1)  # bos/eos take one position
@@ -97,6 +100,15 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
         cfg, device, dist, bf16, task, tokenizer, train, valid, valid_records, sampler, model, optimizer,
         d_model, resume_state, notes,
     )  # fmt: skip
+
+
+def _has_text(record) -> bool:
+    """A sentence pair needs both sides; other records (a text, a text and a label) their text."""
+    if isinstance(record, str):
+        return bool(record.strip())
+    if isinstance(record, tuple) and len(record) == 2 and all(isinstance(x, str) for x in record):
+        return all(x.strip() for x in record)
+    return True
 
 
 def _tokenizer(task: Task, records: list, resume_state, dist: ddp.DistInfo, seed: int) -> SubwordTokenizer:

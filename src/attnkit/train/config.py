@@ -10,6 +10,7 @@ valid:     how often and how to validate, which checkpoints to keep
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,7 @@ class TrainConfig(ConfigBase):
         self._check(self.max_minutes >= 0, "max_minutes", "must be >= 0")
         self._choice("schedule", ("noam", "inverse_sqrt", "constant"))
         self._check(self.lr > 0, "lr", "must be positive")
+        self._check(math.isfinite(self.lr), "lr", "must be a finite number")
         self._check(self.lr_scale > 0, "lr_scale", "must be positive")
         self._check(0 <= self.beta1 < 1 and 0 <= self.beta2 < 1, "beta2", "betas must be in [0, 1)")
         self._check(self.eps > 0, "eps", "must be positive")
@@ -208,7 +210,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as e:
-        raise ConfigError(f"override {text!r}: cannot parse value ({e.problem})") from None
+        raise ConfigError(f"override {text!r}: cannot parse value ({getattr(e, 'problem', None) or e})") from None
     return path, value
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import math
+import os
 import random
 import time
 from dataclasses import dataclass, field
@@ -22,10 +24,12 @@ from torch.nn.parallel import DistributedDataParallel
 from .. import fast
 from ..checkpoint import average_checkpoints, save_checkpoint, unwrap
 from ..errors import ConfigError
+from ..files import atomic_write
 from ..model import count_parameters
 from . import distributed as ddp
 from .build import Setup, build
 from .config import ExperimentConfig
+from .run_folder import RunFolder
 from .schedule import lr_at
 
 TRAIN_FIELDS = ["step", "epoch", "elapsed_s", "lr", "train_loss", "train_nll", "tokens_per_s"]
@@ -64,8 +68,8 @@ class Window:
 class Trainer:
     """Runs a built :class:`Setup`; ``Trainer.from_config`` builds and runs in one go."""
 
-    def __init__(self, setup: Setup, *, log=print):
-        self.s, self.cfg, self.log = setup, setup.cfg, log
+    def __init__(self, setup: Setup, *, log=print, folder: RunFolder | None = None):
+        self.s, self.cfg, self.log, self.folder = setup, setup.cfg, log, folder
         self.model, self.task, self.dist = setup.model, setup.task, setup.dist
         self.out = Path(self.cfg.output_dir)
         self.metric = self.task.metric
@@ -197,9 +201,19 @@ class Trainer:
             group["lr"] = self.lr(self.step)
         if self.cfg.train.clip_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.clip_norm)
+        if ddp.all_reduce_sum(float(not math.isfinite(loss_sum)), self.dist, s.device):  # every rank stops
+            self._diverged(f"the training loss is not finite ({loss_sum}) at step {self.step}")
         s.optimizer.step()
         s.optimizer.zero_grad(set_to_none=True)
         return loss_sum, nll_sum, local_tokens
+
+    def _diverged(self, what: str) -> None:
+        last = self.out / "checkpoint_last.pt"
+        raise ConfigError(
+            f"training diverged: {what} (train.lr = {self.cfg.train.lr}); lower train.lr or raise "
+            f"train.warmup_steps. Nothing non-finite was saved; last checkpoint: "
+            f"{last if last.exists() else 'none'}"
+        )
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> TrainResult:
@@ -210,8 +224,11 @@ class Trainer:
             fast.flush_denormals()  # a run starts here: tiny values late in training slow CPU math ~10x
         self.t0 = time.monotonic()
         if self.dist.is_main:
+            if self.folder is not None:  # every check has passed: an old run's files may move aside now
+                self.folder.start_writing(self.step)
             self.out.mkdir(parents=True, exist_ok=True)
-            (self.out / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+            with atomic_write(self.out / "config.yaml") as f:
+                f.write(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
         self.csv_path = self.out / "metrics.csv"
         bar = tqdm(
             total=t.max_steps, initial=self.step, disable=not (t.progress and self.dist.is_main) or None,
@@ -290,6 +307,10 @@ class Trainer:
                 {"step": self.step, "epoch": self.epoch, "elapsed_s": round(self.elapsed(), 1)}
                 | {f"val_{k}": round(v, 4) for k, v in metrics.items()}
             )
+            if not math.isfinite(metrics.get("loss", 0.0)):
+                self._diverged(f"the validation loss is not finite ({metrics['loss']}) at step {self.step}")
+            if not all(torch.isfinite(p).all() for p in self.model.parameters()):
+                self._diverged(f"the weights are not finite after step {self.step}")
             state = self._state()
             save_checkpoint(state, self.out / "checkpoint_last.pt")
             if improved:
@@ -298,6 +319,8 @@ class Trainer:
                 save_checkpoint(state, self.out / f"checkpoint_step{self.step}.pt")
                 for old in self._step_checkpoints()[: -self.cfg.valid.keep_last]:
                     old.unlink()
+            if self.folder is not None:
+                self.folder.first_checkpoint_written()
             patience = self.cfg.valid.patience
             stop = bool(patience and self.bad_validations >= patience)
         return bool(ddp.broadcast_object(stop, self.dist))
@@ -328,24 +351,17 @@ class Trainer:
             writer.writerow(row)
 
 
-def prepare_output_dir(cfg: ExperimentConfig, *, resume, overwrite: bool) -> None:
-    """Refuse to train into a folder that holds a run, unless resuming it or told to overwrite."""
-    out = Path(cfg.output_dir)
-    if resume is None and (out / "checkpoint_last.pt").exists():
-        if not overwrite:
-            raise ConfigError(
-                f"{out} already holds a training run: resume it with --resume "
-                f"{out / 'checkpoint_last.pt'}, choose another output_dir, or pass --overwrite"
-            )
-        for old in [*out.glob("checkpoint_*.pt"), out / "metrics.csv"]:
-            old.unlink(missing_ok=True)
-
-
 def train(cfg: ExperimentConfig, *, resume: str | Path | None = None, overwrite: bool = False, log=print) -> TrainResult:
-    """Train (or resume) the experiment; returns where the checkpoints and metrics went."""
-    prepare_output_dir(cfg, resume=resume, overwrite=overwrite)
-    setup = build(cfg, resume=resume)
-    try:
-        return Trainer(setup, log=log).run()
-    finally:
-        ddp.shutdown(setup.dist)
+    """Train (or resume) the experiment; returns where the checkpoints and metrics went.
+
+    The output folder is locked for the whole run (rank 0), and an old run in it is replaced only
+    once the new one has written its first checkpoint (see :mod:`.run_folder`).
+    """
+    main = os.environ.get("RANK", "0") == "0"
+    folder = RunFolder(cfg.output_dir, resume=resume is not None, overwrite=overwrite) if main else None
+    with folder or contextlib.nullcontext():
+        setup = build(cfg, resume=resume)
+        try:
+            return Trainer(setup, log=log, folder=folder).run()
+        finally:
+            ddp.shutdown(setup.dist)

@@ -1,0 +1,122 @@
+"""Output files that are either complete or absent: write a temporary file beside the target, then swap.
+
+A crash, a kill or a full disk in the middle of a write leaves the old file (if any) untouched and
+no half-written new one; the temporary file is removed on every error the process survives. Output
+paths are checked before the slow work that produces their content, so a typo costs seconds.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+from .errors import ConfigError
+
+
+def check_output_path(path: str | os.PathLike, *, what: str = "output", make_folders: bool = False) -> Path:
+    """Fail now, with a one-line :class:`ConfigError`, if ``path`` cannot be written later.
+
+    The folder must exist (or, with ``make_folders``, its nearest existing ancestor must; the
+    missing ones are created by the write) and take a new file, probed by creating and removing
+    one: permission bits alone say nothing for root or on a read-only mount. ``path`` must not be
+    a folder, and a full file system is refused here rather than after the work.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{what} {path} is a folder; give a file path")
+    folder = path.parent
+    while make_folders and not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        problem = f"{folder} is not a folder" if folder.exists() else f"the folder {folder} does not exist"
+        raise ConfigError(f"{what} {path}: {problem}")
+    if path.exists() and not _is_regular(path):
+        return path  # /dev/stdout, a FIFO: written in place, nothing to probe
+    try:
+        full = os.statvfs(folder).f_bavail == 0
+    except OSError:
+        full = False
+    if full:
+        raise ConfigError(f"{what} {path}: no space left on device in {folder}")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=folder)
+    except OSError as e:
+        raise ConfigError(f"{what} {path}: cannot write into {folder} ({e.strerror or e})") from None
+    os.close(fd)
+    os.unlink(probe)
+    return path
+
+
+def _is_regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return False
+
+
+@contextmanager
+def atomic_write(
+    path: str | os.PathLike, mode: str = "w", *, encoding: str | None = "utf-8", newline: str | None = None
+) -> Iterator[IO]:
+    """Open a temporary file beside ``path``; on a clean exit flush, fsync and rename it to ``path``.
+
+    On any exception the temporary file is removed and ``path`` keeps its old content. A path that
+    exists and is not a regular file (``/dev/stdout``, a FIFO) is opened and written in place.
+    """
+    path = Path(path)
+    if path.is_symlink():
+        path = path.resolve()  # replace the file the link points to, not the link
+    if "b" in mode:
+        encoding = None
+    if path.exists() and not _is_regular(path):
+        with open(path, mode, encoding=encoding, newline=newline) as f:
+            yield f
+        return
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode, encoding=encoding, newline=newline) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, _default_mode(path))
+        os.replace(tmp, path)
+    except OSError as e:  # name the file the user asked for, not the temporary one
+        Path(tmp).unlink(missing_ok=True)
+        raise OSError(e.errno, e.strerror or str(e), str(path)) from e
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _default_mode(path: Path) -> int:
+    """The mode a plain ``open(path, "w")`` would give: the existing file's, else 0o666 minus umask."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def os_error_in(exc: BaseException) -> OSError | None:
+    """The OSError behind ``exc`` (itself, or its cause or context: torch wraps write errors)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, OSError):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def describe_os_error(exc: OSError) -> str:
+    """A short reason: "no space left on device", "permission denied", ..."""
+    if exc.errno == errno.ENOSPC:
+        return "no space left on device"
+    return (exc.strerror or str(exc)).lower()

@@ -1,0 +1,364 @@
+"""Fault suite, bad input: every CLI command fed empty, huge, non-UTF-8 and malformed input, missing
+and unwritable paths and numbers that are not numbers. Each case either works (exit 0, no traceback)
+or is one line on stderr naming the problem, with exit code 2; nothing hangs, nothing is half-written.
+
+Issue 9 items 4 (a str given to ``Translator.translate``), 8 (bounded allocations) and 9 (output
+paths checked before decoding), and the audit's "of the same kinds".
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnkit.errors import ConfigError, DataError
+from attnkit.translate import Translator
+from fault_helpers import (
+    assert_user_error,
+    attnkit_cmd,
+    cli,
+    make_tokenizer,
+    process_env,
+    stray_files,
+    write_checkpoint,
+)
+
+torch.set_num_threads(1)
+NOT_UTF8 = b"Ein Hund \xff\xfe spielt.\n"
+
+
+@dataclass
+class Files:
+    root: Path
+    ckpt: Path
+    paths: dict[str, Path] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Path:
+        return self.paths[name]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> Files:
+    root = tmp_path_factory.mktemp("inputs")
+    ckpt = write_checkpoint(root / "model.pt", make_tokenizer(0))
+    f = Files(root, ckpt)
+    write = {
+        "empty.txt": b"",
+        "blank.txt": b"\n\n\n",
+        "one.txt": "Ein Hund spielt im Schnee.\n".encode(),
+        "two.txt": "Ein Hund.\nZwei Katzen.\n".encode(),
+        "not_utf8.txt": NOT_UTF8,
+        "huge_line.txt": ("Hund " * 200_000 + "\n").encode(),  # one 1 MB line
+        "many_lines.txt": "Ein Mann fährt Fahrrad.\n".encode() * 1000,
+        "nul.txt": b"Ein\x00Hund\n",
+        "random.bin": bytes(range(256)) * 64,
+        "empty.yaml": b"",
+        "not_utf8.yaml": b"train: {lr: \xff}\n",
+        "malformed.yaml": b"train: [1\n",
+        "list.yaml": b"- a\n- b\n",
+        "unknown_key.yaml": b"train: {learning_rate: 0.1}\n",
+        "metrics.csv": b"step,val_bleu\n1,2\n",
+    }
+    for name, data in write.items():
+        f.paths[name] = root / name
+        f.paths[name].write_bytes(data)
+    f.paths["truncated.pt"] = root / "truncated.pt"
+    f.paths["truncated.pt"].write_bytes(ckpt.read_bytes()[: ckpt.stat().st_size // 2])
+    f.paths["folder"] = root / "a_folder"
+    f.paths["folder"].mkdir()
+    f.paths["missing"] = root / "missing.txt"
+    f.paths["in_missing_folder"] = root / "no_such_folder" / "out.txt"
+    f.paths["under_a_file"] = root / "one.txt" / "out.txt"
+    return f
+
+
+# Each case: (id, argv with {placeholders}, stdin, None for success or the fragments of the error line).
+# {ckpt} is the checkpoint; {name} is a file from the fixture; {out} is a fresh path in a fresh folder.
+CASES = [
+    # translate: input
+    ("translate-empty-stdin", "translate --checkpoint {ckpt}", b"", None),
+    ("translate-blank-lines", "translate --checkpoint {ckpt} --input {blank.txt}", b"", None),
+    ("translate-empty-file", "translate --checkpoint {ckpt} --input {empty.txt}", b"", None),
+    ("translate-huge-line", "translate --checkpoint {ckpt} --input {huge_line.txt} --beam 1", b"", None),
+    ("translate-many-lines", "translate --checkpoint {ckpt} --input {many_lines.txt} --beam 1", b"", None),
+    ("translate-nul-byte", "translate --checkpoint {ckpt} --beam 1", b"Ein\x00Hund\n", None),
+    ("translate-not-utf8-stdin", "translate --checkpoint {ckpt}", NOT_UTF8, ["stdin", "UTF-8"]),
+    ("translate-not-utf8-file", "translate --checkpoint {ckpt} --input {not_utf8.txt}", b"",
+     ["not_utf8.txt", "UTF-8"]),
+    ("translate-binary-file", "translate --checkpoint {ckpt} --input {random.bin}", b"", ["random.bin", "UTF-8"]),
+    ("translate-missing-input", "translate --checkpoint {ckpt} --input {missing}", b"", ["missing.txt"]),
+    ("translate-input-is-folder", "translate --checkpoint {ckpt} --input {folder}", b"", ["a_folder"]),
+    # translate: checkpoint
+    ("translate-missing-ckpt", "translate --checkpoint {missing}", b"x\n", ["missing.txt", "not found"]),
+    ("translate-empty-ckpt", "translate --checkpoint {empty.txt}", b"x\n", ["empty.txt", "not a readable"]),
+    ("translate-text-as-ckpt", "translate --checkpoint {one.txt}", b"x\n", ["one.txt", "not a readable"]),
+    ("translate-truncated-ckpt", "translate --checkpoint {truncated.pt}", b"x\n", ["truncated.pt"]),
+    ("translate-folder-ckpt", "translate --checkpoint {folder}", b"x\n", ["a_folder"]),
+    # translate: output
+    ("translate-output-folder", "translate --checkpoint {ckpt} --output {folder}", b"x\n", ["a_folder", "folder"]),
+    ("translate-output-missing-folder", "translate --checkpoint {ckpt} --output {in_missing_folder}", b"x\n",
+     ["no_such_folder", "does not exist"]),
+    ("translate-output-under-a-file", "translate --checkpoint {ckpt} --output {under_a_file}", b"x\n",
+     ["one.txt", "not a folder"]),
+    ("translate-output-file", "translate --checkpoint {ckpt} --output {out} --beam 1", b"Ein Hund.\n", None),
+    # translate: numbers
+    ("translate-beam-0", "translate --checkpoint {ckpt} --beam 0", b"x\n", ["--beam", "positive"]),
+    ("translate-beam-negative", "translate --checkpoint {ckpt} --beam -3", b"x\n", ["--beam"]),
+    ("translate-beam-huge", "translate --checkpoint {ckpt} --beam 1000000000", b"x\n", ["--beam", "at most"]),
+    ("translate-beam-text", "translate --checkpoint {ckpt} --beam four", b"x\n", ["--beam"]),
+    ("translate-nbest-huge", "translate --checkpoint {ckpt} --nbest 99999", b"x\n", ["--nbest", "at most"]),
+    ("translate-lp-nan", "translate --checkpoint {ckpt} --length-penalty nan", b"x\n", ["--length-penalty", "finite"]),
+    ("translate-lp-inf", "translate --checkpoint {ckpt} --length-penalty inf", b"x\n", ["--length-penalty", "finite"]),
+    ("translate-lp-text", "translate --checkpoint {ckpt} --length-penalty high", b"x\n", ["--length-penalty"]),
+    ("translate-batch-tokens-0", "translate --checkpoint {ckpt} --batch-tokens 0", b"x\n", ["--batch-tokens"]),
+    ("translate-batch-tokens-1", "translate --checkpoint {ckpt} --batch-tokens 1 --beam 1", b"Ein Hund.\n", None),
+    ("translate-device-typo", "translate --checkpoint {ckpt} --device gpu", b"x\n", ["--device"]),
+    # evaluate
+    ("evaluate-empty-files", "evaluate --checkpoint {ckpt} --src {empty.txt} --ref {empty.txt}", b"",
+     ["empty.txt", "no lines"]),
+    ("evaluate-blank-references", "evaluate --checkpoint {ckpt} --src {blank.txt} --ref {blank.txt}", b"",
+     ["blank.txt", "empty"]),
+    ("evaluate-mismatched", "evaluate --checkpoint {ckpt} --src {one.txt} --ref {two.txt}", b"", ["line counts"]),
+    ("evaluate-not-utf8", "evaluate --checkpoint {ckpt} --src {one.txt} --ref {not_utf8.txt}", b"",
+     ["not_utf8.txt", "UTF-8"]),
+    ("evaluate-src-without-ref", "evaluate --checkpoint {ckpt} --src {one.txt}", b"", ["--src and --ref"]),
+    ("evaluate-huge-line", "evaluate --checkpoint {ckpt} --src {huge_line.txt} --ref {huge_line.txt} --beam 1",
+     b"", None),
+    ("evaluate-unknown-split", "evaluate --checkpoint {ckpt} --split nope", b"", ["not trained on Multi30k"]),
+    ("evaluate-hyp-output-folder", "evaluate --checkpoint {ckpt} --src {one.txt} --ref {one.txt} "
+     "--hyp-output {folder}", b"", ["--hyp-output", "a_folder"]),
+    ("evaluate-hyp-output-missing-folder", "evaluate --checkpoint {ckpt} --src {one.txt} --ref {one.txt} "
+     "--hyp-output {in_missing_folder}", b"", ["--hyp-output", "does not exist"]),
+    ("evaluate-hyp-output-file", "evaluate --checkpoint {ckpt} --src {one.txt} --ref {one.txt} --beam 1 "
+     "--hyp-output {out}", b"", None),
+    ("evaluate-lp-nan", "evaluate --checkpoint {ckpt} --src {one.txt} --ref {one.txt} --length-penalty nan", b"",
+     ["--length-penalty"]),
+    # attention
+    ("attention-empty-text", "attention --checkpoint {ckpt} --text '' --out {out}.png", b"", ["empty"]),
+    ("attention-blank-text", "attention --checkpoint {ckpt} --text '   ' --out {out}.png", b"", ["empty"]),
+    ("attention-not-utf8-text", "attention --checkpoint {ckpt} --text 'Ein \udcff Hund' --out {out}.png", b"",
+     ["not valid text"]),
+    ("attention-huge-text", "attention --checkpoint {ckpt} --text HUGE --out {out}.png --beam 1", b"", None),
+    ("attention-out-not-png", "attention --checkpoint {ckpt} --text Hund --out {out}.txt", b"", [".png"]),
+    ("attention-out-folder", "attention --checkpoint {ckpt} --text Hund --out {folder}", b"", ["a_folder"]),
+    ("attention-out-under-a-file", "attention --checkpoint {ckpt} --text Hund --out {one.txt}/sub/a.png", b"",
+     ["one.txt", "not a folder"]),
+    ("attention-out-new-folder", "attention --checkpoint {ckpt} --text Hund --out {out}/new/a.png --beam 1",
+     b"", None),
+    ("plot-positional-out-under-a-file", "plot-positional --out {one.txt}/a.png", b"", ["one.txt", "not a folder"]),
+    ("attention-missing-ckpt", "attention --checkpoint {missing} --text Hund --out {out}.png", b"",
+     ["missing.txt"]),
+    ("attention-beam-huge", "attention --checkpoint {ckpt} --text Hund --out {out}.png --beam 100000", b"",
+     ["--beam"]),
+    # plot-positional
+    ("plot-positional-huge", "plot-positional --d-model 100000 --max-len 100000 --out {out}.png", b"",
+     ["--d-model", "at most 4,096"]),
+    ("plot-positional-huge-len", "plot-positional --max-len 20000 --out {out}.png", b"", ["--max-len", "at most"]),
+    ("plot-positional-zero", "plot-positional --d-model 0 --out {out}.png", b"", ["--d-model", "positive"]),
+    ("plot-positional-float", "plot-positional --d-model 1e3 --out {out}.png", b"", ["--d-model"]),
+    ("plot-positional-one", "plot-positional --d-model 1 --max-len 1 --out {out}.png", b"", None),
+    ("plot-positional-out-folder", "plot-positional --out {folder}", b"", ["a_folder"]),
+    ("plot-positional-out-txt", "plot-positional --out {out}.txt", b"", [".png"]),
+    # average
+    ("average-empty-ckpt", "average --checkpoints {ckpt} {empty.txt} --output {out}", b"", ["empty.txt"]),
+    ("average-random-ckpt", "average --checkpoints {ckpt} {random.bin} --output {out}", b"", ["random.bin"]),
+    ("average-missing-ckpt", "average --checkpoints {ckpt} {missing} --output {out}", b"", ["missing.txt"]),
+    ("average-output-folder", "average --checkpoints {ckpt} --output {folder}", b"", ["a_folder", "folder"]),
+    ("average-output-missing-folder", "average --checkpoints {ckpt} --output {in_missing_folder}", b"",
+     ["does not exist"]),
+    # generate, classify, serve: the wrong kind of checkpoint, broken checkpoints, bad numbers
+    ("generate-translation-ckpt", "generate --checkpoint {ckpt} --prompt x", b"", ["not a language model"]),
+    ("generate-empty-ckpt", "generate --checkpoint {empty.txt} --prompt x", b"", ["empty.txt"]),
+    ("generate-temperature-nan", "generate --checkpoint {ckpt} --prompt x --temperature nan", b"",
+     ["--temperature"]),
+    ("classify-translation-ckpt", "classify --checkpoint {ckpt} --input {two.txt}", b"", ["not a classifier"]),
+    ("classify-random-ckpt", "classify --checkpoint {random.bin} --input {two.txt}", b"", ["random.bin"]),
+    ("serve-port-out-of-range", "serve --checkpoint {ckpt} --port 99999", b"", ["--port"]),
+    ("serve-negative-body", "serve --checkpoint {ckpt} --max-body-bytes -1", b"", ["--max-body-bytes"]),
+    # train: config file and overrides (each fails before any data is read)
+    ("train-empty-config", "train --config {empty.yaml} --output-dir {out}", b"", ["empty.yaml", "empty"]),
+    ("train-not-utf8-config", "train --config {not_utf8.yaml} --output-dir {out}", b"", ["not_utf8.yaml", "UTF-8"]),
+    ("train-malformed-config", "train --config {malformed.yaml} --output-dir {out}", b"", ["malformed.yaml", "YAML"]),
+    ("train-list-config", "train --config {list.yaml} --output-dir {out}", b"", ["list.yaml", "mapping"]),
+    ("train-unknown-key", "train --config {unknown_key.yaml} --output-dir {out}", b"", ["learning_rate"]),
+    ("train-binary-config", "train --config {random.bin} --output-dir {out}", b"", ["random.bin"]),
+    ("train-missing-config", "train --config {missing} --output-dir {out}", b"", ["missing.txt"]),
+    ("train-config-is-folder", "train --config {folder} --output-dir {out}", b"", ["a_folder"]),
+    ("train-override-not-utf8", "train --config {list.yaml} train.lr=\udcff", b"", ["override", "UTF-8"]),
+    ("train-output-dir-not-utf8", "train --config {list.yaml} --output-dir {root}/\udcff", b"", ["UTF-8"]),
+    ("train-override-malformed", "train --config {unknown_key.yaml} lr", b"", ["section.key=value"]),
+    ("train-resume-random", "train --config {one.txt} --resume {random.bin}", b"", []),
+]
+
+
+def _fill(text: str, f: Files, out: Path, quote=str) -> str:
+    names = {**{k: str(v) for k, v in f.paths.items()}, "ckpt": str(f.ckpt), "out": str(out), "root": str(f.root)}
+    for key, value in names.items():
+        text = text.replace("{" + key + "}", quote(value))
+    return text
+
+
+def _argv(template: str, f: Files, out: Path) -> list[str]:
+    import shlex
+
+    argv = shlex.split(_fill(template, f, out, shlex.quote))
+    return ["Hund " * 5000 if a == "HUGE" else a for a in argv]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_cli_bad_input(case, files, tmp_path):
+    name, template, stdin, fragments = case
+    out = tmp_path / "out"
+    code, stdout, err = cli(*_argv(template, files, out), stdin=stdin)
+    assert "Traceback" not in err, err
+    if fragments is None:
+        assert code == 0, f"{name}: exit {code}\n{err}"
+        assert all(line.startswith("attnkit: warning:") for line in err.splitlines()), err
+    else:
+        assert_user_error(code, err, *fragments)
+    assert stray_files(files.root) == [] and stray_files(tmp_path) == []
+
+
+def test_no_case_wrote_into_a_missing_folder(files):
+    """A text or checkpoint output in a missing folder is refused, never created as a new folder.
+
+    (Figures are different: ``attention --out figs/map.png`` creates ``figs``, as it always has.)
+    """
+    assert not (files.root / "no_such_folder").exists()
+
+
+# -- outputs are checked before the decoding --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["translate", "--input", "{one.txt}", "--output", "{in_missing_folder}"],
+        ["translate", "--input", "{one.txt}", "--output", "{folder}"],
+        ["evaluate", "--src", "{one.txt}", "--ref", "{one.txt}", "--hyp-output", "{in_missing_folder}"],
+        ["evaluate", "--src", "{one.txt}", "--ref", "{one.txt}", "--hyp-output", "{under_a_file}"],
+        ["attention", "--text", "Ein Hund", "--out", "{under_a_file}.png"],
+    ],
+    ids=["translate-missing-folder", "translate-folder", "evaluate-missing-folder", "evaluate-under-file",
+         "attention-under-a-file"],
+)
+def test_output_paths_are_checked_before_any_decoding(monkeypatch, files, argv):
+    def must_not_decode(*args, **kwargs):
+        raise AssertionError("decoded before checking the output path")
+
+    monkeypatch.setattr(Translator, "translate", must_not_decode)
+    argv = [argv[0], "--checkpoint", str(files.ckpt), *(_fill(a, files, files.root) for a in argv[1:])]
+    code, _, err = cli(*argv)
+    assert_user_error(code, err)
+
+
+def test_plot_positional_bound_is_checked_before_allocating(monkeypatch, tmp_path):
+    import attnkit.positional
+
+    def must_not_allocate(*args, **kwargs):
+        raise AssertionError("allocated before checking the bounds")
+
+    monkeypatch.setattr(attnkit.positional, "sinusoidal_encoding", must_not_allocate)
+    code, _, err = cli("plot-positional", "--d-model", "20000", "--max-len", "20000", "--out", tmp_path / "p.png")
+    assert_user_error(code, err, "at most")
+
+
+def test_output_keeps_its_mode_and_replaces_the_old_content(files, tmp_path):
+    out = tmp_path / "out.txt"
+    out.write_text("old\n")
+    os.chmod(out, 0o640)
+    code, _, err = cli("translate", "--checkpoint", files.ckpt, "--output", out, "--beam", "1",
+                       stdin=b"Ein Hund.\nZwei Katzen.\n")  # fmt: skip
+    assert code == 0, err
+    assert len(out.read_text().splitlines()) == 2
+    assert out.stat().st_mode & 0o777 == 0o640
+
+
+def test_output_through_a_symlink_replaces_its_target(files, tmp_path):
+    target = tmp_path / "real.txt"
+    target.write_text("old\n")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    code, _, err = cli("translate", "--checkpoint", files.ckpt, "--output", link, "--beam", "1", stdin=b"Ein Hund.\n")
+    assert code == 0, err
+    assert link.is_symlink() and target.read_text() != "old\n"
+
+
+# -- item 4: a str given to Translator.translate -----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def translator(files) -> Translator:
+    return Translator.from_checkpoint(files.ckpt, device="cpu")
+
+
+def test_a_str_is_one_sentence_not_a_list_of_characters(translator):
+    text = "Zwei Hunde."
+    (one,) = translator.translate(text, beam=2)
+    (expected,) = translator.translate([text], beam=2)
+    assert one.text == expected.text and one.tokens == expected.tokens
+    assert one.src_pieces == translator.tokenizer.pieces(text, side="src")
+
+
+@pytest.mark.parametrize(
+    "sentences, fragment",
+    [
+        (b"Zwei Hunde", "bytes"),
+        (["Ein Hund", None], "sentence 1 is a NoneType"),
+        (["Ein Hund", 3], "sentence 1 is a int"),
+        (42, "int"),
+        (["Ein \udcff Hund"], "sentence 0 is not valid text"),
+    ],
+)
+def test_translate_rejects_what_is_not_text(translator, sentences, fragment):
+    with pytest.raises(DataError, match=fragment):
+        translator.translate(sentences)
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        ({"beam": 0}, "beam"),
+        ({"beam": 2.5}, "beam"),
+        ({"nbest": 3, "beam": 2}, "nbest"),
+        ({"length_penalty": float("nan")}, "length_penalty"),
+        ({"length_penalty": float("inf")}, "length_penalty"),
+        ({"batch_tokens": 0}, "batch_tokens"),
+    ],
+)
+def test_translate_rejects_bad_search_settings(translator, kwargs, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        translator.translate(["Ein Hund."], **kwargs)
+
+
+def test_a_reader_that_leaves_early_is_not_an_error(files):
+    """``attnkit translate | head -1``: a closed pipe ends the command quietly (141, as SIGPIPE would)."""
+    import subprocess
+
+    argv = ["translate", "--checkpoint", files.ckpt, "--beam", 1, "--input", files["two.txt"]]
+    proc = subprocess.Popen(attnkit_cmd(*argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=process_env())
+    proc.stdout.close()  # the reader is gone before the first translation is written
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert err == ""
+
+
+# -- item 6: a beam larger than half the vocabulary (fixed in decoding; the commands must work) --
+
+
+@pytest.mark.parametrize("command", ["translate", "evaluate", "attention"])
+def test_a_beam_larger_than_half_the_vocabulary_works_in_every_command(files, tmp_path, command):
+    vocab = Translator.from_checkpoint(files.ckpt, device="cpu").tokenizer.tgt_vocab_size
+    beam = vocab // 2 + 8
+    argv = {
+        "translate": ["--input", files["two.txt"]],
+        "evaluate": ["--src", files["two.txt"], "--ref", files["two.txt"]],
+        "attention": ["--text", "Ein Hund.", "--out", tmp_path / "map.png"],
+    }[command]
+    code, out, err = cli(command, "--checkpoint", files.ckpt, "--beam", beam, "--device", "cpu", *argv)
+    assert code == 0, err
+    assert "Traceback" not in err
