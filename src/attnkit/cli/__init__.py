@@ -11,10 +11,10 @@ import sys
 import warnings
 
 from ..errors import AttnkitError
-from . import attention, average, evaluate, plot_positional, train, translate
+from . import attention, average, evaluate, export, import_, plot_positional, train, translate
 from .common import EXIT_USAGE, Parser
 
-COMMANDS = [train, translate, evaluate, attention, plot_positional, average]
+COMMANDS = [train, translate, evaluate, attention, plot_positional, average, export, import_]
 
 
 def build_parser() -> Parser:

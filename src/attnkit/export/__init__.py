@@ -82,7 +82,7 @@ def import_checkpoint(fmt: str, source: str | Path, output: str | Path, *, force
     if output.exists() and not force:
         raise ConfigError(f"{output} already exists (pass --force to replace it)")
     from ..checkpoint import save_checkpoint
-    from .huggingface import import_marian
+    from .marian_import import import_marian
 
     return save_checkpoint(import_marian(source), output)  # atomic: the old file stays until it is written
 

@@ -49,7 +49,10 @@ def build_spec(model, tokenizer):
     from ctranslate2.specs import common_spec, transformer_spec
 
     cfg = model.config
-    activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}.get(cfg.activation)
+    activation = {
+        "relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,
+        "swish": common_spec.Activation.SWISH,
+    }.get(cfg.activation)  # fmt: skip
     if activation is None:
         raise ConfigError(f"CTranslate2 export does not support activation {cfg.activation!r}")
     w = logical_weights(model)

@@ -89,6 +89,8 @@ def name_table(cfg: TransformerConfig) -> list[tuple[str, str, slice | None]]:
             table.append(("src_positions", "tgt_embed.positions.embedding.weight", None))
     if cfg.tie_output:
         table.append(("output.weight", "tgt_embed.embedding.weight", None))
+        if cfg.output_bias:
+            table.append(("output.bias", "output_bias", None))
     else:
         table += _linear("output", "output_proj", True)
     return table

@@ -15,7 +15,7 @@ from ..attention.linear import Linear
 from ..dropout import Dropout
 from .config import BlockConfig
 
-_ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
+_ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
 
 
 class PositionwiseFeedForward(nn.Module):

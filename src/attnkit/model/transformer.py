@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch
 from torch import Tensor, nn
 
 from ..attention import KVCache, padding_mask
@@ -124,6 +125,9 @@ class Transformer(nn.Module):
         self.decoder_layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.n_decoder_layers))
         self.decoder_norm = nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
         self.output_proj = None if config.tie_output else Linear(config.d_model, config.tgt_vocab_size)
+        self.output_bias = (
+            nn.Parameter(torch.zeros(config.tgt_vocab_size)) if config.tie_output and config.output_bias else None
+        )
 
     def encode(self, src: Tensor, *, need_weights: bool = False) -> EncoderOutput:
         """src (B, S) token ids -> memory (B, S, D) and the source padding mask."""
@@ -171,7 +175,7 @@ class Transformer(nn.Module):
     def project(self, h: Tensor) -> Tensor:
         """Pre-softmax linear layer; with tied embeddings it is E^T (section 3.4). (..., D) -> (..., V)."""
         if self.output_proj is None:
-            return linear(h, self.tgt_embed.weight)
+            return linear(h, self.tgt_embed.weight, self.output_bias)
         return self.output_proj(h)
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
