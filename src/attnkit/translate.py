@@ -19,6 +19,7 @@ from .checkpoint import load_checkpoint, model_from_checkpoint
 from .data.tokenizer import SubwordTokenizer
 from .decoding import beam_search, greedy_search
 from .errors import CheckpointError, ConfigError, DataError
+from .quantize import check_quantize, quantize_int8
 
 
 @dataclass
@@ -51,18 +52,29 @@ def resolve_device(name: str = "auto") -> torch.device:
 class Translator:
     """A model, its tokenizer and a device; stateless between calls."""
 
-    def __init__(self, model: nn.Module, tokenizer: SubwordTokenizer, device: str | torch.device = "cpu"):
+    def __init__(
+        self,
+        model: nn.Module,
+        tokenizer: SubwordTokenizer,
+        device: str | torch.device = "cpu",
+        *,
+        quantize: str | None = None,
+    ):
+        """quantize="int8": int8 weights for the linear layers (CPU only, see attnkit.quantize)."""
         self.device = resolve_device(device) if isinstance(device, str) else device
+        check_quantize(quantize, self.device)
         if self.device.type == "cpu":
             torch.set_flush_denormal(True)  # denormal weights or activations slow CPU math ~10x
         self.model = model.to(self.device).eval()
+        if quantize == "int8":
+            self.model = quantize_int8(self.model)
         self.tokenizer = tokenizer
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path, *, device: str = "auto") -> Translator:
+    def from_checkpoint(cls, path: str | Path, *, device: str = "auto", quantize: str | None = None) -> Translator:
         state = load_checkpoint(path)
         model = model_from_checkpoint(state)
-        return cls(model, SubwordTokenizer.from_state_dict(state["tokenizer"]), device)
+        return cls(model, SubwordTokenizer.from_state_dict(state["tokenizer"]), device, quantize=quantize)
 
     @property
     def max_src_len(self) -> int:

@@ -17,13 +17,14 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--nbest", type=positive_int, default=1, help="with N > 1: lines 'INDEX<TAB>SCORE<TAB>TEXT'"
     )
+    p.add_argument("--quantize", choices=("int8",), help="int8 weights for the linear layers (CPU only)")
     add_decoding_flags(p)
 
 
 def run(args) -> None:
     from ..translate import Translator
 
-    translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
+    translator = Translator.from_checkpoint(args.checkpoint, device=args.device, quantize=args.quantize)
     lines = read_input(args.input)
     results = translator.translate(
         lines, beam=max(args.beam, args.nbest), nbest=args.nbest, length_penalty=args.length_penalty,
