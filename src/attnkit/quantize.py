@@ -94,7 +94,7 @@ def _packed_in_proj(mha: nn.Module) -> None:
 def _tied_output(model: nn.Module) -> None:
     """The pre-softmax projection computed from the target embedding matrix (tied, section 3.4)."""
     model.int8_output = Int8Linear(model.tgt_embed.weight, getattr(model, "output_bias", None))
-    model.project = model.int8_output
+    object.__setattr__(model, "project", model.int8_output)  # the instance attribute hides the method
 
 
 def check_quantize(quantize: str | None, device: torch.device) -> None:
