@@ -39,8 +39,12 @@ def test_quantized_copy_leaves_the_model_untouched():
     assert not any(isinstance(m, nn.Linear) for m in q.modules())
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     src, tgt = torch.randint(4, 20, (2, 6)), torch.randint(4, 20, (2, 5))
+    with torch.no_grad(), torch.profiler.profile() as prof:
+        approx = q(src, tgt)
+    float_matmuls = {e.key for e in prof.key_averages()} & {"aten::linear", "aten::addmm", "mkldnn::_linear_pointwise"}
+    assert not float_matmuls, f"linear layers left in float32: {float_matmuls}"  # the tied output included
     with torch.no_grad():
-        exact, approx = model(src, tgt), q(src, tgt)
+        exact = model(src, tgt)
     assert ((approx - exact).norm() / exact.norm()) < 0.05
 
 
