@@ -62,7 +62,7 @@ def test_unknown_format_is_a_usage_error(ckpt, tmp_path, capsys):
 
 def test_rnn_checkpoint_is_refused(tmp_path, capsys, ckpt):
     from attnkit.checkpoint import load_checkpoint
-    from attnkit.rnn import RNNConfig, RNNSeq2Seq
+    from attnkit.model import RNNConfig, RNNSeq2Seq
 
     state = load_checkpoint(ckpt)
     cfg = RNNConfig.preset("tiny", src_vocab_size=600, tgt_vocab_size=600)

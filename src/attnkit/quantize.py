@@ -64,37 +64,12 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     if not torch.backends.quantized.supported_engines or torch.backends.quantized.engine == "none":
         raise ConfigError("int8: this torch build has no quantized CPU kernels")
     model = copy.deepcopy(model).cpu().eval()
-    for module in list(model.modules()):
-        if hasattr(module, "in_proj") and hasattr(module, "_project"):
-            _packed_in_proj(module)
-    if getattr(model, "output_proj", True) is None and hasattr(model, "project"):
-        _tied_output(model)
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             if isinstance(child, nn.Linear):
                 setattr(parent, name, Int8Linear.from_linear(child))
     return model
 
-
-# -- layouts where a linear layer is not called as a module (until main's q_proj/kv_proj/output_proj) --
-
-
-def _packed_in_proj(mha: nn.Module) -> None:
-    """MultiHeadAttention projecting through slices of one packed ``in_proj`` ([W^Q; W^K; W^V])."""
-    d, w, b = mha.d_model, mha.in_proj.weight, mha.in_proj.bias
-    parts = {}
-    for start, stop in ((None, None), (0, d), (d, 3 * d), (d, 2 * d), (2 * d, 3 * d)):
-        rows = slice(start, stop)
-        parts[(start, stop)] = Int8Linear(w[rows], None if b is None else b[rows])
-    mha.int8_parts = nn.ModuleDict({f"{k[0]}_{k[1]}": v for k, v in parts.items()})
-    mha._project = lambda x, part: parts[(part.start, part.stop)](x)
-    del mha.in_proj
-
-
-def _tied_output(model: nn.Module) -> None:
-    """The pre-softmax projection computed from the target embedding matrix (tied, section 3.4)."""
-    model.int8_output = Int8Linear(model.tgt_embed.weight, getattr(model, "output_bias", None))
-    object.__setattr__(model, "project", model.int8_output)  # the instance attribute hides the method
 
 
 def check_quantize(quantize: str | None, device: torch.device) -> None:

@@ -30,16 +30,15 @@ from ..errors import CheckpointError
 from ..model import TransformerConfig
 from ..positional import sinusoidal_encoding
 
-_ATTN_PARTS = ("q", "k", "v")
-
 
 def _attention(logical: str, attnkit: str, d: int, bias: bool) -> Iterator[tuple[str, str, slice | None]]:
-    """q, k, v live in one packed ``in_proj`` (rows [W^Q; W^K; W^V]), then ``out_proj``."""
-    for i, part in enumerate(_ATTN_PARTS):
+    """W^Q is ``q_proj``; W^K and W^V are stacked in ``kv_proj`` (rows [W^K; W^V]); W^O ``out_proj``."""
+    yield from _linear(f"{logical}.q", f"{attnkit}.q_proj", bias)
+    for i, part in enumerate(("k", "v")):
         rows = slice(i * d, (i + 1) * d)
-        yield f"{logical}.{part}.weight", f"{attnkit}.in_proj.weight", rows
+        yield f"{logical}.{part}.weight", f"{attnkit}.kv_proj.weight", rows
         if bias:
-            yield f"{logical}.{part}.bias", f"{attnkit}.in_proj.bias", rows
+            yield f"{logical}.{part}.bias", f"{attnkit}.kv_proj.bias", rows
     yield from _linear(f"{logical}.out", f"{attnkit}.out_proj", bias)
 
 
@@ -87,12 +86,10 @@ def name_table(cfg: TransformerConfig) -> list[tuple[str, str, slice | None]]:
         table.append(("tgt_positions", "tgt_embed.positions.embedding.weight", None))
         if cfg.share_vocab:
             table.append(("src_positions", "tgt_embed.positions.embedding.weight", None))
+    # The pre-softmax projection: tied, output_proj.weight IS the target embedding (one tensor).
+    table += _linear("output", "output_proj", not cfg.tie_output or cfg.output_bias)
     if cfg.tie_output:
-        table.append(("output.weight", "tgt_embed.embedding.weight", None))
-        if cfg.output_bias:
-            table.append(("output.bias", "output_bias", None))
-    else:
-        table += _linear("output", "output_proj", True)
+        table.append(("tgt_embed", "output_proj.weight", None))
     return table
 
 
