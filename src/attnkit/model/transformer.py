@@ -113,6 +113,8 @@ class Transformer(nn.Module):
         self.output_proj = nn.Linear(config.d_model, config.tgt_vocab_size, bias=bias)
         if config.tie_output:
             self.output_proj.weight = self.tgt_embed.embedding.weight
+            if config.output_bias:
+                nn.init.zeros_(self.output_proj.bias)
 
     def encode(self, src: Tensor, *, need_weights: bool = False) -> EncoderOutput:
         """src (B, S) token ids -> memory (B, S, D) and the source padding mask."""
