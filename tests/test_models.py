@@ -194,7 +194,7 @@ def test_language_model_is_causal_and_caches():
     torch.testing.assert_close(lm(padded)[:, :5], lm(short), atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("pooling", ["mean", "first"])
+@pytest.mark.parametrize("pooling", ["mean", "first", "attention"])
 def test_classifier_pools_real_tokens_only(pooling):
     torch.manual_seed(0)
     clf = TransformerClassifier(ClassifierConfig.preset("tiny", n_classes=3, pooling=pooling)).eval()
@@ -204,5 +204,6 @@ def test_classifier_pools_real_tokens_only(pooling):
     assert logits.shape == (2, 3)
     padded = torch.cat([x, torch.zeros(2, 3, dtype=torch.long)], 1)
     torch.testing.assert_close(clf(padded), logits, atol=1e-5, rtol=1e-5)
-    _, weights = clf(x, need_weights=True)
-    assert weights[0].shape == (2, 4, 6, 6)
+    out = clf.classify(x, need_weights=True)
+    T = 7 if pooling == "first" else 6  # the CLS token comes first
+    assert out.self_attn[0].shape == (2, 4, T, T)

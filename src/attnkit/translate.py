@@ -17,6 +17,7 @@ from torch import Tensor, nn
 from .checkpoint import load_checkpoint, model_from_checkpoint
 from .data.tokenizer import SubwordTokenizer
 from .decoding import beam_search, greedy_search
+from .decoding.sampling import SamplingConfig, sample_search
 from .errors import CheckpointError, ConfigError, DataError
 from .fast import packed_linears
 from .quantize import check_quantize, quantize_int8
@@ -99,8 +100,14 @@ class Translator:
         max_len_b: int = 10,
         batch_tokens: int = 4000,
         return_attention: bool = False,
+        sampling: SamplingConfig | None = None,
+        seed: int = 0,
     ) -> list[Translation]:
-        """Translate ``sentences``; an empty sentence gives an empty translation (counts stay equal)."""
+        """Translate ``sentences``; an empty sentence gives an empty translation (counts stay equal).
+
+        sampling: draw ``nbest`` samples per sentence instead of searching (back-translation), from a
+        generator seeded with ``seed``: the same seed and input give the same samples.
+        """
         ids, truncated = self._encode(sentences)
         if truncated:
             warnings.warn(
@@ -109,6 +116,7 @@ class Translator:
             )
         results: list[Translation | None] = [None] * len(sentences)
         order = sorted((i for i, seq in enumerate(ids) if seq), key=lambda i: len(ids[i]))
+        generator = torch.Generator(device=self.device).manual_seed(seed) if sampling is not None else None
         for i, seq in enumerate(ids):
             if not seq:
                 results[i] = Translation("", 0.0, [("", 0.0)] * nbest, [], [], [])
@@ -120,7 +128,13 @@ class Translator:
                     src[row, : len(ids[i])] = torch.tensor(ids[i])
                 src = src.to(self.device)
                 limits = dict(max_len_a=max_len_a, max_len_b=max_len_b, return_attention=return_attention)
-                if beam == 1 and nbest == 1:
+                if sampling is not None:
+                    found = sample_search(
+                        self.model, src, temperature=sampling.temperature, top_k=sampling.top_k,
+                        top_p=sampling.top_p, num_samples=nbest, generator=generator,
+                        max_len_a=max_len_a, max_len_b=max_len_b,
+                    )  # fmt: skip
+                elif beam == 1 and nbest == 1:
                     found = [[h] for h in greedy_search(self.model, src, **limits)]
                 else:
                     found = beam_search(

@@ -12,14 +12,18 @@ import warnings
 
 from .. import fast
 from ..errors import AttnkitError
-from . import attention, average, evaluate, export, import_, plot_positional, train, translate
+from . import (
+    attention, average, classify, evaluate, export, generate, import_, plot_positional, serve, train, translate,
+)  # fmt: skip
 from .common import EXIT_USAGE, Parser
 
-COMMANDS = [train, translate, evaluate, attention, plot_positional, average, export, import_]
+COMMANDS = [train, translate, evaluate, attention, plot_positional, average, serve, generate, classify, export, import_]
 
 
 def build_parser() -> Parser:
-    parser = Parser(prog="attnkit", description="Attention and the Transformer for sequence-to-sequence work.")
+    parser = Parser(
+        prog="attnkit", description="Attention and the Transformer for sequence-to-sequence work."
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for command in COMMANDS:
         command.add_parser(sub)

@@ -1,9 +1,18 @@
-"""``attnkit attention``: heatmaps of every attention of one translated sentence."""
+"""``attnkit attention``: every attention of one sentence.
+
+Translation models: ``--out map.png`` draws PNG grids of cross-, encoder self- and decoder
+self-attention; ``--html view.html`` writes the server's attention page as one self-contained file
+with the data embedded (every layer and head, zoom, lines, words; no server).
+Language models (``--out``): the causal self-attention of every layer and head over the text.
+Classifiers (``--out``): the seeds' review picture (each word shaded by its pooling weight) as
+OUT.html and OUT.png, and the encoder self-attention beside it.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import ConfigError
 from .common import device, positive_int
 
 NAME = "attention"
@@ -12,17 +21,93 @@ NAME = "attention"
 def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help="plot attention heatmaps for one sentence")
     p.add_argument("--checkpoint", required=True)
-    p.add_argument("--text", required=True, help="the source sentence")
-    p.add_argument("--out", required=True, help="PNG for cross-attention; self-attention goes beside it")
+    p.add_argument(
+        "--text", required=True, help="the source sentence (or the text, for an LM or a classifier)"
+    )
+    p.add_argument(
+        "--out",
+        help="PNG for cross-attention (self-attention goes beside it); a classifier writes OUT.html and OUT.png",
+    )
+    p.add_argument(
+        "--html", help="the interactive attention page as one static HTML file (translation models)"
+    )
     p.add_argument("--beam", type=positive_int, default=4)
     p.add_argument("--device", type=device, default="auto")
 
 
 def run(args) -> None:
-    from ..plotting import plot_attention
-    from ..translate import Translator, attention_maps
+    from ..checkpoint import load_checkpoint
 
+    arch = load_checkpoint(args.checkpoint)["arch"]
+    if arch in ("lm", "classifier") and not args.out:
+        raise ConfigError(f"{arch} checkpoints need --out (--html is for translation models)")
+    if arch == "lm":
+        return run_lm(args)
+    if arch == "classifier":
+        return run_classifier(args)
+    run_translation(args)
+
+
+def run_lm(args) -> None:
+    from ..generate import LanguageModel
+    from ..plotting import plot_attention
+
+    lm = LanguageModel.from_checkpoint(args.checkpoint, device=args.device)
+    pieces, weights = lm.self_attention(args.text)  # (L, H, T, T)
+    out = plot_attention(weights, pieces, pieces, args.out, title="language-model self-attention (causal)")
+    print(f"wrote {out}")
+
+
+def run_classifier(args) -> None:
+    from ..classify import Classifier
+    from ..highlight import write_highlight
+    from ..plotting import plot_attention
+
+    clf = Classifier.from_checkpoint(args.checkpoint, device=args.device)
+    ww = clf.word_weights(args.text)
+    print(f"{ww.label}\t{ww.probability:.4f}")
+    title = f"{clf.model.config.pooling} pooling: which words decided"
+    html_path, png_path = write_highlight(
+        [(f"{ww.label} ({ww.probability:.3f})", ww.words, ww.weights)], args.out, title=title
+    )
+    print(f"wrote {html_path}\nwrote {png_path}")
+    pieces, weights = clf.self_attention(args.text)
+    path = Path(args.out).with_name(f"{Path(args.out).stem}_encoder_self.png")
+    plot_attention(weights, pieces, pieces, path, title="encoder self-attention")
+    print(f"wrote {path}")
+
+
+def run_translation(args) -> None:
+    from ..translate import Translator
+
+    if not args.out and not args.html:
+        raise ConfigError("give --out PNG, --html FILE or both")
     translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
+    if args.html:
+        _write_html(translator, args)
+    if args.out:
+        _write_pngs(translator, args)
+
+
+def _write_html(translator, args) -> None:
+    from ..serve.attention import attention_payload
+    from ..serve.page import render_page
+
+    if not args.text.strip():
+        raise ConfigError("--text is empty: there is no attention to show")
+    data = attention_payload(translator, args.text, beam=args.beam)
+    out = Path(args.html)
+    tmp = out.with_name(f".{out.name}.tmp")  # write new, then swap: a failure keeps the old file
+    tmp.write_text(render_page(data), encoding="utf-8")
+    tmp.replace(out)
+    print("translation:", data["translation"])
+    print(f"wrote {out}")
+
+
+def _write_pngs(translator, args) -> None:
+    from ..plotting import plot_attention
+    from ..translate import attention_maps
+
     maps = attention_maps(translator, args.text, beam=args.beam)
     out = Path(args.out)
     print(

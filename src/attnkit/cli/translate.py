@@ -1,10 +1,20 @@
-"""``attnkit translate``: stdin (or a file) to stdout (or a file), one translation per line."""
+"""``attnkit translate``: stdin (or a file) to stdout (or a file), one translation per line.
+
+A file (``--input``, or stdin redirected from one) is read whole and translated in token-budget
+batches. A pipe or a terminal is translated as it arrives: each translation is printed (and
+flushed) as soon as its line is complete; lines that arrive together are translated together.
+"""
 
 from __future__ import annotations
 
+import os
+import select
+import stat
 import sys
 
+from ..errors import ConfigError, DataError
 from .common import add_decoding_flags, positive_int, read_input
+from .generate import add_sampling_flags, sampling_requested
 
 NAME = "translate"
 
@@ -19,27 +29,87 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--quantize", choices=("int8",), help="int8 weights for the linear layers (CPU only)")
     add_decoding_flags(p)
+    p.add_argument(
+        "--sample",
+        action="store_true",
+        help="sample translations instead of searching (with --nbest N: N samples)",
+    )
+    add_sampling_flags(p)
 
 
 def run(args) -> None:
+    from ..decoding.sampling import SamplingConfig
     from ..translate import Translator
 
+    if sampling_requested(args) and not args.sample:
+        raise ConfigError("--temperature, --top-k and --top-p need --sample")
+    sampling = None
+    if args.sample:
+        sampling = SamplingConfig(args.temperature or 1.0, args.top_k or 0, args.top_p or 1.0)
     translator = Translator.from_checkpoint(args.checkpoint, device=args.device, quantize=args.quantize)
-    lines = read_input(args.input)
-    results = translator.translate(
-        lines, beam=max(args.beam, args.nbest), nbest=args.nbest, length_penalty=args.length_penalty,
-        batch_tokens=args.batch_tokens,
-    )  # fmt: skip
+    stream_fd = None if args.input else _stream_fd()
+
+    def translate(lines: list[str]):
+        return translator.translate(
+            lines, beam=max(args.beam, args.nbest), nbest=args.nbest, length_penalty=args.length_penalty,
+            batch_tokens=args.batch_tokens, sampling=sampling, seed=args.seed,
+        )  # fmt: skip
+
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
     try:
-        for i, r in enumerate(results):
-            if args.nbest == 1:
-                out.write(r.text + "\n")
-            else:
-                # Exactly N lines per input, even where fewer hypotheses exist (an empty input has one).
-                for k in range(args.nbest):
-                    text, score = r.nbest[min(k, len(r.nbest) - 1)]
-                    out.write(f"{i}\t{score:.4f}\t{text}\n")
+        if stream_fd is None:
+            _write(out, translate(read_input(args.input)), args.nbest, first=0)
+            return
+        done = 0
+        for lines in arriving_lines(stream_fd):
+            _write(out, translate(lines), args.nbest, first=done)
+            out.flush()
+            done += len(lines)
     finally:
         if args.output:
             out.close()
+
+
+def _write(out, results, nbest: int, *, first: int) -> None:
+    for i, r in enumerate(results, start=first):
+        if nbest == 1:
+            out.write(r.text + "\n")
+        else:
+            # Exactly N lines per input, even where fewer hypotheses exist (an empty input has one).
+            for k in range(nbest):
+                text, score = r.nbest[min(k, len(r.nbest) - 1)]
+                out.write(f"{i}\t{score:.4f}\t{text}\n")
+
+
+def _stream_fd() -> int | None:
+    """stdin's descriptor when it is a pipe, a terminal or a socket (not a file); else None."""
+    try:
+        fd = sys.stdin.fileno()
+        return None if stat.S_ISREG(os.fstat(fd).st_mode) else fd
+    except (AttributeError, OSError, ValueError):  # replaced by an in-memory stream (tests, notebooks)
+        return None
+
+
+def arriving_lines(fd: int):
+    """Yield lists of complete lines as they arrive on ``fd``: block for one, take what else is there."""
+    buffer, number = b"", 0
+    while True:
+        chunk = os.read(fd, 1 << 16)  # blocks until something arrives; b"" at end of input
+        buffer += chunk
+        while chunk and select.select([fd], [], [], 0)[0]:  # more already waiting: take it too
+            chunk = os.read(fd, 1 << 16)
+            buffer += chunk
+        *complete, buffer = buffer.split(b"\n")
+        if not chunk and buffer:  # end of input after a last line without a newline
+            complete, buffer = [*complete, buffer], b""
+        lines = []
+        for raw in complete:
+            number += 1
+            try:
+                lines.append(raw.decode("utf-8").removesuffix("\r"))
+            except UnicodeDecodeError as e:
+                raise DataError(f"stdin line {number}: not valid UTF-8 (byte offset {e.start})") from None
+        if lines:
+            yield lines
+        if not chunk:
+            return

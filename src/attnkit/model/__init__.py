@@ -1,7 +1,7 @@
 """Models built from the attention blocks: the Transformer, the RNN baseline, a decoder-only LM and
 an encoder classifier. Every one keeps a contract of :mod:`attnkit.model.interface`."""
 
-from .classifier import TransformerClassifier
+from .classifier import ClassifierOutput, TransformerClassifier
 from .config import BlockConfig, ClassifierConfig, LMConfig, RNNConfig, TransformerConfig
 from .interface import DecoderOutput, DecoderState, IncrementalDecoder, LanguageModel, Seq2SeqModel
 from .lm import LMState, TransformerLM
@@ -11,6 +11,7 @@ from .transformer import EncoderOutput, Transformer, TransformerState, count_par
 __all__ = [
     "BlockConfig",
     "ClassifierConfig",
+    "ClassifierOutput",
     "DecoderOutput",
     "DecoderState",
     "EncoderOutput",

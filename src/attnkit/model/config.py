@@ -10,6 +10,7 @@ from ..config import ConfigBase
 ACTIVATIONS = ("relu", "gelu", "swish")
 NORMS = ("post", "pre")
 POSITIONALS = ("sinusoidal", "learned")
+POOLINGS = ("mean", "first", "attention")
 
 
 @dataclasses.dataclass
@@ -123,13 +124,16 @@ class LMConfig(BlockConfig):
 class ClassifierConfig(BlockConfig):
     """Encoder-only classifier: the encoder stack, a pooling of its outputs, a linear layer.
 
-    pooling: "mean" over real tokens, or "first" (the first token's state, BERT's [CLS] style).
+    pooling: "mean" over real tokens; "first": a CLS token (id ``cls_id``, by default the tokenizer's
+    bos) is prepended and its output used (BERT's [CLS]); "attention": additive attention pooling,
+    one learned weight per token (seed 002's document classification).
     """
 
     vocab_size: int = 8000
     n_layers: int = 6
     n_classes: int = 2
     pooling: str = "mean"
+    cls_id: int = 1
 
     presets: ClassVar[dict[str, dict[str, Any]]] = {
         "tiny": dict(d_model=32, n_heads=4, d_ff=64, n_layers=2, dropout=0.0, vocab_size=20, max_len=64),
@@ -138,8 +142,10 @@ class ClassifierConfig(BlockConfig):
     def validate(self) -> None:
         super().validate()
         self._positive("vocab_size", "n_layers", "n_classes")
-        self._choice("pooling", ("mean", "first"))
-        self._check(0 <= self.pad_id < self.vocab_size, "pad_id", f"must be below {self.vocab_size}")
+        self._choice("pooling", POOLINGS)
+        for name in ("pad_id", "cls_id"):
+            self._check(0 <= getattr(self, name) < self.vocab_size, name, f"must be below {self.vocab_size}")
+        self._check(self.cls_id != self.pad_id, "cls_id", "must differ from pad_id")
 
 
 @dataclasses.dataclass

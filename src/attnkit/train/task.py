@@ -95,4 +95,6 @@ class TranslationTask:
         return {"loss": nll / max(tokens, 1), "bleu": bleu}
 
 
-TASKS: dict[str, type] = {"transformer": TranslationTask, "rnn": TranslationTask}
+from .lm_task import LanguageModelTask  # noqa: E402  (it builds on Encoded, defined above)
+
+TASKS: dict[str, type] = {"transformer": TranslationTask, "rnn": TranslationTask, "lm": LanguageModelTask}

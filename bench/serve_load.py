@@ -1,0 +1,189 @@
+"""Load test of ``attnkit serve`` on loopback: throughput and latency at 1, 4, 16 and 64 clients.
+
+Each client sends one test_2016_flickr sentence per request (beam 4) and waits for the answer
+before sending the next; the server's dynamic batching groups concurrent requests. Beside it, the
+offline throughput of ``Translator.translate`` (what ``attnkit translate`` runs) on the same
+sentences in the same process setup. Optionally a soak: 16 clients for N minutes, the server's
+resident memory sampled, every error counted. Bounded: at most --sentences requests and
+--max-seconds per level; the server binds 127.0.0.1 only and is stopped at the end.
+
+    python bench/serve_load.py --checkpoint runs/multi30k_de_en_tiny/checkpoint_best.pt \
+        --data-dir ../shared/data --out bench/results/serve_load.json [--soak-minutes 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import httpx
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def sentences(data_dir: Path, n: int) -> list[str]:
+    with gzip.open(data_dir / "multi30k" / "test_2016_flickr.de.gz", "rt", encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f][:n]
+
+
+def offline_throughput(checkpoint: str, texts: list[str], beam: int) -> dict:
+    sys.path.insert(0, str(ROOT / "src"))
+    from attnkit.translate import Translator
+
+    translator = Translator.from_checkpoint(checkpoint, device="cpu")
+    translator.translate(texts[:16], beam=beam)  # warm-up
+    start = time.perf_counter()
+    translator.translate(texts, beam=beam)
+    seconds = time.perf_counter() - start
+    return {"sentences": len(texts), "seconds": round(seconds, 3), "sentences_per_s": round(len(texts) / seconds, 2)}
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+async def load(url: str, texts: list[str], clients: int, beam: int, *, count: int, seconds: float) -> dict:
+    """``clients`` closed-loop clients until ``count`` requests are answered or ``seconds`` pass."""
+    latencies: list[float] = []
+    errors: list[str] = []
+    next_index = 0
+    deadline = time.perf_counter() + seconds
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+
+    async def client(c: httpx.AsyncClient):
+        nonlocal next_index
+        while next_index < count and time.perf_counter() < deadline:
+            text = texts[next_index % len(texts)]
+            next_index += 1
+            t0 = time.perf_counter()
+            try:
+                r = await c.post(url + "/v1/translate", json={"text": text, "beam": beam})
+                if r.status_code != 200:
+                    errors.append(f"HTTP {r.status_code}: {r.text[:200]}")
+                    continue
+            except httpx.HTTPError as e:
+                errors.append(f"{type(e).__name__}: {e}")
+                continue
+            latencies.append(time.perf_counter() - t0)
+
+    async with httpx.AsyncClient(limits=limits, timeout=120) as c:
+        start = time.perf_counter()
+        await asyncio.gather(*(client(c) for _ in range(clients)))
+        wall = time.perf_counter() - start
+    ms = [1000 * x for x in latencies]
+    return {
+        "clients": clients,
+        "answered": len(latencies),
+        "errors": len(errors),
+        "first_errors": errors[:3],
+        "seconds": round(wall, 3),
+        "sentences_per_s": round(len(latencies) / wall, 2),
+        "p50_ms": round(percentile(ms, 50), 1) if ms else None,
+        "p95_ms": round(percentile(ms, 95), 1) if ms else None,
+        "p99_ms": round(percentile(ms, 99), 1) if ms else None,
+    }
+
+
+def start_server(args) -> tuple[subprocess.Popen, str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    cmd = [sys.executable, "-m", "attnkit.cli", "serve", "--checkpoint", args.checkpoint, "--host", "127.0.0.1",
+           "--port", str(port), "--device", "cpu", "--max-batch-tokens", str(args.max_batch_tokens),
+           "--max-wait-ms", str(args.max_wait_ms), "--threads", str(args.threads)]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=env)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited with {proc.returncode}")
+        try:
+            urllib.request.urlopen(url + "/health", timeout=1).read()
+            return proc, url
+        except OSError:
+            time.sleep(0.2)
+    proc.terminate()
+    raise SystemExit("server did not start")
+
+
+def soak(url: str, pid: int, texts: list[str], beam: int, minutes: float) -> dict:
+    samples = [(0.0, round(rss_mb(pid), 1))]
+    totals = {"answered": 0, "errors": 0}
+    end = time.perf_counter() + 60 * minutes
+    start = time.perf_counter()
+    while time.perf_counter() < end:
+        chunk = min(30.0, end - time.perf_counter())
+        r = asyncio.run(load(url, texts, 16, beam, count=10**9, seconds=chunk))
+        totals["answered"] += r["answered"]
+        totals["errors"] += r["errors"]
+        samples.append((round(time.perf_counter() - start, 1), round(rss_mb(pid), 1)))
+    return {"minutes": minutes, **totals, "rss_mb_start": samples[0][1], "rss_mb_end": samples[-1][1],
+            "rss_mb_max": max(s[1] for s in samples), "rss_samples": samples}  # fmt: skip
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--data-dir", default=os.environ.get("ATTNKIT_DATA", str(ROOT.parent / "shared" / "data")))
+    p.add_argument("--sentences", type=int, default=400, help="requests per concurrency level")
+    p.add_argument("--clients", default="1,4,16,64")
+    p.add_argument("--beam", type=int, default=4)
+    p.add_argument("--max-batch-tokens", type=int, default=4000)
+    p.add_argument("--max-wait-ms", type=float, default=5.0)
+    p.add_argument("--max-seconds", type=float, default=180, help="time bound per level")
+    p.add_argument("--threads", type=int, default=1, help="torch threads, offline and in the server (default 1)")
+    p.add_argument("--soak-minutes", type=float, default=0)
+    p.add_argument("--out", help="write the results here as JSON")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+
+    texts = sentences(Path(args.data_dir), args.sentences)
+    result = {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible, torch threads {args.threads}",
+        "offline": offline_throughput(args.checkpoint, texts, args.beam),
+        "levels": [],
+    }
+    print("offline Translator.translate:", result["offline"], flush=True)
+    proc, url = start_server(args)
+    try:
+        asyncio.run(load(url, texts, 4, args.beam, count=32, seconds=60))  # warm-up
+        for clients in (int(c) for c in args.clients.split(",")):
+            level = asyncio.run(load(url, texts, clients, args.beam, count=len(texts), seconds=args.max_seconds))
+            level["vs_offline"] = round(level["sentences_per_s"] / result["offline"]["sentences_per_s"], 3)
+            result["levels"].append(level)
+            print(level, flush=True)
+        health = json.loads(urllib.request.urlopen(url + "/health").read())
+        result["server_model_calls"], result["server_requests"] = health["model_calls"], health["requests_batched"]
+        if args.soak_minutes > 0:
+            result["soak"] = soak(url, proc.pid, texts, args.beam, args.soak_minutes)
+            print({k: v for k, v in result["soak"].items() if k != "rss_samples"}, flush=True)
+    finally:
+        proc.terminate()
+        proc.wait(60)
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

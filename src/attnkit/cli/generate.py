@@ -1,0 +1,94 @@
+"""``attnkit generate``: continue prompts with a language model (greedy, beam or sampling)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import ConfigError
+from .common import device, positive_int, read_input
+
+NAME = "generate"
+
+
+def probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def add_sampling_flags(p: argparse.ArgumentParser) -> None:
+    """--temperature, --top-k, --top-p, --seed: shared with ``attnkit translate --sample``."""
+    p.add_argument(
+        "--temperature", type=positive_float, default=None, help="sampling temperature (default 1)"
+    )
+    p.add_argument("--top-k", type=positive_int, default=None, help="sample among the K most probable tokens")
+    p.add_argument("--top-p", type=probability, default=None, help="sample from the nucleus of mass P")
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the sampler (default 0): same seed, same samples"
+    )
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(NAME, help="continue prompts with a language model")
+    p.add_argument("--checkpoint", required=True, help="a language-model checkpoint (model.arch: lm)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prompt", help="one prompt (may be empty: generate from nothing)")
+    src.add_argument("--input", help="a file of prompts, one per line ('-' for stdin)")
+    p.add_argument(
+        "--max-new-tokens", type=positive_int, default=40, help="pieces to add at most (default 40)"
+    )
+    p.add_argument(
+        "--beam", type=positive_int, default=None, help="beam search with K beams (not with sampling)"
+    )
+    add_sampling_flags(p)
+    p.add_argument("--num-samples", type=positive_int, default=1, help="continuations per prompt (default 1)")
+    p.add_argument("--device", type=device, default="auto")
+
+
+def sampling_requested(args) -> bool:
+    return any(getattr(args, f) is not None for f in ("temperature", "top_k", "top_p"))
+
+
+def run(args) -> None:
+    from ..generate import LanguageModel
+
+    sample = sampling_requested(args)
+    if sample and args.beam is not None:
+        raise ConfigError(
+            "--beam is for beam search; --temperature/--top-k/--top-p are for sampling: choose one"
+        )
+    beam = args.beam or 1
+    if not sample and args.num_samples > beam:
+        raise ConfigError(
+            "--num-samples > 1 needs sampling (--temperature, --top-k or --top-p) or a --beam that wide"
+        )
+    prompts = (
+        [args.prompt] if args.prompt is not None else read_input(None if args.input == "-" else args.input)
+    )
+    lm = LanguageModel.from_checkpoint(args.checkpoint, device=args.device)
+    results = lm.generate(
+        prompts, max_new_tokens=args.max_new_tokens, beam=beam, sample=sample,
+        temperature=args.temperature or 1.0, top_k=args.top_k or 0, top_p=args.top_p or 1.0,
+        num_samples=args.num_samples, seed=args.seed,
+    )  # fmt: skip
+    for i, gens in enumerate(results):
+        for g in gens:
+            if len(prompts) == 1 and args.num_samples == 1:
+                sys.stdout.write(g.text + "\n")
+            else:
+                sys.stdout.write(f"{i}\t{g.score:.4f}\t{g.text}\n")

@@ -1,0 +1,82 @@
+"""``attnkit serve``: the JSON API and the attention page over one or more checkpoints (FastAPI + uvicorn)."""
+
+from __future__ import annotations
+
+from .common import device, positive_int
+
+NAME = "serve"
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(NAME, help="serve translation and attention over HTTP (needs attnkit[serve])")
+    p.add_argument(
+        "--checkpoint", action="append", required=True, metavar="[NAME=]PATH",
+        help="a checkpoint to serve; repeat for several (named after the file, or its folder for checkpoint_*.pt)",
+    )  # fmt: skip
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
+    p.add_argument(
+        "--max-batch-tokens", type=positive_int, default=4000,
+        help="source tokens in one batched model call (default 4000)",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-wait-ms", type=float, default=5.0,
+        help="how long a request waits for others to share its model call (default 5)",
+    )  # fmt: skip
+    p.add_argument("--max-sentences", type=positive_int, default=256, help="sentences per request (default 256)")
+    p.add_argument(
+        "--max-body-bytes", type=positive_int, default=1_000_000, help="request body size (default 1000000)"
+    )
+    p.add_argument("--device", type=device, default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
+    p.add_argument(
+        "--threads", type=positive_int,
+        help="CPU threads for the model (default: torch's); 1 is fastest on a CPU shared with other work",
+    )  # fmt: skip
+
+
+def run(args) -> None:
+    from ..errors import ConfigError
+
+    try:
+        import uvicorn
+
+        from ..serve.app import create_app
+        from ..serve.schemas import Limits
+    except ImportError as e:
+        raise ConfigError(f"attnkit serve needs the serve extra: pip install 'attnkit[serve]' ({e})") from None
+    from ..serve.tasks import load_models
+
+    if not 1 <= args.port <= 65535:
+        raise ConfigError(f"--port must be between 1 and 65535, got {args.port}")
+    if args.max_wait_ms < 0:
+        raise ConfigError(f"--max-wait-ms must not be negative, got {args.max_wait_ms}")
+    _check_address(args.host, args.port)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    models = load_models(args.checkpoint, device=args.device)
+    app = create_app(
+        models, max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms,
+        limits=Limits(max_body_bytes=args.max_body_bytes, max_sentences=args.max_sentences),
+    )  # fmt: skip
+    names = ", ".join(f"{m.name} ({m.task})" for m in models)
+    print(f"attnkit serve: {names} on http://{args.host}:{args.port}/ (API docs at /docs)", flush=True)
+    # uvicorn handles SIGTERM and SIGINT: it stops accepting, lets in-flight requests finish, then
+    # runs the app's shutdown (which drains the batcher) and returns.
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+
+
+def _check_address(host: str, port: int) -> None:
+    """Fail early, in one line, when the address cannot be listened on (uvicorn would log and exit 1)."""
+    import socket
+
+    from ..errors import ConfigError
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        with socket.socket(infos[0][0], socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+            s.bind(infos[0][4])
+    except OSError as e:
+        raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None

@@ -1,0 +1,148 @@
+"""Sampling: draw each next token from the model's distribution, reshaped by temperature, top-k, top-p.
+
+- temperature T: p ∝ exp(logit / T); T < 1 sharpens, T > 1 flattens.
+- top-k: only the k most probable tokens may be drawn (k = 1 is greedy).
+- top-p (nucleus, Holtzman et al., 2020): only the smallest set of most probable tokens whose
+  probability reaches p (the most probable token is always kept, so p near 0 is greedy).
+
+Draws come from a caller-owned ``torch.Generator``: the same seed gives the same samples.
+
+Legend: N rows (hypotheses), V vocabulary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ..errors import ConfigError
+from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
+from .common import Hypothesis, start_from_source, step_log_probs
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """How to reshape the next-token distribution before drawing from it."""
+
+    temperature: float = 1.0
+    top_k: int = 0  # 0 = no top-k limit
+    top_p: float = 1.0  # 1.0 = no nucleus limit
+
+    def __post_init__(self) -> None:
+        if not self.temperature > 0:
+            raise ConfigError(f"temperature must be > 0, got {self.temperature}")
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
+            raise ConfigError(f"top_k must be a non-negative integer (0 = off), got {self.top_k!r}")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
+
+
+def filter_logits(logits: Tensor, cfg: SamplingConfig) -> Tensor:
+    """Scaled logits (N, V) with every token outside top-k / top-p set to -inf."""
+    logits = logits.float() / cfg.temperature  # (N, V)
+    if cfg.top_k and cfg.top_k < logits.size(-1):
+        kth = logits.topk(cfg.top_k, dim=-1).values[:, -1:]  # (N, 1) the k-th largest
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if cfg.top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)  # (N, V)
+        probs = sorted_logits.softmax(dim=-1)
+        before = probs.cumsum(dim=-1) - probs  # (N, V) mass of the more probable tokens
+        drop_sorted = before >= cfg.top_p  # the first token has 0 before it: always kept
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)  # back to vocabulary order
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+def sample_tokens(
+    logp: Tensor, cfg: SamplingConfig, generator: torch.Generator | None
+) -> tuple[Tensor, Tensor]:
+    """Draw one token per row from log-probabilities (N, V); banned tokens hold -inf.
+
+    Returns the tokens (N,) and their entries of ``logp``: the model's own (temperature 1,
+    unfiltered) log-probabilities, so a sample's score compares with greedy and beam scores.
+    """
+    probs = filter_logits(logp, cfg).softmax(dim=-1)  # (N, V)
+    tok = torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (N,)
+    return tok, logp.gather(1, tok[:, None]).squeeze(1)
+
+
+@torch.no_grad()
+def sample_search(
+    model: Seq2SeqModel,
+    src: Tensor,
+    *,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    num_samples: int = 1,
+    generator: torch.Generator | None = None,
+    seed: int | None = None,
+    max_len_a: float = 1.5,
+    max_len_b: int = 10,
+    min_len: int = 0,
+) -> list[list[Hypothesis]]:
+    """Draw ``num_samples`` outputs for each sentence of src (B, S).
+
+    Pass a ``generator`` (or a ``seed`` to make one): the same seed and inputs give the same samples.
+    Returns per sentence its samples in the order drawn; a Hypothesis's score is its log-probability.
+    Samples are independent, so each is its own row from the start (the source is repeated), and a
+    finished sample leaves the batch on its own.
+    """
+    if num_samples < 1:
+        raise ConfigError(f"num_samples must be >= 1, got {num_samples}")
+    B = src.size(0)
+    state, first, limits = start_from_source(
+        model, src.repeat_interleave(num_samples, dim=0), max_len_a, max_len_b
+    )
+    hyps = sample_decode(
+        model, state, first, limits, sampling=SamplingConfig(temperature, top_k, top_p),
+        generator=generator, seed=seed, min_len=min_len,
+    )  # fmt: skip
+    return [hyps[b * num_samples : (b + 1) * num_samples] for b in range(B)]
+
+
+@torch.no_grad()
+def sample_decode(
+    model: IncrementalDecoder,
+    state: DecoderState,
+    last: Tensor,
+    limits: Tensor,
+    *,
+    sampling: SamplingConfig,
+    generator: torch.Generator | None = None,
+    seed: int | None = None,
+    min_len: int = 0,
+) -> list[Hypothesis]:
+    """Continue N sequences from their newest tokens ``last`` (N, 1), drawing each next token.
+
+    ``limits`` (N,) caps the new tokens (eos included); the state has one row per sequence
+    (group 1), and finished sequences leave it through ``select``.
+    """
+    if state.group != 1:
+        raise ValueError(f"sampling needs one row per sequence, the state has {state.group}")
+    if generator is None:
+        generator = torch.Generator(device=last.device)
+        generator.manual_seed(0 if seed is None else seed)
+    eos_id = model.config.eos_id
+    N = last.size(0)
+    active = torch.arange(N, device=last.device)  # original row of each row still decoding
+    tokens: list[list[int]] = [[] for _ in range(N)]
+    log_probs = [0.0] * N
+    step = 0
+    while active.numel() > 0:
+        logp, _ = step_log_probs(model, last, state, step=step, limits=limits[active], min_len=min_len)
+        tok, tok_lp = sample_tokens(logp, sampling, generator)  # (n,), (n,)
+        for i, t, lp in zip(active.tolist(), tok.tolist(), tok_lp.tolist()):
+            log_probs[i] += lp
+            if t != eos_id:
+                tokens[i].append(t)
+        step += 1
+        done = tok == eos_id
+        if done.any():
+            keep = (~done).nonzero().squeeze(1)  # rows still decoding
+            active, tok = active[keep], tok[keep]
+            state.select(keep)
+        last = tok[:, None]
+    return [Hypothesis(t, lp, lp) for t, lp in zip(tokens, log_probs)]

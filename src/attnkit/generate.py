@@ -1,0 +1,164 @@
+"""Use a trained language model: continue prompts (greedy, beam or sampling) and score text.
+
+    lm = LanguageModel.from_checkpoint("runs/lm_en/best.pt")
+    lm.generate(["A dog"], max_new_tokens=20, temperature=0.8, top_p=0.9, num_samples=3, seed=1)
+    lm.score(["A dog runs on the beach ."]).perplexity
+
+The searches are the translation ones, continued from the state the prompt leaves
+(``greedy_decode``, ``beam_decode``, ``sample_decode``). Prompts are grouped by length in pieces, so
+a batch needs no padding and every row continues at the same position.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from .checkpoint import load_checkpoint, model_from_checkpoint
+from .data.tokenizer import SubwordTokenizer
+from .decoding import beam_decode, greedy_decode
+from .decoding.sampling import SamplingConfig, sample_decode
+from .errors import CheckpointError, ConfigError, DataError
+from .model.interface import DecoderState
+from .task_metrics import LMScores, lm_scores
+from .translate import resolve_device
+
+
+def start_from_prompt(lm, prompt: Tensor) -> tuple[DecoderState, Tensor]:
+    """Run bos + prompt (B, P) but its last piece through the LM: the state and the newest tokens (B, 1).
+
+    The searches then continue from there, as they continue a translation from bos.
+    """
+    cfg = lm.config
+    bos = torch.full((prompt.size(0), 1), cfg.bos_id, dtype=torch.long, device=prompt.device)
+    state = lm.init_state(prompt.size(0))
+    if prompt.size(1) == 0:
+        return state, bos
+    lm.decode(torch.cat([bos, prompt[:, :-1]], dim=1), state)  # (B, P) positions cached
+    return state, prompt[:, -1:]
+
+
+@dataclass
+class Generation:
+    """One continuation: ``text`` is prompt + continuation, detokenized; ``score`` its log-probability
+    (length-normalized for beam search)."""
+
+    text: str
+    continuation: str
+    score: float
+    tokens: list[int]  # the generated ids, without eos
+
+
+class LanguageModel:
+    """A decoder-only model, its tokenizer and a device; stateless between calls."""
+
+    def __init__(self, model: nn.Module, tokenizer: SubwordTokenizer, device: str | torch.device = "cpu"):
+        self.device = resolve_device(device) if isinstance(device, str) else device
+        self.model = model.to(self.device).eval()
+        self.tokenizer = tokenizer
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path, *, device: str = "auto") -> LanguageModel:
+        state = load_checkpoint(path)
+        if state["arch"] != "lm":
+            raise CheckpointError(f"{path} holds a {state['arch']!r} model, not a language model (arch lm)")
+        return cls(model_from_checkpoint(state), SubwordTokenizer.from_state_dict(state["tokenizer"]), device)
+
+    @torch.no_grad()
+    def generate(
+        self,
+        prompts: list[str],
+        *,
+        max_new_tokens: int = 40,
+        beam: int = 1,
+        sample: bool = False,
+        temperature: float = 1.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        num_samples: int = 1,
+        seed: int = 0,
+        length_penalty: float = 0.6,
+    ) -> list[list[Generation]]:
+        """For each prompt its continuations: ``num_samples`` samples, or the beam's ``num_samples`` best."""
+        if max_new_tokens < 1:
+            raise ConfigError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if not sample and num_samples > beam:
+            raise ConfigError(f"num_samples ({num_samples}) > beam ({beam}): sample, or widen the beam")
+        sampling = SamplingConfig(temperature, top_k, top_p) if sample else None
+        cfg = self.model.config
+        encoded = [self.tokenizer.encode(p, side="src") for p in prompts]
+        by_length: dict[int, list[int]] = defaultdict(list)
+        for i, ids in enumerate(encoded):
+            by_length[len(ids)].append(i)
+        results: list[list[Generation]] = [[] for _ in prompts]
+        generator = torch.Generator(device=self.device).manual_seed(seed)
+        for length in sorted(by_length):
+            room = cfg.max_len - length  # positions left for new tokens after bos and the prompt
+            if room < 1:
+                raise DataError(f"a prompt of {length} pieces leaves no room in max_len={cfg.max_len}")
+            rows = by_length[length]
+            copies = num_samples if sampling is not None else 1  # independent samples: one row each
+            prompt = torch.tensor([encoded[i] for i in rows for _ in range(copies)], dtype=torch.long,
+                                  device=self.device).view(len(rows) * copies, length)  # fmt: skip
+            state, last = start_from_prompt(self.model, prompt)
+            limits = torch.full(
+                (prompt.size(0),), min(max_new_tokens + 1, room), device=self.device
+            )  # + 1: eos
+            if sampling is not None:
+                flat = sample_decode(self.model, state, last, limits, sampling=sampling, generator=generator)
+                hyps = [flat[r * copies : (r + 1) * copies] for r in range(len(rows))]
+            elif beam == 1:
+                hyps = [[h] for h in greedy_decode(self.model, state, last, limits)]
+            else:
+                hyps = beam_decode(self.model, state, last, limits, beam_size=beam, nbest=num_samples,
+                                   length_penalty_alpha=length_penalty)  # fmt: skip
+            for i, hs in zip(rows, hyps, strict=True):
+                results[i] = [self._generation(encoded[i], h) for h in hs]
+        return results
+
+    def _generation(self, prompt_ids: list[int], hyp) -> Generation:
+        decode = self.tokenizer.decode
+        return Generation(decode(prompt_ids + hyp.tokens), decode(hyp.tokens), hyp.score, hyp.tokens)
+
+    @torch.no_grad()
+    def score(self, texts: list[str], *, batch_size: int = 64) -> LMScores:
+        """Negative log-likelihood of every piece and the end of each text, given bos and the text so far."""
+        cfg = self.model.config
+        nll, n_tokens = 0.0, 0
+        seqs = [self.tokenizer.encode(t, side="src")[: cfg.max_len - 1] for t in texts if t.strip()]
+        if not seqs:
+            raise DataError("nothing to score: every line is empty")
+        seqs.sort(key=len)
+        for start in range(0, len(seqs), batch_size):
+            batch = seqs[start : start + batch_size]
+            T = max(len(s) for s in batch) + 1
+            inp = torch.full((len(batch), T), cfg.pad_id, dtype=torch.long)
+            out = torch.full((len(batch), T), cfg.pad_id, dtype=torch.long)
+            for r, s in enumerate(batch):
+                inp[r, : len(s) + 1] = torch.tensor([cfg.bos_id, *s])
+                out[r, : len(s) + 1] = torch.tensor([*s, cfg.eos_id])
+            logits = self.model(inp.to(self.device)).float()  # (B, T, V)
+            nll += torch.nn.functional.cross_entropy(
+                logits.view(-1, logits.size(-1)),
+                out.to(self.device).view(-1),
+                ignore_index=cfg.pad_id,
+                reduction="sum",
+            ).item()
+            n_tokens += int((out != cfg.pad_id).sum())
+        return lm_scores(nll, n_tokens)
+
+    @torch.no_grad()
+    def self_attention(self, text: str) -> tuple[list[str], torch.Tensor]:
+        """Pieces (bos first) and the self-attention of every layer and head (L, H, T, T) over them."""
+        cfg = self.model.config
+        ids = self.tokenizer.encode(text, side="src")[: cfg.max_len - 1]
+        if not ids:
+            raise DataError("the text is empty: nothing to draw")
+        x = torch.tensor([[cfg.bos_id, *ids]], device=self.device)
+        weights = self.model.decode(x, self.model.init_state(1), need_weights=True).self_attn
+        pieces = ["<s>"] + [self.tokenizer.id_to_piece(i, side="src") for i in ids]
+        return pieces, torch.stack([w[0] for w in weights]).cpu()  # (L, H, T, T)

@@ -1,0 +1,8 @@
+"""Serving: a JSON API for translation and attention, dynamic batching, and the attention page.
+
+Needs the ``serve`` extra (FastAPI, uvicorn): ``pip install 'attnkit[serve]'``.
+"""
+
+from .page import render_page
+
+__all__ = ["render_page"]

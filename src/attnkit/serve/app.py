@@ -1,0 +1,250 @@
+"""The FastAPI application: JSON API under /v1, the attention page at /, OpenAPI at /docs.
+
+Every error is JSON ``{"error": "one line naming the problem"}``: 400 body not JSON, 404 unknown
+model or path, 413 body over the size limit, 422 a wrong type, an unknown field or a value out of
+range (too many sentences, a sentence over the length limit, nbest above beam, a model of the wrong
+task). A bug in a request answers 500 and the server lives on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..errors import AttnkitError
+from .attention import attention_payload
+from .batcher import Batcher
+from .page import render_page
+from .schemas import (
+    AttentionRequest,
+    ClassifyRequest,
+    ErrorResponse,
+    GenerateRequest,
+    Limits,
+    TranslateRequest,
+    TranslateResponse,
+)
+from .tasks import ENDPOINT_TASK, TASK_NOUN, ServedModel, TranslationModel
+
+
+class ServeError(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+def create_app(
+    models: list[ServedModel],
+    *,
+    max_batch_tokens: int = 4000,
+    max_wait_ms: float = 5.0,
+    limits: Limits | None = None,
+) -> FastAPI:
+    """An app serving ``models`` (the first of each task is that task's default)."""
+    limits = limits or Limits()
+    by_name = {m.name: m for m in models}
+    batcher: Batcher | None = None
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        nonlocal batcher
+        batcher = app.state.batcher = Batcher(max_batch_tokens=max_batch_tokens, max_wait_ms=max_wait_ms)
+        try:
+            yield
+        finally:  # uvicorn has let in-flight requests finish; finish what is queued, then stop
+            await asyncio.to_thread(batcher.close)
+
+    errors = {code: {"model": ErrorResponse} for code in (400, 404, 413, 422)}
+    app = FastAPI(title="attnkit", version="1", lifespan=lifespan, responses=errors)
+    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
+    _add_error_handlers(app)
+
+    def resolve(name: str | None, endpoint: str) -> Any:
+        """The model a request names (or the endpoint's default), checked against the endpoint's task."""
+        task = ENDPOINT_TASK[endpoint]
+        if name is None:
+            fit = [m for m in models if m.task == task]
+            if not fit:
+                loaded = ", ".join(f"{m.name} ({m.task})" for m in models)
+                raise ServeError(422, f"no loaded model serves /v1/{endpoint} (it needs {TASK_NOUN[task]}; loaded: {loaded})")
+            return fit[0]
+        if name not in by_name:
+            raise ServeError(404, f"unknown model {name!r} (loaded: {', '.join(by_name)})")
+        model = by_name[name]
+        if model.task != task:
+            raise ServeError(
+                422, f"model {name!r} is {TASK_NOUN[model.task]}; /v1/{endpoint} needs {TASK_NOUN[task]}"
+            )
+        return model
+
+    async def run_job(key, items: list, cost: int, fn) -> list:
+        if batcher is None:
+            raise ServeError(503, "the server is starting or stopping")
+        return await asyncio.wrap_future(batcher.submit(key, items, cost, fn))
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def page() -> HTMLResponse:
+        return HTMLResponse(render_page())
+
+    @app.get("/health", summary="liveness and batching counters")
+    async def health() -> dict[str, Any]:
+        stats = batcher.stats if batcher else None
+        return {
+            "status": "ok",
+            "models": list(by_name),
+            "model_calls": stats.model_calls if stats else 0,
+            "requests_batched": stats.jobs if stats else 0,
+        }
+
+    @app.get("/v1/models", summary="the loaded models, their tasks and limits")
+    async def list_models() -> dict[str, Any]:
+        return {"models": [m.describe() for m in models]}
+
+    @app.post("/v1/translate", response_model=TranslateResponse, summary="translate one or more sentences")
+    async def translate(req: TranslateRequest) -> dict[str, Any]:
+        model: TranslationModel = resolve(req.model, "translate")
+        sentences = [req.text] if isinstance(req.text, str) else req.text
+        if len(sentences) > limits.max_sentences:
+            raise ServeError(413, f"too many sentences: {len(sentences)} (the limit is {limits.max_sentences} per request)")
+        if req.beam > limits.max_beam:
+            raise ServeError(422, f"beam {req.beam} is over the limit of {limits.max_beam}")
+        if req.nbest > req.beam:
+            raise ServeError(422, f"nbest {req.nbest} is larger than beam {req.beam}")
+        cost = sum(_check_sentence(model, s, i, limits) for i, s in enumerate(sentences))
+
+        def run(items: list[str]):
+            return model.translate(items, beam=req.beam, nbest=req.nbest, length_penalty=req.length_penalty,
+                                   batch_tokens=max_batch_tokens)  # fmt: skip
+
+        key = (model.name, "translate", req.beam, req.nbest, req.length_penalty)
+        results = await run_job(key, sentences, cost, run)
+        return {
+            "model": model.name,
+            "translations": [
+                {"text": r.text, "score": r.score, "nbest": [{"text": t, "score": s} for t, s in r.nbest]}
+                for r in results
+            ],
+        }
+
+    @app.post("/v1/attention", summary="every attention map of one translation, with words and an alignment")
+    async def attention(req: AttentionRequest) -> dict[str, Any]:
+        model: TranslationModel = resolve(req.model, "attention")
+        if req.beam > limits.max_beam:
+            raise ServeError(422, f"beam {req.beam} is over the limit of {limits.max_beam}")
+        if not req.text.strip():
+            raise ServeError(422, "text is empty: there is no attention to show")
+        cost = _check_sentence(model, req.text, 0, limits)
+        (payload,) = await run_job(
+            object(), [req.text], cost, lambda items: [attention_payload(model.translator, items[0], beam=req.beam)]
+        )
+        return {"model": model.name, **payload}
+
+    @app.post("/v1/generate", summary="continue a prompt (language-model checkpoints)")
+    async def generate(req: GenerateRequest) -> dict[str, Any]:
+        resolve(req.model, "generate")  # no generation model can be loaded yet: this raises
+        raise ServeError(501, "generation is not implemented")
+
+    @app.post("/v1/classify", summary="label sentences (classifier checkpoints)")
+    async def classify(req: ClassifyRequest) -> dict[str, Any]:
+        resolve(req.model, "classify")
+        raise ServeError(501, "classification is not implemented")
+
+    @app.exception_handler(ServeError)
+    async def serve_error(request: Request, e: ServeError) -> JSONResponse:
+        return JSONResponse({"error": e.message}, status_code=e.status)
+
+    return app
+
+
+def _check_sentence(model: TranslationModel, text: str, i: int, limits: Limits) -> int:
+    """The sentence's subword count, after checking it against the limits."""
+    if len(text) > limits.max_chars:
+        raise ServeError(413, f"sentence {i} has {len(text)} characters; the limit is {limits.max_chars}")
+    n = model.count_tokens(text)
+    if n > model.max_src_tokens:
+        raise ServeError(
+            422, f"sentence {i} has {n} subword tokens; model {model.name!r} takes at most {model.max_src_tokens}"
+        )
+    return n
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, e: RequestValidationError) -> JSONResponse:
+        errs = e.errors()
+        bad_json = [x for x in errs if x.get("type") == "json_invalid"]
+        if bad_json:
+            reason = (bad_json[0].get("ctx") or {}).get("error", "invalid JSON")
+            return JSONResponse({"error": f"the body is not valid JSON: {reason}"}, status_code=400)
+        if "json" not in request.headers.get("content-type", "") and any(x.get("loc") == ("body",) for x in errs):
+            return JSONResponse({"error": "the body must be JSON, sent with Content-Type: application/json"}, 400)
+        return JSONResponse({"error": "; ".join(_describe(x) for x in errs[:5])}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, e: StarletteHTTPException) -> JSONResponse:
+        message = e.detail if isinstance(e.detail, str) else str(e.detail)
+        if e.status_code == 404:
+            message = f"no such path: {request.url.path}"
+        return JSONResponse({"error": message}, status_code=e.status_code, headers=e.headers)
+
+    @app.exception_handler(AttnkitError)
+    async def user_error(request: Request, e: AttnkitError) -> JSONResponse:
+        return JSONResponse({"error": str(e)}, status_code=422)
+
+    @app.exception_handler(Exception)
+    async def bug(request: Request, e: Exception) -> JSONResponse:
+        return JSONResponse({"error": f"internal error: {type(e).__name__}: {e}"}, status_code=500)
+
+
+def _describe(err: dict[str, Any]) -> str:
+    """One pydantic error as 'field: problem'."""
+    loc = [str(p) for p in err.get("loc", ()) if p != "body"]
+    where = ".".join(loc) or "body"
+    if err.get("type") == "extra_forbidden":
+        return f"unknown field {where!r}"
+    if err.get("type") == "missing":
+        return f"missing field {where!r}"
+    return f"{where}: {err.get('msg', 'invalid')}"
+
+
+class BodyLimit:
+    """ASGI middleware: a body over ``max_bytes`` (declared or streamed) answers 413 before parsing."""
+
+    def __init__(self, app, *, max_bytes: int):
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope.get("headers", [])).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            return await self._refuse(send)
+        seen = 0
+
+        async def limited_receive():
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:  # FastAPI passes an HTTPException raised while reading through
+                    raise StarletteHTTPException(413, self._message())
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+    def _message(self) -> str:
+        return f"the body is over the size limit of {self.max_bytes} bytes"
+
+    async def _refuse(self, send):
+        body = json.dumps({"error": self._message()}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+

@@ -1,0 +1,70 @@
+"""Request and response bodies of the JSON API, and the limits a request must keep.
+
+Requests are strict (a string where a number belongs is refused, not converted) and closed
+(an unknown field is an error that names it): a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask for; each is named in the error when exceeded."""
+
+    max_body_bytes: int = 1_000_000
+    max_sentences: int = 256
+    max_chars: int = 2_000  # per sentence, checked before tokenizing
+    max_beam: int = 16
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class TranslateRequest(_Request):
+    text: str | list[str] = Field(description="one sentence, or a list of sentences")
+    model: str | None = Field(None, description="a name from GET /v1/models; default: the first translation model")
+    beam: int = Field(4, ge=1, description="beam size; 1 = greedy")
+    nbest: int = Field(1, ge=1, description="hypotheses returned per sentence (at most beam)")
+    length_penalty: float = Field(0.6, ge=0.0, le=10.0, description="GNMT length penalty alpha")
+
+
+class AttentionRequest(_Request):
+    text: str = Field(description="one source sentence")
+    model: str | None = None
+    beam: int = Field(4, ge=1, description="beam size of the translation whose attention is shown")
+
+
+class GenerateRequest(_Request):
+    text: str = Field(description="the prompt")
+    model: str | None = None
+    max_tokens: int = Field(50, ge=1)
+
+
+class ClassifyRequest(_Request):
+    text: str | list[str]
+    model: str | None = None
+
+
+class Hypothesis(BaseModel):
+    text: str
+    score: float
+
+
+class TranslationOut(BaseModel):
+    text: str
+    score: float = Field(description="log-probability over the GNMT length penalty")
+    nbest: list[Hypothesis]
+
+
+class TranslateResponse(BaseModel):
+    model: str
+    translations: list[TranslationOut] = Field(description="one per input sentence, in order")
+
+
+class ErrorResponse(BaseModel):
+    error: str = Field(description="one line naming the problem")

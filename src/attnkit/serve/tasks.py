@@ -1,0 +1,117 @@
+"""What the server serves: one object per loaded checkpoint, chosen by the checkpoint's task.
+
+A checkpoint's ``arch`` decides its task ("transformer" and "rnn" translate, "lm" generates,
+"classifier" classifies), and the task decides which endpoints answer for it: ``ENDPOINT_TASK``.
+Adding the language model or the classifier to the server is one class with the ``ServedModel``
+shape and one entry in ``LOADERS``; until then such a checkpoint is refused at start-up with a
+message that says so, and their endpoints answer 422 naming the models that are loaded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from ..checkpoint import load_checkpoint, model_from_checkpoint
+from ..data.tokenizer import SubwordTokenizer
+from ..errors import CheckpointError, ConfigError
+from ..translate import Translation, Translator
+
+TASK_OF_ARCH = {"transformer": "translate", "rnn": "translate", "lm": "generate", "classifier": "classify"}
+ENDPOINT_TASK = {"translate": "translate", "attention": "translate", "generate": "generate", "classify": "classify"}
+TASK_NOUN = {"translate": "a translation model", "generate": "a language model", "classify": "a classifier"}
+
+
+@runtime_checkable
+class ServedModel(Protocol):
+    """A loaded checkpoint as the server sees it."""
+
+    name: str
+    task: str  # a value of TASK_OF_ARCH
+    arch: str
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+class TranslationModel:
+    """A translation checkpoint: a :class:`Translator` plus the facts the API reports and checks."""
+
+    task = "translate"
+
+    def __init__(self, name: str, arch: str, translator: Translator, experiment: dict[str, Any] | None = None):
+        self.name, self.arch, self.translator = name, arch, translator
+        data = (experiment or {}).get("data", {})
+        self.src_lang, self.tgt_lang = data.get("src_lang"), data.get("tgt_lang")
+
+    @classmethod
+    def load(cls, name: str, state: dict[str, Any], device: str) -> TranslationModel:
+        model = model_from_checkpoint(state)
+        tokenizer = SubwordTokenizer.from_state_dict(state["tokenizer"])
+        return cls(name, state["arch"], Translator(model, tokenizer, device), state.get("experiment"))
+
+    @property
+    def max_src_tokens(self) -> int:
+        return self.translator.max_src_len
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.translator.tokenizer.encode(text, side="src"))
+
+    def translate(self, sentences: list[str], *, beam: int, nbest: int, length_penalty: float,
+                  batch_tokens: int) -> list[Translation]:  # fmt: skip
+        return self.translator.translate(
+            sentences, beam=max(beam, nbest), nbest=nbest, length_penalty=length_penalty,
+            batch_tokens=batch_tokens,
+        )  # fmt: skip
+
+    def describe(self) -> dict[str, Any]:
+        cfg = self.translator.model.config
+        layers = getattr(cfg, "n_encoder_layers", None), getattr(cfg, "n_decoder_layers", None)
+        return {
+            "name": self.name,
+            "task": self.task,
+            "arch": self.arch,
+            "src_lang": self.src_lang,
+            "tgt_lang": self.tgt_lang,
+            "max_src_tokens": self.max_src_tokens,
+            "encoder_layers": layers[0],
+            "decoder_layers": layers[1],
+            "heads": getattr(cfg, "n_heads", 1),
+            "parameters": sum(p.numel() for p in {id(p): p for p in self.translator.model.parameters()}.values()),
+            "device": str(self.translator.device),
+        }
+
+
+# task -> loader(name, checkpoint state, device). "generate" and "classify" join when their
+# checkpoints exist (their arch names are already known above).
+LOADERS = {"translate": TranslationModel.load}
+
+
+def model_name(spec: str) -> tuple[str, Path]:
+    """``NAME=PATH`` or ``PATH``; a bare path is named after its file, or its folder for checkpoint_*.pt."""
+    name, sep, path = spec.partition("=")
+    if sep and name and "/" not in name:
+        return name, Path(path)
+    p = Path(spec)
+    return (p.parent.name or p.stem) if p.stem.startswith("checkpoint") else p.stem, p
+
+
+def load_models(specs: list[str], *, device: str = "auto") -> list[ServedModel]:
+    """Load every ``--checkpoint`` spec; names must be unique, tasks servable."""
+    models: list[ServedModel] = []
+    for spec in specs:
+        name, path = model_name(spec)
+        if any(m.name == name for m in models):
+            raise ConfigError(f"two checkpoints are named {name!r}: name them with NAME=PATH")
+        state = load_checkpoint(path)
+        task = TASK_OF_ARCH.get(state["arch"])
+        if task is None:
+            raise CheckpointError(f"{path}: unknown model arch {state['arch']!r}")
+        if task not in LOADERS:
+            raise CheckpointError(
+                f"{path}: attnkit serve cannot serve {state['arch']!r} checkpoints yet (task {task!r}); "
+                f"it serves: {', '.join(sorted(LOADERS))}"
+            )
+        models.append(LOADERS[task](name, state, device))
+    if not models:
+        raise ConfigError("no checkpoint to serve: give --checkpoint PATH")
+    return models

@@ -1,0 +1,302 @@
+"""``attnkit serve``: the JSON API, its errors, dynamic batching and a graceful SIGTERM.
+
+The product rules under test: the API answers what ``Translator`` answers; concurrent requests
+share model calls and get exactly what they would get alone; bad input gets a JSON error naming the
+problem and never takes the server down; SIGTERM lets in-flight requests finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import threading
+import time
+
+import pytest
+import torch
+
+pytest.importorskip("fastapi", reason="attnkit serve needs the serve extra: pip install -e '.[serve]'")
+import httpx  # noqa: E402
+from fastapi.testclient import TestClient  # noqa: E402
+
+from attnkit.checkpoint import save_checkpoint  # noqa: E402
+from attnkit.errors import CheckpointError  # noqa: E402
+from attnkit.serve.app import create_app  # noqa: E402
+from attnkit.serve.attention import word_level, words  # noqa: E402
+from attnkit.serve.batcher import Batcher  # noqa: E402
+from attnkit.serve.schemas import Limits  # noqa: E402
+from attnkit.serve.tasks import load_models, model_name  # noqa: E402
+from attnkit.translate import Translator  # noqa: E402
+from serve_helpers import free_port, live_server, post, tiny_checkpoint  # noqa: E402
+
+SENTENCES = [
+    "Ein Mann fährt Fahrrad.",
+    "Zwei Hunde spielen im Schnee.",
+    "Eine Frau mit einem roten Hut sitzt auf einer Bank.",
+    "Kinder spielen.",
+    "Ein kleines Mädchen läuft über eine grüne Wiese zu ihrer Mutter.",
+    "Ein Hund.",
+]
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    torch.set_num_threads(1)
+    return tiny_checkpoint(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def models(ckpt):
+    return load_models([f"tiny={ckpt}"], device="cpu")
+
+
+@pytest.fixture(scope="module")
+def client(models):
+    with TestClient(create_app(models, limits=Limits(max_body_bytes=20_000, max_sentences=8))) as c:
+        yield c
+
+
+# -- translate -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_translate_answers_what_the_translator_answers(client, ckpt, beam):
+    expected = Translator.from_checkpoint(ckpt, device="cpu").translate(SENTENCES, beam=beam, nbest=1)
+    r = client.post("/v1/translate", json={"text": SENTENCES, "beam": beam})
+    assert r.status_code == 200, r.text
+    got = r.json()["translations"]
+    assert [t["text"] for t in got] == [e.text for e in expected]
+    assert [t["score"] for t in got] == pytest.approx([e.score for e in expected], abs=1e-4)
+
+
+def test_a_string_gives_one_translation_and_an_empty_string_an_empty_one(client):
+    one = client.post("/v1/translate", json={"text": SENTENCES[0]}).json()
+    many = client.post("/v1/translate", json={"text": [SENTENCES[0], "", "   "]}).json()
+    assert len(one["translations"]) == 1 and one["model"] == "tiny"
+    assert many["translations"][0]["text"] == one["translations"][0]["text"]
+    assert many["translations"][1]["text"] == ""
+
+
+def test_nbest_is_ranked_and_headed_by_the_translation(client):
+    r = client.post("/v1/translate", json={"text": SENTENCES[:2], "beam": 4, "nbest": 3}).json()
+    for t in r["translations"]:
+        scores = [h["score"] for h in t["nbest"]]
+        assert len(scores) == 3 and scores == sorted(scores, reverse=True)
+        assert t["nbest"][0]["text"] == t["text"]
+
+
+# -- bad input -------------------------------------------------------------------------------------
+
+JSON = {"Content-Type": "application/json"}
+
+
+@pytest.mark.parametrize(
+    "body, headers, status, fragment",
+    [
+        (b"{not json", JSON, 400, "not valid JSON"),
+        (b'{"text": "a"}', {"Content-Type": "text/plain"}, 400, "must be JSON"),
+        (b'{"text": 5}', JSON, 422, "text"),
+        (b'{"text": "a", "beam": "4"}', JSON, 422, "beam"),
+        (b'{"text": "a", "beam": 0}', JSON, 422, "beam"),
+        (b'{"text": "a", "beem": 4}', JSON, 422, "unknown field 'beem'"),
+        (b"{}", JSON, 422, "missing field 'text'"),
+        (b'{"text": "a", "beam": 99}', JSON, 422, "limit of 16"),
+        (b'{"text": "a", "beam": 2, "nbest": 3}', JSON, 422, "nbest 3"),
+        (b'{"text": "a", "model": "nope"}', JSON, 404, "unknown model 'nope'"),
+        (b'{"text": ["a", "b", "c", "d", "e", "f", "g", "h", "i"]}', JSON, 413, "limit is 8"),
+        (b'{"text": "' + b"Hund " * 100 + b'"}', JSON, 422, "at most 64"),
+        (b'{"text": "' + b"x" * 2500 + b'"}', JSON, 413, "limit is 2000"),
+        (b'{"text": "' + b"x" * 30_000 + b'"}', JSON, 413, "size limit of 20000 bytes"),
+    ],
+)
+def test_bad_input_gets_a_json_error_naming_the_problem(client, body, headers, status, fragment):
+    r = client.post("/v1/translate", content=body, headers=headers)
+    assert r.status_code == status, r.text
+    assert fragment in r.json()["error"]
+    assert client.post("/v1/translate", json={"text": "Ein Hund."}).status_code == 200  # still up
+
+
+def test_streamed_body_over_the_limit_is_refused(client):
+    chunks = (b'{"text": "' + b"x" * 5000 for _ in range(6))  # no Content-Length: chunked
+    r = client.post("/v1/translate", content=chunks, headers=JSON)
+    assert r.status_code == 413 and "20000 bytes" in r.json()["error"]
+
+
+def test_unknown_path_and_method_are_json_errors(client):
+    assert client.get("/v2/nothing").status_code == 404
+    assert "error" in client.get("/v2/nothing").json()
+    assert client.get("/v1/translate").status_code == 405
+
+
+# -- models, tasks, health -------------------------------------------------------------------------
+
+
+def test_models_health_and_docs(client):
+    (m,) = client.get("/v1/models").json()["models"]
+    assert m["name"] == "tiny" and m["task"] == "translate" and m["max_src_tokens"] == 64
+    assert client.get("/health").json()["status"] == "ok"
+    paths = client.get("/openapi.json").json()["paths"]
+    assert {"/v1/translate", "/v1/attention", "/v1/models", "/health", "/v1/generate", "/v1/classify"} <= set(paths)
+    assert client.get("/docs").status_code == 200
+
+
+def test_endpoints_of_other_tasks_name_the_model_kind(client):
+    r = client.post("/v1/generate", json={"text": "Ein"})
+    assert r.status_code == 422 and "needs a language model" in r.json()["error"]
+    r = client.post("/v1/classify", json={"text": "Ein", "model": "tiny"})
+    assert r.status_code == 422 and "'tiny' is a translation model" in r.json()["error"]
+
+
+class _FakeLM:
+    name, task, arch = "lm", "generate", "lm"
+
+    def describe(self):
+        return {"name": self.name, "task": self.task}
+
+
+def test_a_model_of_another_task_is_refused_by_translate(models):
+    with TestClient(create_app([*models, _FakeLM()])) as c:
+        r = c.post("/v1/translate", json={"text": "Ein Hund.", "model": "lm"})
+        assert r.status_code == 422 and "'lm' is a language model" in r.json()["error"]
+        assert c.post("/v1/translate", json={"text": "Ein Hund."}).json()["model"] == "tiny"  # default by task
+
+
+def test_load_models_refuses_unservable_and_duplicate_checkpoints(tmp_path, ckpt):
+    lm = save_checkpoint({"arch": "lm", "model_config": {}, "model": {}, "tokenizer": {}}, tmp_path / "lm.pt")
+    with pytest.raises(CheckpointError, match="cannot serve 'lm' checkpoints yet"):
+        load_models([str(lm)], device="cpu")
+    with pytest.raises(Exception, match="two checkpoints are named 'a'"):
+        load_models([f"a={ckpt}", f"a={ckpt}"], device="cpu")
+    assert model_name("runs/de_en/checkpoint_best.pt")[0] == "de_en"
+    assert model_name("avg.pt")[0] == "avg"
+
+
+# -- dynamic batching ------------------------------------------------------------------------------
+
+
+def _concurrently(app, bodies: list[dict]) -> list[httpx.Response]:
+    async def go():
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://serve") as c:
+                return await asyncio.gather(*(c.post("/v1/translate", json=b) for b in bodies)), app.state.batcher.stats
+
+    return asyncio.run(go())
+
+
+def test_concurrent_requests_share_model_calls_and_answer_as_alone(models):
+    bodies = [{"text": s, "beam": 2} for s in SENTENCES] + [{"text": SENTENCES[:3], "beam": 2}]
+    alone = []
+    with TestClient(create_app(models, max_wait_ms=0)) as c:
+        for b in bodies:
+            alone.append(c.post("/v1/translate", json=b).json())
+    together, stats = _concurrently(create_app(models, max_wait_ms=300), bodies)
+    assert all(r.status_code == 200 for r in together)
+    assert stats.model_calls < len(bodies), stats
+    for a, t in zip(alone, (r.json() for r in together)):
+        assert [x["text"] for x in t["translations"]] == [x["text"] for x in a["translations"]]
+        assert [x["score"] for x in t["translations"]] == pytest.approx([x["score"] for x in a["translations"]], abs=1e-4)
+
+
+def test_requests_with_other_options_are_not_mixed(models):
+    bodies = [{"text": SENTENCES[0], "beam": 1}, {"text": SENTENCES[0], "beam": 2}, {"text": SENTENCES[1], "beam": 1}]
+    responses, stats = _concurrently(create_app(models, max_wait_ms=300), bodies)
+    assert all(r.status_code == 200 for r in responses)
+    assert stats.model_calls == 2  # beam 1 together, beam 2 alone
+
+
+def test_batcher_respects_the_budget_and_survives_errors():
+    calls = []
+
+    def double(items):
+        calls.append(list(items))
+        return [2 * x for x in items]
+
+    def broken(items):
+        raise RuntimeError("boom")
+
+    b = Batcher(max_batch_tokens=10, max_wait_ms=200)
+    try:
+        futures = [b.submit("k", [i], 4, double) for i in range(5)]  # 4 tokens each: two fit in 10
+        bad = b.submit("other", [1], 1, broken)
+        assert [f.result(10) for f in futures] == [[0], [2], [4], [6], [8]]
+        with pytest.raises(RuntimeError, match="boom"):
+            bad.result(10)
+        assert b.submit("k", [7], 1, double).result(10) == [14]  # the worker lives on
+    finally:
+        b.close(10)
+    assert all(sum(4 for _ in c) <= 10 for c in calls) and len(calls) >= 3
+
+
+# -- attention -------------------------------------------------------------------------------------
+
+
+def test_words_group_pieces_at_word_starts():
+    ws, index = words(["<s>", "\u2581Ein", "\u2581Fahr", "rad", ".", "</s>"])
+    assert ws == ["<s>", "Ein", "Fahrrad.", "</s>"] and index == [0, 1, 2, 2, 2, 3]
+    w = torch.softmax(torch.randn(2, 3, 6, 6), dim=-1)
+    ww = word_level(w, index, index)  # rows averaged, columns summed: rows stay distributions
+    assert ww.shape == (2, 3, 4, 4)
+    torch.testing.assert_close(ww.sum(-1), torch.ones(2, 3, 4, dtype=w.dtype))
+    torch.testing.assert_close(ww[..., 2, 1], w[..., 2:5, 1].mean(-1))
+
+
+def test_attention_has_every_layer_and_head_and_a_word_alignment(client, models):
+    r = client.post("/v1/attention", json={"text": SENTENCES[2], "beam": 2})
+    assert r.status_code == 200, r.text
+    d = r.json()
+    cfg = models[0].translator.model.config
+    seq = d["sequences"]
+    S, T = len(seq["src"]["pieces"]), len(seq["tgt"]["pieces"])
+    assert seq["tgt"]["pieces"][-1] == "</s>" and seq["tgt_in"]["pieces"][0] == "<s>"
+    shapes = {"encoder_self": (cfg.n_encoder_layers, S, S), "decoder_self": (cfg.n_decoder_layers, T, T),
+              "cross": (cfg.n_decoder_layers, T, S)}  # fmt: skip
+    for kind, (L, R, C) in shapes.items():
+        w = torch.tensor(d["attention"][kind]["weights"], dtype=torch.float64)
+        assert w.shape == (L, cfg.n_heads, R, C), kind
+        torch.testing.assert_close(w.sum(-1), torch.ones(L, cfg.n_heads, R, dtype=w.dtype), atol=0.01, rtol=0)
+        assert (w * 1000 - (w * 1000).round()).abs().max() < 1e-6  # 3 decimals
+    n_tgt_words = len(seq["tgt"]["words"]) - 1  # all but </s>
+    links = d["alignment"]["links"]
+    assert len(links) == n_tgt_words and all(0 <= x["src_word"] < len(seq["src"]["words"]) for x in links)
+    translated = client.post("/v1/translate", json={"text": SENTENCES[2], "beam": 2}).json()["translations"][0]
+    assert d["translation"] == translated["text"]
+
+
+def test_attention_of_empty_text_is_refused(client):
+    r = client.post("/v1/attention", json={"text": "  "})
+    assert r.status_code == 422 and "empty" in r.json()["error"]
+
+
+# -- a real process --------------------------------------------------------------------------------
+
+
+def test_sigterm_finishes_in_flight_requests_then_exits(ckpt):
+    with live_server(ckpt, extra=("--max-wait-ms", "1500")) as (url, proc):
+        answer = {}
+        t = threading.Thread(target=lambda: answer.update(r=post(url + "/v1/translate", {"text": SENTENCES})))
+        t.start()
+        time.sleep(0.5)  # the request now waits in the batcher
+        proc.send_signal(signal.SIGTERM)
+        t.join(60)
+        code = proc.wait(30)
+        status, body = answer["r"]
+        assert status == 200 and len(body["translations"]) == len(SENTENCES)
+        assert code in (0, -signal.SIGTERM), proc.stderr.read().decode()
+
+
+def test_serve_command_errors_are_one_line(capsys, ckpt, tmp_path):
+    from attnkit.cli import main
+
+    def run(*argv):
+        code = main(["serve", *map(str, argv)])
+        return code, capsys.readouterr().err.strip().splitlines()
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        code, err = run("--checkpoint", ckpt, "--port", busy.getsockname()[1])
+    assert code == 2 and len(err) == 1 and "cannot listen on 127.0.0.1" in err[0], err
+    code, err = run("--checkpoint", tmp_path / "missing.pt", "--port", free_port())
+    assert code == 2 and len(err) == 1 and "checkpoint not found" in err[0], err

@@ -1,0 +1,160 @@
+"""The attention page in a real browser: Debian's headless Chromium driven by Selenium.
+
+Skipped (with the reason) where Chromium or chromedriver is missing, unless CI=true: there they
+must run. Start the server, type a sentence, translate, check the layers x heads grids, click a
+map, hover a cell and compare the value shown with the API's tensor; the same for the static file
+``attnkit attention --html`` writes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnkit.cli import main
+from serve_helpers import live_server, post, tiny_checkpoint
+
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+SENTENCE = "Kannst du mir helfen, diesen Satz zu übersetzen?"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _browser_missing() -> str | None:
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed"
+    for path in (CHROMIUM, CHROMEDRIVER):
+        if not path.is_file() or not os.access(path, os.X_OK):
+            return f"{path} not found (apt-get install -y chromium chromium-driver)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory):
+    missing = _browser_missing()
+    if missing:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true but the browser test cannot run: {missing}")
+        pytest.skip(f"browser test skipped: {missing}")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1400,1100",
+                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):  # fmt: skip
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    d = webdriver.Chrome(options=options, service=Service(executable_path=str(CHROMEDRIVER)))
+    d.set_page_load_timeout(60)
+    yield d
+    d.quit()
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    torch.set_num_threads(1)
+    return tiny_checkpoint(tmp_path_factory)
+
+
+def _wait(driver, condition, timeout: float = 90, what: str = "the page"):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    try:
+        return WebDriverWait(driver, timeout).until(lambda d: condition(d))
+    except Exception:
+        status = driver.execute_script("return document.getElementById('status').textContent")
+        raise AssertionError(f"timed out waiting for {what} (status line: {status!r})") from None
+
+
+def _check_view(driver, data: dict, tmp_path: Path) -> None:
+    """Grids, zoom with hover value, toggles, line view: against the API's payload ``data``."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    for kind, spec in data["attention"].items():
+        cells = driver.find_elements(By.CSS_SELECTOR, f'.cell[data-kind="{kind}"]')
+        assert len(cells) == spec["layers"] * spec["heads"], kind
+    cross = data["attention"]["cross"]
+    layer, head = cross["layers"] - 1, cross["heads"] - 1
+    driver.find_element(By.CSS_SELECTOR, f'.cell[data-kind="cross"][data-layer="{layer}"][data-head="{head}"]').click()
+    zoom = driver.find_element(By.ID, "zoom")
+    geo = {k: float(zoom.get_attribute(f"data-{k}")) for k in ("left", "top", "size", "rows", "cols")}
+    assert (zoom.get_attribute("data-kind"), int(geo["rows"]), int(geo["cols"])) == (
+        "cross", len(data["sequences"]["tgt"]["pieces"]), len(data["sequences"]["src"]["pieces"]))
+    r, c = min(int(geo["rows"]) // 2, 3), int(geo["cols"]) - 1  # near the top: inside the window
+    x = geo["left"] + (c + 0.5) * geo["size"] - zoom.size["width"] / 2  # offsets from the centre
+    y = geo["top"] + (r + 0.5) * geo["size"] - zoom.size["height"] / 2
+    driver.execute_script("arguments[0].scrollIntoView({block: 'start'})", zoom)
+    ActionChains(driver).move_to_element_with_offset(zoom, int(x), int(y)).perform()
+    tip = driver.find_element(By.ID, "tooltip")
+    _wait(driver, lambda d: tip.is_displayed(), 10, "the hover value")
+    assert (int(tip.get_attribute("data-row")), int(tip.get_attribute("data-col"))) == (r, c)
+    assert float(tip.get_attribute("data-value")) == pytest.approx(cross["weights"][layer][head][r][c], abs=5e-4)
+    assert tip.text.endswith(tip.get_attribute("data-value"))
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#lines line")) > 0
+
+    driver.find_element(By.CSS_SELECTOR, '[data-units="words"]').click()
+    assert int(driver.find_element(By.ID, "zoom").get_attribute("data-rows")) == len(data["sequences"]["tgt"]["words"])
+    driver.find_element(By.ID, "hide-special").click()  # hides </s> among the rows
+    assert int(driver.find_element(By.ID, "zoom").get_attribute("data-rows")) == len(data["sequences"]["tgt"]["words"]) - 1
+    driver.find_element(By.CSS_SELECTOR, '[data-heads="mean"]').click()
+    assert len(driver.find_elements(By.CSS_SELECTOR, '.cell[data-kind="cross"]')) == cross["layers"]
+    driver.save_screenshot(str(tmp_path / "page.png"))
+    assert (tmp_path / "page.png").read_bytes()[:8] == PNG_MAGIC
+    errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, errors
+
+
+def test_the_page_translates_and_shows_every_layer_and_head(driver, ckpt, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    with live_server(ckpt) as (url, _):
+        driver.get(url + "/")
+        _wait(driver, lambda d: d.find_element(By.ID, "status").text == "ready", what="the model list")
+        box = driver.find_element(By.ID, "text")
+        box.clear()
+        box.send_keys(SENTENCE)
+        Select(driver.find_element(By.ID, "search")).select_by_visible_text("greedy")
+        driver.find_element(By.ID, "translate").click()
+        _wait(driver, lambda d: d.find_element(By.ID, "view").is_displayed(), what="the attention view")
+        status, data = post(url + "/v1/attention", {"text": SENTENCE, "beam": 1})
+        assert status == 200
+        assert driver.find_element(By.ID, "translation").text == data["translation"]
+        _check_view(driver, data, tmp_path)
+        # Offline: everything the page loaded came from the server itself.
+        resources = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+        assert all(r.startswith(url) for r in resources), resources
+
+
+def test_the_static_html_file_shows_the_same_view(driver, ckpt, tmp_path, capsys):
+    out = tmp_path / "view.html"
+    code = main(["attention", "--checkpoint", str(ckpt), "--text", SENTENCE, "--html", str(out),
+                 "--beam", "1", "--device", "cpu"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    html = out.read_text(encoding="utf-8")
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html), "the file must not load anything"
+    with live_server(ckpt) as (url, _):  # only to read the API's payload for the same sentence
+        status, data = post(url + "/v1/attention", {"text": SENTENCE, "beam": 1})
+    assert status == 200
+    driver.get(out.as_uri())
+    from selenium.webdriver.common.by import By
+
+    _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".cell"), what="the embedded view")
+    assert driver.find_element(By.ID, "translation").text == data["translation"]
+    _check_view(driver, data, tmp_path)
+
+
+def test_html_needs_text_and_an_output(capsys, ckpt, tmp_path):
+    assert main(["attention", "--checkpoint", str(ckpt), "--text", "Hallo"]) == 2
+    assert "--out PNG, --html FILE" in capsys.readouterr().err
+    assert main(["attention", "--checkpoint", str(ckpt), "--text", " ", "--html", str(tmp_path / "x.html")]) == 2
+    assert not (tmp_path / "x.html").exists()
+

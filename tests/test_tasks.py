@@ -1,0 +1,122 @@
+"""The LM and classifier tasks: batches, losses against their definitions, and learning in seconds."""
+
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from attnkit.model import ClassifierConfig, LMConfig, TransformerClassifier, TransformerLM
+from attnkit.train.classifier_task import ClassifierTask
+from attnkit.train.lm_task import LanguageModelTask
+
+
+class WordTokenizer:
+    """Whitespace words -> ids (pad 0, bos 1, eos 2, unk 3, then the words): exact, for synthetic data."""
+
+    pad_id, bos_id, eos_id = 0, 1, 2
+    vocabulary = SimpleNamespace(pad_id=0, bos_id=1, eos_id=2)
+
+    def __init__(self, words):
+        self.ids = {w: i + 4 for i, w in enumerate(words)}
+
+    def encode(self, text, side="src"):
+        return [self.ids.get(w, 3) for w in text.split()]
+
+    def encode_batch(self, texts, side="src"):
+        return [self.encode(t) for t in texts]
+
+
+WORDS = [f"w{i}" for i in range(9)]
+
+
+def grammar(n, seed):
+    """First word uniform over w0..w4, then the following words in order, 3 to 5 words in all.
+
+    Entropy: ln 5 (first word) + ln 3 (length) per sentence of 4 words + eos on average, so the true
+    perplexity is exp((ln 5 + ln 3) / 5) = 1.72.
+    """
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        first, length = (
+            int(torch.randint(0, 5, (1,), generator=g)),
+            int(torch.randint(3, 6, (1,), generator=g)),
+        )
+        out.append(" ".join(WORDS[first + k] for k in range(length)))
+    return out
+
+
+def test_lm_batch_is_bos_text_and_text_eos():
+    task, tok = LanguageModelTask(), WordTokenizer(WORDS)
+    enc = task.encode(["w0 w1", "", "w2 w3 w4 w5", ("de", "w1")], tok, 3)  # a pair: its target side
+    assert enc.examples == [[4, 5], [5]] and "1 empty" in enc.dropped and "1 longer" in enc.dropped
+    b = task.collate(enc.examples, tok)
+    assert b.tokens.tolist() == [[1, 4, 5], [1, 5, 0]]
+    assert b.targets.tolist() == [[4, 5, 2], [5, 2, 0]]
+    assert b.n_tgt_tokens == 5 and enc.lengths == [(0, 2), (0, 1)]
+
+
+def test_lm_loss_is_the_summed_next_token_nll():
+    torch.manual_seed(0)
+    task, tok = LanguageModelTask(), WordTokenizer(WORDS)
+    lm = TransformerLM(LMConfig.preset("tiny", vocab_size=13)).eval()
+    b = task.collate([[4, 5, 6], [7]], tok)
+    out = task.loss(lm, b, tok)
+    loss, nll = out.loss, out.nll
+    logp = torch.log_softmax(lm(b.tokens), -1)
+    manual = -sum(logp[r, t, b.targets[r, t]] for r in range(2) for t in range(4) if b.targets[r, t] != 0)
+    assert loss.item() == pytest.approx(manual.item(), rel=1e-5) and nll.item() == pytest.approx(loss.item())
+
+
+def test_lm_learns_a_synthetic_grammar_to_near_its_true_perplexity():
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    task, tok = LanguageModelTask(), WordTokenizer(WORDS)
+    lm = TransformerLM(LMConfig.preset("tiny", vocab_size=13))
+    opt = torch.optim.Adam(lm.parameters(), lr=3e-3)
+    train = task.encode(grammar(2000, 0), tok, 8).examples
+    for step in range(200):
+        batch = task.collate(train[(step * 32) % 2000 : (step * 32) % 2000 + 32], tok)
+        out = task.loss(lm, batch, tok)
+        opt.zero_grad()
+        (out.loss / batch.n_tgt_tokens).backward()
+        opt.step()
+    valid = task.encode(grammar(300, 1), tok, 8)
+    scores = task.scores(lm.eval(), tok, valid, torch.device("cpu"))
+    true_ppl = math.exp((math.log(5) + math.log(3)) / 5)
+    assert scores.perplexity < 1.15 * true_ppl, scores.perplexity  # uniform over 13 tokens would be 13
+    assert task.metric == "perplexity" and not task.higher_is_better
+
+
+def record(label, text, text_b=None):
+    return SimpleNamespace(label=label, text=text, text_b=text_b)
+
+
+def test_classifier_examples_pairs_and_truncation():
+    task = ClassifierTask(WordTokenizer(WORDS), ["neg", "pos"])
+    examples, cut = task.encode(
+        [record("pos", "w0 w1"), record("neg", "w2", "w3 w4"), record("neg", "w0 " * 9)], 4
+    )
+    assert examples == [([4, 5], 1), ([6, 2, 7, 8], 0), ([4, 4, 4, 4], 0)] and cut == 1
+    b = task.collate(examples)
+    assert b.tokens.tolist()[0] == [4, 5, 0, 0] and b.labels.tolist() == [1, 0, 0] and b.n_tokens == 3
+
+
+def test_classifier_needs_two_labels():
+    with pytest.raises(Exception, match="at least 2 labels"):
+        ClassifierTask(WordTokenizer(WORDS), ["only"])
+
+
+def test_classifier_task_loss_and_macro_f1():
+    torch.manual_seed(0)
+    task = ClassifierTask(WordTokenizer(WORDS), ["a", "b", "c"])
+    clf = TransformerClassifier(ClassifierConfig.preset("tiny", vocab_size=13, n_classes=3)).eval()
+    b = task.collate([([4, 5], 0), ([6], 2), ([7, 8, 9], 1)])
+    loss, _ = task.loss(clf, b)
+    assert loss.item() == pytest.approx(
+        torch.nn.functional.cross_entropy(clf(b.tokens), b.labels, reduction="sum").item()
+    )
+    report = task.evaluate(clf, [b])
+    assert task.score(report) == report.macro_f1 and task.higher_is_better
+    assert report.confusion.sum().item() == 3
