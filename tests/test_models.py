@@ -148,7 +148,7 @@ def test_base_preset_is_the_papers_model():
         ({"positional": "alibi"}, "positional"),
         ({"n_heads": 0}, "n_heads"),
         ({"share_vocab": True, "src_vocab_size": 10}, "share_vocab"),
-        ({"activation": "swish"}, "activation"),
+        ({"activation": "tanh"}, "activation"),
         ({"dmodel": 3}, "dmodel"),
         ({"d_ff": "big"}, "d_ff"),
     ],

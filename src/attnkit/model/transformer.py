@@ -109,9 +109,12 @@ class Transformer(nn.Module):
         self.decoder_layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.n_decoder_layers))
         self.decoder_norm = nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
         # Pre-softmax linear layer; tied, its weight is the target embedding E (section 3.4): logits = h E^T.
-        self.output_proj = nn.Linear(config.d_model, config.tgt_vocab_size, bias=not config.tie_output)
+        bias = not config.tie_output or config.output_bias  # tied: a bias only for imported models
+        self.output_proj = nn.Linear(config.d_model, config.tgt_vocab_size, bias=bias)
         if config.tie_output:
             self.output_proj.weight = self.tgt_embed.embedding.weight
+            if config.output_bias:
+                nn.init.zeros_(self.output_proj.bias)
 
     def encode(self, src: Tensor, *, need_weights: bool = False) -> EncoderOutput:
         """src (B, S) token ids -> memory (B, S, D) and the source padding mask."""
