@@ -49,10 +49,11 @@ def build(
     eos_id: int = 2,
     dims: dict | None = None,
     device: str = "cpu",
+    dropout: float = DROPOUT,
 ) -> PeerAdapter:
     """attnkit's Transformer of the reference size (or ``dims``, e.g. the paper's base) on ``device``."""
     cfg = TransformerConfig(
-        **(dims or REFERENCE), dropout=DROPOUT, src_vocab_size=vocab_size, tgt_vocab_size=vocab_size,
+        **(dims or REFERENCE), dropout=dropout, src_vocab_size=vocab_size, tgt_vocab_size=vocab_size,
         share_vocab=True, tie_output=True, pad_id=pad_id, bos_id=bos_id, eos_id=eos_id,
     )  # fmt: skip
     model = Transformer(cfg).to(device)
