@@ -67,7 +67,7 @@ def check_decode(adapter: PeerAdapter, src: torch.Tensor, beam: int) -> tuple[to
     out = adapter.decode_fn(src, beam_size=beam, n_tokens=N_TOKENS)
     dt = time.perf_counter() - t0
     if tuple(out.shape) != (src.size(0), N_TOKENS):
-        raise RuntimeError(f"beam {beam} decode returned shape {tuple(out.shape)}, not {(src.size(0), N_TOKENS)}")
+        raise RuntimeError(f"beam {beam} decode returned {tuple(out.shape)}, not {(src.size(0), N_TOKENS)}")
     if bool((out == EOS).any()):
         raise RuntimeError(f"beam {beam}: EOS produced before {N_TOKENS} tokens")
     return out, dt

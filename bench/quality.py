@@ -3,7 +3,8 @@
     python -m bench.quality --pair de-en --minutes 10 --data-dir ../shared/data
     python -m bench.quality --pair en-de --minutes 10 --data-dir ../shared/data
 
-Run from the repository root (attnkit importable). For each model it trains a config (by default configs/multi30k_<pair>.yaml, the quality config, and
+Run from the repository root (attnkit importable). For each model it trains a config (by default
+configs/multi30k_<pair>.yaml, the quality config, and
 configs/multi30k_de_en_rnn.yaml with the pair's languages) with the same data, the same SentencePiece
 settings (hence the same subwords) and the same training-time budget; ``--transformer-config``,
 ``--rnn-config``, ``--transformer-set`` and ``--rnn-set`` pick smaller models for a CPU budget. It

@@ -29,7 +29,15 @@ from . import peers
 from .peers.common import BASE, BOS, EOS, PAD, REFERENCE, VOCAB
 from .report import add_ratios, machine_info, markdown, progress
 from .speed_worker_ct2 import run_ct2
-from .timing import OPTIMIZER, add_mfu, attention_memory, decode_benchmark, peak_flops, summarize, train_benchmark
+from .timing import (
+    OPTIMIZER,
+    add_mfu,
+    attention_memory,
+    decode_benchmark,
+    peak_flops,
+    summarize,
+    train_benchmark,
+)
 from .workloads import SIZES, multi30k_data, random_batch
 
 CHOICES = list(peers.PEERS)  # attnkit, torch, hf, joeynmt, opennmt, ct2

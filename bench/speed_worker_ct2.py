@@ -25,7 +25,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]  # the repository root: `-m bench.…` resolves from there
 
 
-def run_ct2(marian_model, decode_sets: dict, n_tokens: int, *, warmup: int, repeats: int, eos_id: int) -> dict:
+def run_ct2(
+    marian_model, decode_sets: dict, n_tokens: int, *, warmup: int, repeats: int, eos_id: int
+) -> dict:
     """Time CTranslate2 float32 and int8 in a worker process on ``marian_model``'s weights.
 
     decode_sets: label -> (beam size, list of source id batches (B, S)). This process waits idle.
