@@ -12,7 +12,7 @@ import importlib.util
 import pytest
 import torch
 
-from bench import peers
+from bench import compare, peers
 from bench.peers.common import BOS, EOS, PAD, VOCAB, smoothed_loss
 
 N_TOKENS = 5
@@ -79,3 +79,19 @@ def test_torch_peer_is_the_reference_size_and_decodes_n_tokens(reference):
     assert peer.n_params == reference.n_params
     out = peer.decode_fn(_src(), beam_size=1, n_tokens=N_TOKENS)
     assert out.shape == (3, N_TOKENS) and not bool((out == EOS).any())
+
+
+def test_compare_divides_attnkit_by_the_yardstick_of_the_same_run():
+    def run(attnkit: float, marian: float, ct2: float) -> dict:
+        def speed(x):
+            return {"median": x, "best": 2 * x}
+
+        return {
+            "train": {"random": {"attnkit": speed(attnkit), "transformers-marian": speed(marian)}},
+            "decode": {"greedy": {"attnkit": speed(attnkit), "ctranslate2-float32": speed(ct2)}},
+        }
+
+    rows = compare.ratios(run(300.0, 200.0, 400.0))
+    assert rows == {"training random": (1.5, 1.5), "decoding greedy": (0.75, 0.75)}
+    text = compare.table({"before": run(300.0, 200.0, 400.0), "after": {"train": {}, "decode": {}}})
+    assert "| training random vs HF Marian | 1.50x (best 1.50x) | n/a |" in text
