@@ -27,7 +27,7 @@ def main() -> None:
     g = torch.Generator().manual_seed(0)
     for step in range(1, 401):
         src, tgt_in, tgt_out = batch(64, g)
-        out = label_smoothed_cross_entropy(model(src, tgt_in), tgt_out, pad_id=PAD)
+        out = label_smoothed_cross_entropy(model(src, tgt_in), tgt_out, epsilon=0.1, pad_id=PAD)
         opt.zero_grad()
         (out.loss / out.n_tokens).backward()
         opt.step()

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from attnkit.model import Transformer, TransformerConfig
-from attnkit.rnn import RNNConfig, RNNSeq2Seq
+from attnkit.model import RNNConfig, RNNSeq2Seq, Transformer, TransformerConfig
 
 
 def make_model(kind: str, **overrides):

@@ -70,8 +70,8 @@ def test_multihead_equals_torch_multiheadattention(cross):
     ours = MultiHeadAttention(D, H).eval()
     ref = torch.nn.MultiheadAttention(D, H, batch_first=True).eval()
     with torch.no_grad():
-        ref.in_proj_weight.copy_(ours.in_proj.weight)
-        ref.in_proj_bias.copy_(ours.in_proj.bias)
+        ref.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.kv_proj.weight]))
+        ref.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.kv_proj.bias]))
         ref.out_proj.weight.copy_(ours.out_proj.weight)
         ref.out_proj.bias.copy_(ours.out_proj.bias)
     x = torch.randn(2, 5, D)
@@ -105,16 +105,37 @@ def test_self_attention_cache_equals_full_causal_pass():
     torch.testing.assert_close(torch.cat([a, b], 1), full, atol=1e-5, rtol=1e-5)
 
 
-def test_cross_attention_cache_projects_memory_once():
+def test_cross_attention_with_keys_values_projected_once_equals_projecting_each_call():
     torch.manual_seed(0)
     mha = MultiHeadAttention(16, 2).eval()
-    y, mem = torch.randn(2, 1, 16), torch.randn(2, 4, 16)
-    cache = KVCache(static=True)
-    first, _ = mha(y, mem, mem, cache=cache)
-    k = cache.k
-    second, _ = mha(y, mem * 0 + 123.0, mem, cache=cache)  # a changed memory must be ignored: cached
-    assert cache.k is k
-    torch.testing.assert_close(first, second)
+    y, mem = torch.randn(2, 3, 16), torch.randn(2, 4, 16)
+    kv = mha.keys_values(mem)
+    steps = [mha(y[:, t : t + 1], kv=kv)[0] for t in range(3)]
+    torch.testing.assert_close(torch.cat(steps, 1), mha(y, mem, mem)[0], atol=1e-6, rtol=1e-5)
+
+
+def test_distinct_key_and_value_inputs_use_their_halves_of_kv_proj():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 2).eval()
+    ref = torch.nn.MultiheadAttention(16, 2, batch_first=True).eval()
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(torch.cat([mha.q_proj.weight, mha.kv_proj.weight]))
+        ref.in_proj_bias.copy_(torch.cat([mha.q_proj.bias, mha.kv_proj.bias]))
+        ref.out_proj.load_state_dict(mha.out_proj.state_dict())
+    q, k, v = torch.randn(2, 3, 16), torch.randn(2, 5, 16), torch.randn(2, 5, 16)
+    torch.testing.assert_close(mha(q, k, v)[0], ref(q, k, v, need_weights=False)[0], atol=1e-5, rtol=1e-5)
+
+
+def test_checkpoints_with_a_packed_in_proj_still_load():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 2)
+    old = {k: v for k, v in mha.state_dict().items() if not k.startswith(("q_proj", "kv_proj"))}
+    old["in_proj.weight"] = torch.cat([mha.q_proj.weight, mha.kv_proj.weight]).detach().clone()
+    old["in_proj.bias"] = torch.cat([mha.q_proj.bias, mha.kv_proj.bias]).detach().clone()
+    fresh = MultiHeadAttention(16, 2)
+    fresh.load_state_dict(old)
+    x = torch.randn(1, 4, 16)
+    torch.testing.assert_close(fresh(x, x, x)[0], mha(x, x, x)[0])
 
 
 @pytest.mark.parametrize("scorer", ["additive", "multiplicative"])
@@ -146,7 +167,7 @@ def test_grouped_queries_share_keys_like_repeated_keys(need_weights):
     K, B = 3, 2
     y, mem = torch.randn(B * K, 1, 16), torch.randn(B, 5, 16)
     real = torch.tensor([[True] * 5, [True, True, True, False, False]])
-    grouped, gw = mha(y, mem, mem, key_padding_mask=real, need_weights=need_weights)
+    grouped, gw = mha(y, mem, mem, key_padding_mask=real, kv_group=K, need_weights=need_weights)
     rows = torch.arange(B).repeat_interleave(K)
     repeated, rw = mha(y, mem[rows], mem[rows], key_padding_mask=real[rows], need_weights=need_weights)
     torch.testing.assert_close(grouped, repeated, atol=1e-6, rtol=1e-5)
@@ -154,22 +175,25 @@ def test_grouped_queries_share_keys_like_repeated_keys(need_weights):
         torch.testing.assert_close(gw, rw)
 
 
-def test_packed_decoding_weights_follow_optimizer_updates():
-    """Inference after a (fused) optimizer step must use the new weights, packed or not."""
-    from attnkit.attention.linear import Linear, packed_weights
+def test_grouped_queries_must_match_the_stated_group():
+    mha = MultiHeadAttention(16, 2).eval()
+    y, mem = torch.randn(6, 1, 16), torch.randn(2, 5, 16)
+    with pytest.raises(ValueError, match="groups of 2"):
+        mha(y, mem, mem, kv_group=2)  # 6 query rows are 3 per sentence, not 2: never guessed
 
+
+@pytest.mark.parametrize("scorer", ["additive", "multiplicative"])
+def test_recurrent_attention_with_grouped_states_equals_repeated_annotations(scorer):
     torch.manual_seed(0)
-    layer = Linear(16, 32)
-    opt = torch.optim.Adam(layer.parameters(), lr=0.1, fused=True)
-    x = torch.randn(5, 16)
-    for _ in range(2):
-        with torch.no_grad(), packed_weights():
-            packed = layer(x)
-        torch.testing.assert_close(
-            packed, torch.nn.functional.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5
-        )
-        layer(x).sum().backward()
-        opt.step()
+    B, G, S, Ds, Dh = 2, 3, 5, 6, 8
+    attn = AdditiveAttention(Ds, Dh, 7) if scorer == "additive" else MultiplicativeAttention(Ds, Dh)
+    s, h = torch.randn(B * G, Ds), torch.randn(B, S, Dh)
+    mask = torch.tensor([[True] * 5, [True, True, True, False, False]])
+    c, alpha = attn(s, h, mask=mask, group=G)
+    rows = torch.arange(B).repeat_interleave(G)
+    c_ref, alpha_ref = attn(s, h[rows], mask=mask[rows])
+    torch.testing.assert_close(c, c_ref, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(alpha, alpha_ref, atol=1e-6, rtol=1e-5)
 
 
 def test_causal_mask_with_a_cached_prefix_offsets_the_queries():

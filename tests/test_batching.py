@@ -1,5 +1,6 @@
 """collate and TokenBatchSampler: padding, budget, reproducibility, resume, sharding."""
 
+import functools
 import random
 
 import pytest
@@ -37,7 +38,7 @@ def test_collate_custom_ids_and_empty_target():
     batch = collate([([4], [])], pad_id=9, bos_id=7, eos_id=8)
     assert batch.tgt_in.tolist() == [[7]] and batch.tgt_out.tolist() == [[8]]
     with pytest.raises(DataError):
-        collate([])
+        collate([], pad_id=0, bos_id=1, eos_id=2)
 
 
 def test_every_example_once_per_epoch_and_budget_respected():
@@ -160,7 +161,7 @@ def test_bad_arguments():
 def test_works_as_dataloader_batch_sampler():
     pairs = [([3] * s, [4] * t) for s, t in _lengths(60)]
     sampler = TokenBatchSampler([(len(s), len(t)) for s, t in pairs], max_tokens=120, seed=0)
-    loader = torch.utils.data.DataLoader(pairs, batch_sampler=sampler, collate_fn=collate)
+    loader = torch.utils.data.DataLoader(pairs, batch_sampler=sampler, collate_fn=functools.partial(collate, pad_id=0, bos_id=1, eos_id=2))
     batches = list(loader)
     assert len(batches) == len(sampler)
     assert sum(len(b) for b in batches) == 60

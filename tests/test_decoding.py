@@ -85,9 +85,9 @@ def test_decoding_uses_the_cache_one_position_per_step():
     seen = []
     original = model.decode
 
-    def spy(tgt, enc, **kw):
+    def spy(tgt, state, **kw):
         seen.append(tgt.size(1))
-        return original(tgt, enc, **kw)
+        return original(tgt, state, **kw)
 
     model.decode = spy
     beam_search(model, random_tokens(2, 5), beam_size=3)
@@ -98,3 +98,25 @@ def test_decoding_uses_the_cache_one_position_per_step():
 def test_nbest_larger_than_beam_is_rejected():
     with pytest.raises(ValueError, match="nbest"):
         beam_search(make_model("transformer"), random_tokens(1, 4), beam_size=2, nbest=3)
+
+
+@pytest.mark.parametrize("kind", ["transformer", "rnn"])
+def test_min_len_bans_eos_until_then_and_the_limit_forces_it(kind):
+    model = make_model(kind)
+    src = random_tokens(3, 5, seed=7)
+    for hyp in greedy_search(model, src, min_len=6, max_len_a=0, max_len_b=7):
+        assert len(hyp.tokens) == 6
+    for hyps in beam_search(model, src, beam_size=3, min_len=6, max_len_a=0, max_len_b=7):
+        assert all(len(h.tokens) == 6 for h in hyps)
+
+
+@pytest.mark.parametrize("beam", [11, 20, 30])
+def test_beam_wider_than_half_the_vocabulary_decodes(beam):
+    """A beam of 11..30 over a 20-token vocabulary (17 generable) must search, not crash."""
+    model = make_model("transformer")
+    src = random_tokens(2, 5, seed=8)
+    found = beam_search(model, src, beam_size=beam, nbest=3)
+    greedy = greedy_search(model, src)
+    for hyps, g in zip(found, greedy):
+        assert 1 <= len(hyps) <= 3 and all(3 <= t < 20 for h in hyps for t in h.tokens)
+        assert hyps[0].log_prob >= g.log_prob - 1e-4 or hyps[0].score >= g.score - 1e-4

@@ -11,9 +11,9 @@ from attnkit.model import (
     TransformerClassifier,
     TransformerConfig,
     TransformerLM,
+    RNNConfig,
     count_parameters,
 )
-from attnkit.rnn import RNNConfig
 from helpers import make_model, random_tokens
 
 
@@ -43,22 +43,41 @@ def test_batch_neighbours_do_not_leak(seq2seq):
 def test_cached_incremental_decoding_equals_full_recompute(seq2seq):
     src, tgt = random_tokens(2, 6, seed=8), random_tokens(2, 7, seed=9)
     full = seq2seq(src, tgt)
-    enc = seq2seq.encode(src)
-    cache = seq2seq.init_cache(enc)
-    steps = [seq2seq.decode(tgt[:, t : t + 1], enc, cache=cache).logits for t in range(7)]
+    state = seq2seq.init_state(seq2seq.encode(src))
+    steps = [seq2seq.decode(tgt[:, t : t + 1], state).logits for t in range(7)]
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
-    assert len(cache) == 7
+    assert len(state) == 7
 
 
-def test_cache_reordering_follows_index_select(seq2seq):
-    src, tgt = random_tokens(2, 6, seed=10), random_tokens(2, 4, seed=11)
-    enc = seq2seq.encode(src)
-    cache = seq2seq.init_cache(enc)
-    seq2seq.decode(tgt[:, :3], enc, cache=cache)
-    swap = torch.tensor([1, 0])
-    cache.index_select(swap)
-    step = seq2seq.decode(tgt[swap, 3:], enc.index_select(swap), cache=cache).logits
-    torch.testing.assert_close(step[:, 0], seq2seq(src[swap], tgt[swap])[:, 3], atol=1e-5, rtol=1e-5)
+def test_state_select_keeps_and_reorders_sentences(seq2seq):
+    src, tgt = random_tokens(3, 6, seed=10), random_tokens(3, 4, seed=11)
+    state = seq2seq.init_state(seq2seq.encode(src))
+    seq2seq.decode(tgt[:, :3], state)
+    keep = torch.tensor([2, 0])
+    state.select(keep)
+    step = seq2seq.decode(tgt[keep, 3:], state).logits
+    torch.testing.assert_close(step[:, 0], seq2seq(src[keep], tgt[keep])[:, 3], atol=1e-5, rtol=1e-5)
+
+
+def test_state_expand_and_reorder_follow_hypotheses_within_sentences(seq2seq):
+    """Beam moves: K rows per sentence share its encoder output; each row continues its own prefix."""
+    K = 3
+    src, tgt = random_tokens(2, 6, seed=20), random_tokens(2 * K, 5, seed=21)
+    tgt[:, 0] = tgt[::K, 0].repeat_interleave(K)  # the K hypotheses of a sentence share the first token
+    state = seq2seq.init_state(seq2seq.encode(src))
+    seq2seq.decode(tgt[::K, :1], state)
+    state.expand(K)
+    assert state.group == K
+    rows = torch.tensor([2, 0, 0, 4, 5, 3])  # moves stay inside each sentence's K rows
+    seq2seq.decode(tgt[:, 1:3], state)
+    state.reorder(rows)
+    step = seq2seq.decode(tgt[rows, 3:4], state).logits
+    expected = seq2seq(src.repeat_interleave(K, 0)[rows], tgt[rows, :4])[:, 3]
+    torch.testing.assert_close(step[:, 0], expected, atol=1e-5, rtol=1e-5)
+    state.select(torch.tensor([1]))  # sentence 1 only: its K rows, in order
+    step = seq2seq.decode(tgt[rows][K:, 4:5], state).logits
+    expected = seq2seq(src[1:].repeat_interleave(K, 0), tgt[rows][K:, :5])[:, 4]
+    torch.testing.assert_close(step[:, 0], expected, atol=1e-5, rtol=1e-5)
 
 
 def test_every_parameter_receives_a_gradient(seq2seq):
@@ -74,7 +93,7 @@ def test_attention_weights_are_returned_per_layer():
     model = make_model("transformer")
     src, tgt = random_tokens(2, 6), random_tokens(2, 4)
     enc = model.encode(src, need_weights=True)
-    out = model.decode(tgt, enc, need_weights=True)
+    out = model.decode(tgt, model.init_state(enc), need_weights=True)
     cfg = model.config
     assert len(enc.self_attn) == cfg.n_encoder_layers and enc.self_attn[0].shape == (2, cfg.n_heads, 6, 6)
     assert out.cross_attn[0].shape == (2, cfg.n_heads, 4, 6) and out.self_attn[0].shape == (
@@ -166,9 +185,13 @@ def test_language_model_is_causal_and_caches():
     y = x.clone()
     y[:, 5:] = random_tokens(2, 3, seed=9)
     torch.testing.assert_close(lm(y)[:, :5], logits[:, :5], atol=1e-5, rtol=1e-5)
-    cache = lm.init_cache()
-    steps = torch.cat([lm.decode(x[:, t : t + 1], cache=cache) for t in range(8)], 1)
+    state = lm.init_state(2)
+    steps = torch.cat([lm.decode(x[:, t : t + 1], state).logits for t in range(8)], 1)
     torch.testing.assert_close(steps, logits, atol=1e-5, rtol=1e-5)
+    # A right-padded batch row gives the same logits at its real positions as the row alone.
+    short = x[:1, :5]
+    padded = torch.cat([short, torch.zeros(1, 3, dtype=torch.long)], dim=1)
+    torch.testing.assert_close(lm(padded)[:, :5], lm(short), atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("pooling", ["mean", "first"])

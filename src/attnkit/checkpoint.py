@@ -20,16 +20,10 @@ import torch
 from torch import nn
 
 from .errors import CheckpointError, ConfigError
-from .model import Transformer, TransformerConfig
-from .rnn import RNNConfig, RNNSeq2Seq
+from .model.registry import ARCHS
 
 FORMAT = "attnkit-checkpoint-1"
 
-# arch name -> (model class, config class): what a checkpoint's "arch" and "model_config" rebuild.
-ARCHS: dict[str, tuple[type[nn.Module], type]] = {
-    "transformer": (Transformer, TransformerConfig),
-    "rnn": (RNNSeq2Seq, RNNConfig),
-}
 
 
 def save_checkpoint(state: dict[str, Any], path: str | Path) -> Path:

@@ -134,30 +134,32 @@ def _read_metrics_csv(csv_path: Path, columns: Sequence[str]) -> dict[str, list[
     return series
 
 
-def plot_learning_curve(csv_path: str | Path, out_path: str | Path) -> Path:
-    """Train/val loss (left panel) and val BLEU (right panel) against step from a metrics CSV."""
+def plot_learning_curve(csv_path: str | Path, out_path: str | Path, *, metric: str = "bleu") -> Path:
+    """Train/val loss (left panel) and the validation metric (right panel, e.g. BLEU) against step."""
     csv_path = Path(csv_path)
-    series = _read_metrics_csv(csv_path, ("train_loss", "val_loss", "val_bleu"))
+    column = f"val_{metric}"
+    series = _read_metrics_csv(csv_path, ("train_loss", "val_loss", column))
     losses = [k for k in ("train_loss", "val_loss") if series.get(k)]
-    if not losses and not series.get("val_bleu"):
-        raise DataError(f"{csv_path} has no values in train_loss, val_loss or val_bleu")
+    if not losses and not series.get(column):
+        raise DataError(f"{csv_path} has no values in train_loss, val_loss or {column}")
+    label = {"bleu": "BLEU", "perplexity": "perplexity", "macro_f1": "macro-F1"}.get(metric, metric)
     fig = _figure(12, 4.5)
-    ax_loss, ax_bleu = fig.subplots(1, 2)
+    ax_loss, ax_metric = fig.subplots(1, 2)
     for key in losses:
         steps, values = zip(*series[key], strict=True)
         ax_loss.plot(steps, values, label=key.replace("_", " "), marker="o" if key == "val_loss" else None)
     ax_loss.set(title="Loss", xlabel="step", ylabel="cross-entropy (nats/token)")
     if losses:
         ax_loss.legend()
-    if series.get("val_bleu"):
-        steps, values = zip(*series["val_bleu"], strict=True)
-        ax_bleu.plot(steps, values, marker="o", color="tab:green")
+    if series.get(column):
+        steps, values = zip(*series[column], strict=True)
+        ax_metric.plot(steps, values, marker="o", color="tab:green")
     else:
-        ax_bleu.text(
-            0.5, 0.5, "no validation BLEU yet", ha="center", va="center", transform=ax_bleu.transAxes
+        ax_metric.text(
+            0.5, 0.5, f"no validation {label} yet", ha="center", va="center", transform=ax_metric.transAxes
         )
-    ax_bleu.set(title="Validation BLEU", xlabel="step", ylabel="BLEU")
-    for ax in (ax_loss, ax_bleu):
+    ax_metric.set(title=f"Validation {label}", xlabel="step", ylabel=label)
+    for ax in (ax_loss, ax_metric):
         ax.grid(alpha=0.3)
     return _save(fig, out_path)
 

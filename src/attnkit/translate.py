@@ -14,11 +14,11 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from .attention.linear import packed_weights
 from .checkpoint import load_checkpoint, model_from_checkpoint
 from .data.tokenizer import SubwordTokenizer
 from .decoding import beam_search, greedy_search
 from .errors import CheckpointError, ConfigError, DataError
+from .fast import packed_linears
 
 
 @dataclass
@@ -53,8 +53,6 @@ class Translator:
 
     def __init__(self, model: nn.Module, tokenizer: SubwordTokenizer, device: str | torch.device = "cpu"):
         self.device = resolve_device(device) if isinstance(device, str) else device
-        if self.device.type == "cpu":
-            torch.set_flush_denormal(True)  # denormal weights or activations slow CPU math ~10x
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
 
@@ -78,7 +76,6 @@ class Translator:
         return ids, truncated
 
     @torch.no_grad()
-    @packed_weights()  # one packing of the weights for all the batches
     def translate(
         self,
         sentences: list[str],
@@ -96,56 +93,42 @@ class Translator:
         if truncated:
             warnings.warn(
                 f"{truncated} input sentence(s) longer than {self.max_src_len} subword tokens were truncated",
-                stacklevel=4,  # past the two decorators, at the caller
+                stacklevel=3,  # past torch.no_grad, at the caller
             )
         results: list[Translation | None] = [None] * len(sentences)
         order = sorted((i for i, seq in enumerate(ids) if seq), key=lambda i: len(ids[i]))
         for i, seq in enumerate(ids):
             if not seq:
                 results[i] = Translation("", 0.0, [("", 0.0)] * nbest, [], [], [])
-        for batch in _length_batches(order, ids, batch_tokens):
-            width = max(len(ids[i]) for i in batch)
-            src = torch.full((len(batch), width), self.model.config.pad_id, dtype=torch.long)
-            for row, i in enumerate(batch):
-                src[row, : len(ids[i])] = torch.tensor(ids[i])
-            src = src.to(self.device)
-            if beam == 1 and nbest == 1:
-                found = [
-                    [h]
-                    for h in greedy_search(
-                        self.model,
-                        src,
-                        max_len_a=max_len_a,
-                        max_len_b=max_len_b,
-                        return_attention=return_attention,
+        with packed_linears(self.model):  # weights packed once for all the batches (CPU)
+            for batch in _length_batches(order, ids, batch_tokens):
+                width = max(len(ids[i]) for i in batch)
+                src = torch.full((len(batch), width), self.model.config.pad_id, dtype=torch.long)
+                for row, i in enumerate(batch):
+                    src[row, : len(ids[i])] = torch.tensor(ids[i])
+                src = src.to(self.device)
+                limits = dict(max_len_a=max_len_a, max_len_b=max_len_b, return_attention=return_attention)
+                if beam == 1 and nbest == 1:
+                    found = [[h] for h in greedy_search(self.model, src, **limits)]
+                else:
+                    found = beam_search(
+                        self.model, src, beam_size=beam, nbest=nbest, length_penalty_alpha=length_penalty, **limits
                     )
-                ]
-            else:
-                found = beam_search(
-                    self.model,
-                    src,
-                    beam_size=beam,
-                    nbest=nbest,
-                    length_penalty_alpha=length_penalty,
-                    max_len_a=max_len_a,
-                    max_len_b=max_len_b,
-                    return_attention=return_attention,
-                )
-            for row, i in enumerate(batch):
-                hyps = found[row]
-                best = hyps[0]
-                attention = None
-                if best.attention is not None:
-                    attention = best.attention[:, : len(ids[i])].cpu()  # (T + 1, S) without padding
-                results[i] = Translation(
-                    text=self.tokenizer.decode(best.tokens, side="tgt"),
-                    score=best.score,
-                    nbest=[(self.tokenizer.decode(h.tokens, side="tgt"), h.score) for h in hyps],
-                    src_pieces=[self.tokenizer.id_to_piece(t, side="src") for t in ids[i]],
-                    tgt_pieces=[self.tokenizer.id_to_piece(t, side="tgt") for t in best.tokens] + ["</s>"],
-                    tokens=best.tokens,
-                    attention=attention,
-                )
+                for row, i in enumerate(batch):
+                    hyps = found[row]
+                    best = hyps[0]
+                    attention = None
+                    if best.attention is not None:
+                        attention = best.attention[:, : len(ids[i])].cpu()  # (T + 1, S) without padding
+                    results[i] = Translation(
+                        text=self.tokenizer.decode(best.tokens, side="tgt"),
+                        score=best.score,
+                        nbest=[(self.tokenizer.decode(h.tokens, side="tgt"), h.score) for h in hyps],
+                        src_pieces=[self.tokenizer.id_to_piece(t, side="src") for t in ids[i]],
+                        tgt_pieces=[self.tokenizer.id_to_piece(t, side="tgt") for t in best.tokens] + ["</s>"],
+                        tokens=best.tokens,
+                        attention=attention,
+                    )
         return results  # type: ignore[return-value]
 
 
@@ -175,7 +158,7 @@ def attention_maps(translator: Translator, text: str, *, beam: int = 4) -> Atten
     tgt_in = torch.tensor([[tok.bos_id, *result.tokens]], device=translator.device)  # (1, T)
     with torch.no_grad():
         enc = model.encode(src, need_weights=True)
-        out = model.decode(tgt_in, enc, need_weights=True)
+        out = model.decode(tgt_in, model.init_state(enc), need_weights=True)
 
     def stack(ws):
         return None if not ws or ws[0] is None else torch.stack([w[0] for w in ws]).float().cpu()

@@ -1,7 +1,7 @@
 """Attention from first principles to multi-head attention; every mask comes from :mod:`.masks`."""
 
 from .functional import attention_scores, basic_self_attention, scaled_dot_product_attention
-from .masks import causal_mask, combine_masks, padding_mask
+from .masks import causal_mask, combine_masks, padding_mask, real_tokens
 from .multihead import KVCache, MultiHeadAttention
 from .recurrent import AdditiveAttention, MultiplicativeAttention
 
@@ -15,5 +15,6 @@ __all__ = [
     "causal_mask",
     "combine_masks",
     "padding_mask",
+    "real_tokens",
     "scaled_dot_product_attention",
 ]

@@ -10,7 +10,6 @@ import math
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..dropout import dropout
 
 
 def basic_self_attention(x: Tensor) -> tuple[Tensor, Tensor]:
@@ -58,5 +57,5 @@ def scaled_dot_product_attention(
         # A fully masked row is softmax over all -inf = NaN; such a query attends to nothing.
         weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
     if dropout_p > 0.0:
-        weights = dropout(weights, dropout_p)
+        weights = F.dropout(weights, dropout_p)
     return weights @ v, weights  # (..., Tq, Dv), (..., Tq, Tk)

@@ -12,9 +12,14 @@ import torch
 from torch import Tensor
 
 
+def real_tokens(tokens: Tensor, pad_id: int) -> Tensor:
+    """(B, T) token ids -> (B, T), True where the token is not padding."""
+    return tokens != pad_id
+
+
 def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
     """Key mask that hides padding: (B, Tk) token ids -> (B, 1, 1, Tk), True where the key is real."""
-    return (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, Tk)
+    return real_tokens(tokens, pad_id)[:, None, None, :]  # (B, 1, 1, Tk)
 
 
 def causal_mask(T: int, *, n_keys: int | None = None, device: torch.device | str | None = None) -> Tensor:

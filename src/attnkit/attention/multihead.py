@@ -1,10 +1,12 @@
 """Multi-head attention (paper section 3.2.2) with an explicit key/value cache for decoding.
 
-Legend: B batch, H heads, Tq/Tk query/key length, D d_model, Dh = D / H head size.
+Legend: B batch, H heads, Tq/Tk query/key length, D d_model, Dh = D / H head size, G query rows
+that share one row of keys (the beams of one sentence in cross-attention).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -12,44 +14,42 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .functional import scaled_dot_product_attention
-from .linear import Linear, linear
 from .masks import causal_mask, combine_masks
 
 
 @dataclass
 class KVCache:
-    """Keys and values of one attention layer, kept by the caller between decoding steps.
+    """Self-attention keys and values of the positions decoded so far, kept by the caller.
 
-    Self-attention appends the new step's keys/values; cross-attention (``static=True``) projects
-    the encoder output once, on the first step, and reuses it.
+    Each decoding step appends its new keys/values along the time axis.
     """
 
     k: Tensor | None = None  # (B, H, Tk, Dh)
     v: Tensor | None = None  # (B, H, Tk, Dh)
-    static: bool = False
 
     def __len__(self) -> int:
         return 0 if self.k is None else self.k.size(2)
 
-    def index_select(self, index: Tensor) -> None:
-        """Keep the rows named by ``index`` (B',) of the batch: beam search reorders hypotheses."""
+    def select(self, rows: Tensor) -> None:
+        """Keep (and reorder) the batch rows ``rows`` (B',): beam search moves hypotheses."""
         if self.k is not None:
-            self.k = self.k.index_select(0, index)
-            self.v = self.v.index_select(0, index)
+            self.k = self.k.index_select(0, rows)
+            self.v = self.v.index_select(0, rows)
 
 
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1..head_H) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
 
     The fused ``F.scaled_dot_product_attention`` runs when the weights are not needed; the reference
-    math of :func:`scaled_dot_product_attention` runs when they are. Parameters are laid out like
-    ``torch.nn.MultiheadAttention`` (one packed ``in_proj`` of W^Q, W^K, W^V, then ``out_proj``).
+    math of :func:`scaled_dot_product_attention` runs when they are. W^Q is ``q_proj``; W^K and W^V
+    are stacked in ``kv_proj`` because keys and values always come from the same tensor in a
+    Transformer (one product, and cross-attention projects the encoder output once per sentence).
 
     Args:
         d_model: model width D; n_heads: H, must divide D.
         dropout: dropout on the attention weights; bias: biases on the projections.
     Shape:
-        query (B, Tq, D), key and value (B, Tk, D) -> out (B, Tq, D), weights (B, H, Tq, Tk) or None.
+        query (B * G, Tq, D), key and value (B, Tk, D) -> out (B * G, Tq, D), weights (B * G, H, Tq, Tk).
     """
 
     def __init__(self, d_model: int, n_heads: int, *, dropout: float = 0.0, bias: bool = True):
@@ -58,96 +58,103 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.dropout = dropout
-        self.in_proj = Linear(d_model, 3 * d_model, bias=bias)  # [W^Q; W^K; W^V]
-        self.out_proj = Linear(d_model, d_model, bias=bias)  # W^O
-        nn.init.xavier_uniform_(self.in_proj.weight)
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)  # W^Q
+        self.kv_proj = nn.Linear(d_model, 2 * d_model, bias=bias)  # [W^K; W^V]
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W^O
+        # Xavier-uniform over the stacked (3D, D) matrix [W^Q; W^K; W^V], as torch.nn.MultiheadAttention.
+        bound = math.sqrt(6.0 / (4 * d_model))
+        for proj in (self.q_proj, self.kv_proj):
+            nn.init.uniform_(proj.weight, -bound, bound)
         if bias:
-            nn.init.zeros_(self.in_proj.bias)
-            nn.init.zeros_(self.out_proj.bias)
+            for proj in (self.q_proj, self.kv_proj, self.out_proj):
+                nn.init.zeros_(proj.bias)
 
     def _split_heads(self, x: Tensor) -> Tensor:
         B, T, _ = x.shape
         return x.view(B, T, self.n_heads, self.d_head).transpose(1, 2)  # (B, H, T, Dh)
 
-    def _project(self, x: Tensor, part: slice) -> Tensor:
-        w = self.in_proj.weight[part]
-        b = None if self.in_proj.bias is None else self.in_proj.bias[part]
-        return linear(x, w, b)
+    def keys_values(self, key: Tensor, value: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Project keys and values: (B, Tk, D) -> 2 x (B, H, Tk, Dh). ``value=None`` means the same tensor."""
+        if value is None or value is key:
+            k, v = self.kv_proj(key).chunk(2, dim=-1)  # 2 x (B, Tk, D)
+        else:  # distinct key and value inputs: each through its half of kv_proj
+            w_k, w_v = self.kv_proj.weight.chunk(2)
+            b_k, b_v = self.kv_proj.bias.chunk(2) if self.kv_proj.bias is not None else (None, None)
+            k, v = F.linear(key, w_k, b_k), F.linear(value, w_v, b_v)
+        return self._split_heads(k), self._split_heads(v)
 
     def forward(
         self,
         query: Tensor,
-        key: Tensor,
-        value: Tensor,
+        key: Tensor | None = None,
+        value: Tensor | None = None,
         *,
+        kv: tuple[Tensor, Tensor] | None = None,
+        cache: KVCache | None = None,
         key_padding_mask: Tensor | None = None,
         causal: bool = False,
+        kv_group: int = 1,
         need_weights: bool = False,
-        cache: KVCache | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """Attend from ``query`` to ``key``/``value``.
+        """Attend from ``query`` to ``key``/``value``, or to keys and values projected before (``kv``).
 
         Args:
+            kv: keys and values from :meth:`keys_values` (cross-attention projects memory once).
+            cache: self-attention while decoding: the new keys/values are appended to it.
             key_padding_mask: boolean, True = may attend; (B, Tk) or broadcastable to (B, H, Tq, Tk).
             causal: query i (at absolute position len(cache) + i) sees only keys up to itself.
+            kv_group: G consecutive query rows share one row of keys, values and padding mask.
             need_weights: return the attention weights (runs the reference path).
-            cache: updated in place; for self-attention the new keys/values are appended.
         """
-        D = self.d_model
-        self_attention = query is key and key is value
-        if self_attention:
-            q, k, v = self._project(query, slice(None)).split(D, dim=-1)  # 3 x (B, Tq, D)
-            q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)
-        else:
-            q = self._split_heads(self._project(query, slice(0, D)))  # (B, H, Tq, Dh)
-            if cache is not None and cache.static and cache.k is not None:
-                k, v = cache.k, cache.v  # encoder keys/values, projected on the first step
-            elif key is value:
-                k, v = self._project(key, slice(D, 3 * D)).split(D, dim=-1)
-                k, v = self._split_heads(k), self._split_heads(v)  # (B, H, Tk, Dh)
-            else:
-                k = self._split_heads(self._project(key, slice(D, 2 * D)))
-                v = self._split_heads(self._project(value, slice(2 * D, 3 * D)))
+        q = self._split_heads(self.q_proj(query))  # (B * G, H, Tq, Dh)
+        k, v = kv if kv is not None else self.keys_values(key, value)  # (B, H, Tk, Dh)
         if cache is not None:
-            if cache.static:
-                cache.k, cache.v = k, v
-            else:
-                if cache.k is not None:
-                    k = torch.cat([cache.k, k], dim=2)  # (B, H, Tk_old + Tq, Dh)
-                    v = torch.cat([cache.v, v], dim=2)
-                cache.k, cache.v = k, v
-
-        Bq, Bk = q.size(0), k.size(0)
-        group = Bq // Bk  # > 1: `group` consecutive query rows share one row of keys (a sentence's beams)
-        if group > 1:
-            if causal or Bq % Bk:
-                raise ValueError(f"{Bq} query rows cannot share {Bk} rows of keys")
-            q = q.view(Bk, group, self.n_heads, -1, self.d_head).transpose(1, 2)  # (Bk, H, group, Tq, Dh)
-            q = q.reshape(Bk, self.n_heads, -1, self.d_head)  # (Bk, H, group * Tq, Dh)
-        Tq, Tk = q.size(2), k.size(2)
+            if cache.k is not None:
+                k = torch.cat([cache.k, k], dim=2)  # (B, H, Tk_old + Tq, Dh)
+                v = torch.cat([cache.v, v], dim=2)
+            cache.k, cache.v = k, v
         if key_padding_mask is not None and key_padding_mask.dim() == 2:
             key_padding_mask = key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk)
+        out, weights = self._attend(q, k, v, key_padding_mask, causal, kv_group, need_weights)
+        Bq, _, Tq, _ = out.shape
+        out = out.transpose(1, 2).reshape(Bq, Tq, self.d_model)  # concat heads: (B * G, Tq, D)
+        return self.out_proj(out), weights
+
+    def _attend(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, G: int, need_weights: bool
+    ) -> tuple[Tensor, Tensor | None]:
+        """softmax(Q K^T / sqrt(Dh) + M) V per head; q (B * G, H, Tq, Dh) -> (B * G, H, Tq, Dh)."""
+        Bq, H, Tq, Dh = q.shape
+        Bk, Tk = k.size(0), k.size(2)
+        if Bq != Bk * G or (G > 1 and causal):
+            raise ValueError(f"{Bq} query rows cannot share {Bk} rows of keys in groups of {G}")
+        if G > 1:  # a sentence's G query rows become G * Tq queries against its one row of keys
+            q = q.view(Bk, G, H, Tq, Dh).transpose(1, 2).reshape(Bk, H, G * Tq, Dh)  # (B, H, G*Tq, Dh)
         # Teacher forcing (no cache prefix, no padding mask): the fused kernel applies the look-ahead
         # mask itself and skips the blocks above the diagonal instead of reading a (T, T) mask.
-        fused_causal = causal and Tq > 1 and Tq == Tk and key_padding_mask is None and not need_weights
+        fused_causal = causal and Tq > 1 and Tq == Tk and mask is None and not need_weights
         look_ahead = None
         if causal and Tq > 1 and not fused_causal:
             # With a cache the queries sit at the end: query i is at absolute position Tk - Tq + i.
             look_ahead = causal_mask(Tq, n_keys=Tk, device=q.device)
-        mask = combine_masks(key_padding_mask, look_ahead)
+        mask = combine_masks(mask, look_ahead)
         p = self.dropout if self.training else 0.0
-
         if need_weights:
             out, weights = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=p)
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=fused_causal)
             weights = None
-        if group > 1:  # back to one row per query: (Bk, H, group * Tq, .) -> (Bq, H, Tq, .)
-            Tq //= group
-            out = out.view(Bk, self.n_heads, group, Tq, -1).transpose(1, 2).reshape(Bq, self.n_heads, Tq, -1)
+        if G > 1:  # back to one row per query: (B, H, G * Tq, .) -> (B * G, H, Tq, .)
+            out = out.view(Bk, H, G, Tq, -1).transpose(1, 2).reshape(Bq, H, Tq, -1)
             if weights is not None:
-                weights = (
-                    weights.view(Bk, self.n_heads, group, Tq, Tk).transpose(1, 2).reshape(Bq, -1, Tq, Tk)
-                )
-        out = out.transpose(1, 2).reshape(Bq, Tq, D)  # concat heads: (B, Tq, D)
-        return self.out_proj(out), weights
+                weights = weights.view(Bk, H, G, Tq, Tk).transpose(1, 2).reshape(Bq, H, Tq, Tk)
+        return out, weights
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):  # type: ignore[override]
+        """Checkpoints written before the split of ``in_proj`` into ``q_proj`` and ``kv_proj`` still load."""
+        for kind in ("weight", "bias"):
+            packed = state_dict.pop(f"{prefix}in_proj.{kind}", None)
+            if packed is not None:
+                state_dict[f"{prefix}q_proj.{kind}"] = packed[: self.d_model]
+                state_dict[f"{prefix}kv_proj.{kind}"] = packed[self.d_model :]
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)

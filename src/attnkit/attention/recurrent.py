@@ -1,9 +1,12 @@
 """Attention scorers for the RNN encoder-decoder: additive (Bahdanau) and multiplicative (Luong).
 
-Both score one decoder state s against every encoder annotation h_j, normalize with softmax
-(seed 000, eq. 2) and return the context vector c = sum_j alpha_j h_j (eq. 1).
+Both score a decoder state s against every encoder annotation h_j, normalize with softmax
+(seed 000, eq. 2) and return the context vector c = sum_j alpha_j h_j (eq. 1). With ``group=G``,
+G consecutive decoder states (a sentence's beam hypotheses) score the same sentence's annotations,
+which are kept once per sentence.
 
-Legend: B batch, S source length, Ds decoder state size, Dh annotation size, A attention size.
+Legend: B sentences, G states per sentence, N = B * G, S source length, Ds decoder state size,
+Dh annotation size, A attention size.
 """
 
 from __future__ import annotations
@@ -14,14 +17,15 @@ from torch import Tensor, nn
 
 
 def _attend(scores: Tensor, annotations: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
-    """scores (B, S), annotations (B, S, Dh), mask (B, S) True = real -> context (B, Dh), alpha (B, S)."""
+    """scores (B, G, S), annotations (B, S, Dh), mask (B, S) True = real -> context (N, Dh), alpha (N, S)."""
     if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    alpha = F.softmax(scores, dim=-1)  # (B, S)
-    if mask is not None:
-        alpha = alpha.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
-    context = torch.bmm(alpha.unsqueeze(1), annotations).squeeze(1)  # (B, Dh)
-    return context, alpha
+        scores = scores.masked_fill(~mask[:, None, :], float("-inf"))
+    alpha = F.softmax(scores, dim=-1)  # (B, G, S)
+    if mask is not None:  # a sentence without a real token attends to nothing (all -inf is NaN)
+        alpha = alpha.masked_fill(~mask.any(dim=-1)[:, None, None], 0.0)
+    context = alpha @ annotations  # (B, G, S) @ (B, S, Dh) -> (B, G, Dh)
+    B, G, S = alpha.shape
+    return context.reshape(B * G, -1), alpha.reshape(B * G, S)
 
 
 class AdditiveAttention(nn.Module):
@@ -30,7 +34,7 @@ class AdditiveAttention(nn.Module):
     ``keys(annotations)`` precomputes U h_j once per source sentence; the caller keeps the result
     (no hidden state on the module) and passes it to every decoding step.
 
-    Shape: state (B, Ds), annotations (B, S, Dh), keys (B, S, A), mask (B, S) -> (B, Dh), (B, S).
+    Shape: state (N, Ds), annotations (B, S, Dh), keys (B, S, A), mask (B, S) -> (N, Dh), (N, S).
     """
 
     def __init__(self, state_size: int, annotation_size: int, attention_size: int):
@@ -43,17 +47,25 @@ class AdditiveAttention(nn.Module):
         return self.U(annotations)  # (B, S, A)
 
     def forward(
-        self, state: Tensor, annotations: Tensor, *, keys: Tensor | None = None, mask: Tensor | None = None
+        self,
+        state: Tensor,
+        annotations: Tensor,
+        *,
+        keys: Tensor | None = None,
+        mask: Tensor | None = None,
+        group: int = 1,
     ) -> tuple[Tensor, Tensor]:
         keys = self.keys(annotations) if keys is None else keys
-        e = self.v(torch.tanh(self.W(state).unsqueeze(1) + keys)).squeeze(-1)  # (B, S)
+        B = annotations.size(0)
+        query = self.W(state).view(B, group, 1, -1)  # (B, G, 1, A)
+        e = self.v(torch.tanh(query + keys[:, None])).squeeze(-1)  # (B, G, S)
         return _attend(e, annotations, mask)
 
 
 class MultiplicativeAttention(nn.Module):
     """Luong et al. (2015) "general" score: e_j = s^T W h_j.
 
-    Shape: state (B, Ds), annotations (B, S, Dh), mask (B, S) -> (B, Dh), (B, S).
+    Shape: state (N, Ds), annotations (B, S, Dh), mask (B, S) -> (N, Dh), (N, S).
     """
 
     def __init__(self, state_size: int, annotation_size: int):
@@ -64,8 +76,16 @@ class MultiplicativeAttention(nn.Module):
         return self.W(annotations)  # (B, S, Ds)
 
     def forward(
-        self, state: Tensor, annotations: Tensor, *, keys: Tensor | None = None, mask: Tensor | None = None
+        self,
+        state: Tensor,
+        annotations: Tensor,
+        *,
+        keys: Tensor | None = None,
+        mask: Tensor | None = None,
+        group: int = 1,
     ) -> tuple[Tensor, Tensor]:
         keys = self.keys(annotations) if keys is None else keys
-        e = torch.bmm(keys, state.unsqueeze(-1)).squeeze(-1)  # (B, S)
+        B = annotations.size(0)
+        e = state.view(B, group, -1) @ keys.transpose(1, 2)  # (B, G, Ds) @ (B, Ds, S) -> (B, G, S)
         return _attend(e, annotations, mask)
+

@@ -30,6 +30,7 @@ def run(args) -> None:
     result = train(cfg, resume=args.resume, overwrite=args.overwrite, log=lambda m: print(m, file=sys.stderr))
     if os.environ.get("RANK", "0") != "0":
         return  # under torchrun only rank 0 reports
-    print(f"best checkpoint: {result.best_checkpoint} (valid BLEU {result.best_bleu:.2f})")
+    label = {"bleu": "BLEU"}.get(result.metric, result.metric)
+    print(f"best checkpoint: {result.best_checkpoint} (valid {label} {result.best_score:.2f})")
     if result.averaged_checkpoint:
         print(f"averaged checkpoint: {result.averaged_checkpoint}")

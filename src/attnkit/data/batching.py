@@ -50,9 +50,12 @@ class Batch:
 
 
 def collate(
-    pairs: Sequence[tuple[Sequence[int], Sequence[int]]], *, pad_id: int = 0, bos_id: int = 1, eos_id: int = 2
+    pairs: Sequence[tuple[Sequence[int], Sequence[int]]], *, pad_id: int, bos_id: int, eos_id: int
 ) -> Batch:
-    """Pad (src ids, tgt ids) pairs into a ``Batch``; src is kept as is, tgt gets bos/eos."""
+    """Pad (src ids, tgt ids) pairs into a ``Batch``; src is kept as is, tgt gets bos/eos.
+
+    The ids have no defaults: they come from the tokenizer (``tokenizer.vocabulary``), in one place.
+    """
     if len(pairs) == 0:
         raise DataError("cannot collate an empty list of examples")
     n = len(pairs)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import warnings
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import sentencepiece as spm
@@ -87,6 +88,30 @@ def _train_one(
         stacklevel=3,
     )
     return proto
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """The sizes and special ids a model and its batches must agree with: the tokenizer's, only."""
+
+    src_size: int
+    tgt_size: int
+    pad_id: int = PAD_ID
+    bos_id: int = BOS_ID
+    eos_id: int = EOS_ID
+    unk_id: int = UNK_ID
+
+    def model_fields(self) -> dict[str, int]:
+        """Values for the model-config fields of these names (whichever a config has)."""
+        return {
+            "src_vocab_size": self.src_size, "tgt_vocab_size": self.tgt_size, "vocab_size": self.tgt_size,
+            "pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id,
+        }  # fmt: skip
+
+    @property
+    def special_ids(self) -> dict[str, int]:
+        """The ids ``collate`` takes."""
+        return {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
 
 
 class SubwordTokenizer:
@@ -170,6 +195,10 @@ class SubwordTokenizer:
     @property
     def joint(self) -> bool:
         return self._protos["tgt"] is None
+
+    @property
+    def vocabulary(self) -> Vocabulary:
+        return Vocabulary(self.src_vocab_size, self.tgt_vocab_size)
 
     @property
     def src_vocab_size(self) -> int:

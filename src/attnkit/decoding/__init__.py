@@ -1,7 +1,21 @@
-"""Search for the best output sequence: greedy and beam search over the cached decoder."""
+"""Search for the best output sequence: greedy and beam search over any incremental decoder.
 
-from .beam import beam_search, length_penalty
-from .common import Hypothesis
-from .greedy import greedy_search
+``greedy_search``/``beam_search`` translate a source batch; ``greedy_decode``/``beam_decode``
+continue from any decoder state (a language model's prompt, for instance).
+"""
 
-__all__ = ["Hypothesis", "beam_search", "greedy_search", "length_penalty"]
+from .beam import beam_decode, beam_search, length_penalty
+from .common import Hypothesis, length_limits, start_from_source, step_log_probs
+from .greedy import greedy_decode, greedy_search
+
+__all__ = [
+    "Hypothesis",
+    "beam_decode",
+    "beam_search",
+    "greedy_decode",
+    "greedy_search",
+    "length_limits",
+    "length_penalty",
+    "start_from_source",
+    "step_log_probs",
+]

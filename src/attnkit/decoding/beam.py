@@ -1,10 +1,11 @@
-"""Batched beam search with the GNMT length penalty (Wu et al., 2016), for any seq2seq model.
+"""Batched beam search with the GNMT length penalty (Wu et al., 2016), for any incremental decoder.
 
 Each sentence keeps K live hypotheses; at every step the 2K best extensions are ranked, those ending
 in eos (among the top K) are finalized (the K best are kept), and the best K others live on. A
 sentence is done once it has K finished hypotheses and no live one can still beat the worst of
 them (log-probabilities only fall, and the length penalty is at most lp(length limit)); its rows
-then leave the batch, so later steps cost less.
+then leave the batch, so later steps cost less. The decoder state follows through its three moves:
+``expand`` after the first step, ``reorder`` after each later one, ``select`` when sentences finish.
 
 Legend: B sentences still decoding, K beam size, N = B * K rows, V vocabulary, S source length.
 """
@@ -14,8 +15,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..attention.linear import packed_weights
-from .common import Hypothesis, decode_cap, length_limits, step_topk
+from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
+from .common import Hypothesis, start_from_source, step_log_probs
 
 
 def length_penalty(length: int, alpha: float) -> float:
@@ -24,9 +25,8 @@ def length_penalty(length: int, alpha: float) -> float:
 
 
 @torch.no_grad()
-@packed_weights()  # weights cannot change while searching: pack them once
 def beam_search(
-    model,
+    model: Seq2SeqModel,
     src: Tensor,
     *,
     beam_size: int = 4,
@@ -34,39 +34,64 @@ def beam_search(
     nbest: int = 1,
     max_len_a: float = 1.5,
     max_len_b: int = 10,
+    min_len: int = 0,
     return_attention: bool = False,
 ) -> list[list[Hypothesis]]:
-    """Decode src (B, S); returns for each sentence its ``nbest`` hypotheses, best first."""
+    """Translate src (B, S); returns for each sentence its ``nbest`` hypotheses, best first."""
+    state, first, limits = start_from_source(model, src, max_len_a, max_len_b)
+    return beam_decode(
+        model, state, first, limits, beam_size=beam_size, length_penalty_alpha=length_penalty_alpha,
+        nbest=nbest, min_len=min_len, return_attention=return_attention,
+    )  # fmt: skip
+
+
+@torch.no_grad()
+def beam_decode(
+    model: IncrementalDecoder,
+    state: DecoderState,
+    last: Tensor,
+    limits: Tensor,
+    *,
+    beam_size: int = 4,
+    length_penalty_alpha: float = 0.6,
+    nbest: int = 1,
+    min_len: int = 0,
+    return_attention: bool = False,
+) -> list[list[Hypothesis]]:
+    """Continue B sequences from their newest tokens ``last`` (B, 1) with K hypotheses each.
+
+    ``limits`` (B,) caps the new tokens (eos included). The first step decodes one row per
+    sentence (all K beams would be identical); its K best tokens then open K rows per sentence.
+    """
     if not 1 <= nbest <= beam_size:
         raise ValueError(f"nbest must be between 1 and beam_size={beam_size}, got {nbest}")
-    cfg, K, device = model.config, beam_size, src.device
-    B = src.size(0)
-    limits = length_limits(src, cfg.pad_id, max_len_a, max_len_b, decode_cap(model))  # (B,)
-    # The first step decodes one row per sentence (all beams would be identical); its K best
-    # tokens then open K rows per sentence, and the encoder output and cache follow them.
-    enc = model.encode(src)
-    cache = model.init_cache(enc)
+    eos_id, device = model.config.eos_id, last.device
+    K = beam_size
+    B = last.size(0)
     beams = 1  # live hypotheses per sentence: 1 before the first step, K after it
-
     active = torch.arange(B, device=device)  # original sentence index of each live sentence
     scores = torch.zeros(B, 1, device=device)  # running log P of each live hypothesis
-    prefix = torch.full((B, 1), cfg.bos_id, dtype=torch.long, device=device)  # (N, t+1)
+    prefix = last  # (N, t + 1): the start token, then the tokens chosen so far
     attn_hist: Tensor | None = None  # (N, t, S)
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
 
     step = 0
     while active.numel() > 0:
         n = active.numel()
-        at_limit = (step + 1 >= limits[active]).repeat_interleave(beams)  # (N,)
-        # A sentence's 2K best extensions are among the 2K best tokens of each of its beams.
-        logp, tok, attn = step_topk(
-            model, prefix[:, -1:], enc, cache, 2 * K, at_limit, need_weights=return_attention
-        )
-        cand = (scores[:, :, None] + logp.view(n, beams, 2 * K)).view(n, beams * 2 * K)  # (B, beams*2K)
-        top_scores, top_idx = cand.topk(2 * K, dim=1)  # (B, 2K), best first
-        top_beam = top_idx // (2 * K)  # (B, 2K) beam each candidate extends
-        top_tok = tok.view(n, beams * 2 * K).gather(1, top_idx)  # (B, 2K)
-        is_eos = (top_tok == cfg.eos_id) & torch.isfinite(top_scores)
+        logp, attn = step_log_probs(
+            model, prefix[:, -1:], state, step=step, limits=limits[active].repeat_interleave(beams),
+            min_len=min_len, need_weights=return_attention,
+        )  # fmt: skip
+        # A sentence's 2K best extensions are among the 2K best tokens of each of its beams (fewer
+        # when the vocabulary is smaller than that; impossible ones score -inf and never finish).
+        per_row = min(2 * K, logp.size(-1))
+        logp, tok = logp.topk(per_row, dim=-1)  # (N, per_row)
+        cand = (scores[:, :, None] + logp.view(n, beams, per_row)).view(n, beams * per_row)  # (B, C)
+        C = min(2 * K, cand.size(1))
+        top_scores, top_idx = cand.topk(C, dim=1)  # (B, C), best first
+        top_beam = top_idx // per_row  # (B, C) beam each candidate extends
+        top_tok = tok.view(n, beams * per_row).gather(1, top_idx)  # (B, C)
+        is_eos = (top_tok == eos_id) & torch.isfinite(top_scores)
         if attn is not None:
             step_attn = attn[:, None]  # (N, 1, S)
             attn_hist = step_attn if attn_hist is None else torch.cat([attn_hist, step_attn], dim=1)
@@ -86,21 +111,24 @@ def beam_search(
                 finished[i].remove(min(finished[i], key=lambda h: h.score))
 
         # The K best non-eos candidates live on (eos ones pushed behind all others).
-        rank = torch.arange(2 * K, device=device).expand(n, -1) + is_eos.long() * 2 * K  # (B, 2K)
-        keep_pos = rank.topk(K, dim=1, largest=False).indices  # (B, K)
-        scores = top_scores.gather(1, keep_pos)  # (B, K)
-        origin = (top_beam.gather(1, keep_pos) + torch.arange(n, device=device)[:, None] * beams).view(
-            -1
-        )  # (B*K,)
+        rank = torch.arange(C, device=device).expand(n, -1) + is_eos.long() * C  # (B, C)
+        keep_pos = rank.topk(min(K, C), dim=1, largest=False).indices  # (B, K)
+        if keep_pos.size(1) < K:  # a vocabulary smaller than K: pad with hopeless copies
+            keep_pos = torch.cat([keep_pos, keep_pos[:, -1:].expand(n, K - keep_pos.size(1))], dim=1)
+        # With a vocabulary narrower than the beam, eos or impossible candidates fill the K places:
+        # they live on at -inf, so they never finish and never keep a sentence open.
+        scores = top_scores.gather(1, keep_pos).masked_fill(is_eos.gather(1, keep_pos), float("-inf"))  # (B, K)
+        if C < K:
+            scores[:, C:] = float("-inf")
+        origin = (top_beam.gather(1, keep_pos) + torch.arange(n, device=device)[:, None] * beams).view(-1)
         new_tok = top_tok.gather(1, keep_pos).view(-1, 1)  # (N, 1)
         prefix = torch.cat([prefix.index_select(0, origin), new_tok], dim=1)
         if attn_hist is not None:
             attn_hist = attn_hist.index_select(0, origin)
-        if beams == 1:  # one row per sentence becomes K
-            enc = enc.repeat_beams(K)
-            cache.repeat_beams(origin)
+        if beams == 1:  # one row per sentence becomes K (origin repeats each row K times)
+            state.expand(K)
         else:
-            cache.reorder_beams(origin)  # origin stays within each sentence's K rows
+            state.reorder(origin)  # origin stays within each sentence's K rows
         beams = K
         step += 1
 
@@ -123,7 +151,6 @@ def beam_search(
             prefix = prefix.index_select(0, keep_rows)
             if attn_hist is not None:
                 attn_hist = attn_hist.index_select(0, keep_rows)
-            enc = enc.index_select(keep_rows)
-            cache.index_select(keep_rows)
+            state.select(keep)
 
     return [sorted(hyps, key=lambda h: h.score, reverse=True)[:nbest] for hyps in finished]

@@ -1,11 +1,11 @@
-"""What greedy and beam search share: hypotheses, length limits, the per-step log-probabilities.
+"""What the searches share: hypotheses, length limits, and one decoding step as log-probabilities.
 
-Both searches drive any model with the seq2seq interface (``encode``, ``init_cache``, ``decode``,
-``config.pad_id/bos_id/eos_id/max_len``; the encoder output has ``index_select`` and
-``repeat_beams``, the cache ``index_select``, ``repeat_beams`` and ``reorder_beams``): the
-Transformer and the RNN encoder-decoder alike.
+Every search drives an :class:`~attnkit.model.interface.IncrementalDecoder` through its decoder
+state (``decode``, and the state's ``expand``/``reorder``/``select``): the Transformer, the RNN
+encoder-decoder and the decoder-only language model alike. A search over a translation model
+starts from ``start_from_source``; a language model starts from its prompt.
 
-Legend: B batch, K beam, S source length, V vocabulary.
+Legend: B sentences, N rows (hypotheses), S source length, V vocabulary.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+
+from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
 
 
 @dataclass
@@ -30,37 +32,52 @@ class Hypothesis:
     attention: Tensor | None = None
 
 
-def length_limits(src: Tensor, pad_id: int, max_len_a: float, max_len_b: int, cap: int) -> Tensor:
+def length_limits(src_len: Tensor, max_len_a: float, max_len_b: int, cap: int) -> Tensor:
     """Most tokens (eos included) each sentence may produce: a * source length + b, at most ``cap``."""
-    src_len = (src != pad_id).sum(dim=1)  # (B,)
     return (max_len_a * src_len + max_len_b).long().clamp(min=1, max=cap)  # (B,)
 
 
-def decode_cap(model) -> int:
-    """Positions the decoder can embed: bos takes one, so max_len - 1 outputs."""
-    return int(model.config.max_len) - 1
-
-
-def step_topk(
-    model, tokens: Tensor, enc, cache, k: int, at_limit: Tensor, *, need_weights: bool
-) -> tuple[Tensor, Tensor, Tensor | None]:
-    """One cached decoder step on the newest tokens (N, 1): the k most probable next tokens.
-
-    Returns log p of those tokens (N, k), the tokens (N, k) and, when asked, the cross-attention
-    (N, S). pad and bos are never generated; rows at their length limit may only produce eos
-    (scored with its own log-probability).
-    """
-    out = model.decode(tokens, enc, cache=cache, need_weights=need_weights)
-    logp = torch.log_softmax(out.logits[:, -1].float(), dim=-1)  # (N, V)
+def start_from_source(
+    model: Seq2SeqModel, src: Tensor, max_len_a: float, max_len_b: int
+) -> tuple[DecoderState, Tensor, Tensor]:
+    """Encode src (B, S): the decoder state, the first input tokens (B, 1) = bos, and length limits (B,)."""
     cfg = model.config
+    state = model.init_state(model.encode(src))
+    first = torch.full((src.size(0), 1), cfg.bos_id, dtype=torch.long, device=src.device)
+    src_len = (src != cfg.pad_id).sum(dim=1)  # (B,)
+    # bos takes the first of the max_len positions the decoder can embed.
+    return state, first, length_limits(src_len, max_len_a, max_len_b, int(cfg.max_len) - 1)
+
+
+def step_log_probs(
+    model: IncrementalDecoder,
+    last: Tensor,
+    state: DecoderState,
+    *,
+    step: int,
+    limits: Tensor,
+    min_len: int = 0,
+    need_weights: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """One cached decoder step on the newest tokens ``last`` (N, 1): log p of every next token (N, V).
+
+    pad and bos are never generated; eos not before ``min_len`` tokens; rows at their length limit
+    (``limits`` (N,), eos included) may only produce eos, scored with its own log-probability.
+    Also returns, when asked, the cross-attention of the new position (N, S): last layer, mean of heads.
+    """
+    cfg = model.config
+    out = model.decode(last, state, need_weights=need_weights)
+    logp = torch.log_softmax(out.logits[:, -1].float(), dim=-1)  # (N, V)
+    eos = logp[:, cfg.eos_id].clone()  # (N,)
     logp[:, cfg.pad_id] = float("-inf")
     logp[:, cfg.bos_id] = float("-inf")
+    if step < min_len:
+        logp[:, cfg.eos_id] = float("-inf")
+    at_limit = step + 1 >= limits  # (N,)
     if at_limit.any():
-        eos = logp[:, cfg.eos_id].clone()
         logp[at_limit] = float("-inf")
-        logp[:, cfg.eos_id] = eos
-    top, tok = logp.topk(k, dim=-1)  # (N, k)
+        logp[at_limit, cfg.eos_id] = eos[at_limit]
     attn = None
     if need_weights and out.cross_attn:
-        attn = out.cross_attn[-1][:, :, -1].mean(dim=1)  # last layer, last position, mean of heads: (N, S)
-    return top, tok, attn
+        attn = out.cross_attn[-1][:, :, -1].mean(dim=1)  # (N, S)
+    return logp, attn

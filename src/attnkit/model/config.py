@@ -138,3 +138,47 @@ class ClassifierConfig(BlockConfig):
         self._positive("vocab_size", "n_layers", "n_classes")
         self._choice("pooling", ("mean", "first"))
         self._check(0 <= self.pad_id < self.vocab_size, "pad_id", f"must be below {self.vocab_size}")
+
+
+@dataclasses.dataclass
+class RNNConfig(ConfigBase):
+    """The RNN encoder-decoder. ``attention``: "additive" (Bahdanau) or "multiplicative" (Luong)."""
+
+    src_vocab_size: int = 8000
+    tgt_vocab_size: int = 8000
+    emb_size: int = 256
+    hidden_size: int = 512
+    attention_size: int = 512
+    attention: str = "additive"
+    n_encoder_layers: int = 1
+    dropout: float = 0.2
+    max_len: int = 256
+    share_vocab: bool = False
+    pad_id: int = 0
+    bos_id: int = 1
+    eos_id: int = 2
+
+    presets: ClassVar[dict[str, dict[str, Any]]] = {
+        "tiny": dict(
+            emb_size=32,
+            hidden_size=48,
+            attention_size=32,
+            dropout=0.0,
+            src_vocab_size=20,
+            tgt_vocab_size=20,
+            max_len=64,
+        ),
+    }
+
+    def validate(self) -> None:
+        self._positive("src_vocab_size", "tgt_vocab_size", "emb_size", "hidden_size", "attention_size")
+        self._positive("n_encoder_layers", "max_len")
+        self._choice("attention", ("additive", "multiplicative"))
+        self._check(0.0 <= self.dropout < 1.0, "dropout", "must be in [0, 1)")
+        if self.share_vocab:
+            self._check(
+                self.src_vocab_size == self.tgt_vocab_size, "share_vocab", "needs equal vocabulary sizes"
+            )
+        vocab = min(self.src_vocab_size, self.tgt_vocab_size)
+        for name in ("pad_id", "bos_id", "eos_id"):
+            self._check(0 <= getattr(self, name) < vocab, name, f"must be a token id below {vocab}")

@@ -7,7 +7,6 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..dropout import Dropout
 from ..positional import positional_module
 from .config import BlockConfig
 
@@ -28,7 +27,7 @@ class TokenEmbedding(nn.Module):
         self.scale = math.sqrt(cfg.d_model)
         self.max_len = cfg.max_len
         self.positions = positional_module(cfg.positional, cfg.max_len, cfg.d_model)
-        self.dropout = Dropout(cfg.dropout)
+        self.dropout = nn.Dropout(cfg.dropout)
 
     @property
     def weight(self) -> Tensor:

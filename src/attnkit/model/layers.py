@@ -11,8 +11,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..attention import KVCache, MultiHeadAttention
-from ..attention.linear import Linear
-from ..dropout import Dropout
 from .config import BlockConfig
 
 _ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
@@ -23,8 +21,8 @@ class PositionwiseFeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, activation: str = "relu", bias: bool = True):
         super().__init__()
-        self.w1 = Linear(d_model, d_ff, bias=bias)
-        self.w2 = Linear(d_ff, d_model, bias=bias)
+        self.w1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.w2 = nn.Linear(d_ff, d_model, bias=bias)
         self.activation = _ACTIVATIONS[activation]
 
     def forward(self, x: Tensor) -> Tensor:
@@ -40,7 +38,7 @@ class Residual(nn.Module):
     def __init__(self, d_model: int, dropout: float, norm: str):
         super().__init__()
         self.norm = nn.LayerNorm(d_model)
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
         self.pre_norm = norm == "pre"
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
@@ -103,14 +101,17 @@ class DecoderLayer(nn.Module):
     def forward(
         self,
         y: Tensor,
-        memory: Tensor,
+        cross_kv: tuple[Tensor, Tensor],
         *,
         src_mask: Tensor | None,
         self_cache: KVCache | None = None,
-        cross_cache: KVCache | None = None,
+        kv_group: int = 1,
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """y (B, T, D), memory (B, S, D) -> y (B, T, D), self weights (B, H, T, T'), cross (B, H, T, S)."""
+        """y (N, T, D) and the encoder keys/values 2 x (B, H, S, Dh), N = B * kv_group rows.
+
+        Returns y (N, T, D), self-attention weights (N, H, T, T') and cross-attention weights (N, H, T, S).
+        """
         self_w = cross_w = None
 
         def self_attend(h: Tensor) -> Tensor:
@@ -121,7 +122,7 @@ class DecoderLayer(nn.Module):
         def cross_attend(h: Tensor) -> Tensor:
             nonlocal cross_w
             out, cross_w = self.cross_attn(
-                h, memory, memory, key_padding_mask=src_mask, cache=cross_cache, need_weights=need_weights
+                h, kv=cross_kv, key_padding_mask=src_mask, kv_group=kv_group, need_weights=need_weights
             )
             return out
 

@@ -1,26 +1,28 @@
 """The encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et al., 2017, Figure 1).
 
-Every seq2seq model in attnkit (this one and :class:`attnkit.rnn.RNNSeq2Seq`) has the same interface,
-so one trainer and one beam search serve both:
+It keeps the seq2seq contract of :mod:`attnkit.model.interface` (as the RNN baseline does), so one
+trainer and one set of searches serve both:
 
-    enc = model.encode(src)                      # once per source batch
-    cache = model.init_cache(enc)                # explicit decoder state, owned by the caller
-    out = model.decode(tgt_new, enc, cache=cache) # logits for the new positions only
-    logits = model(src, tgt_in)                  # teacher forcing: decode(tgt_in, encode(src))
+    enc = model.encode(src)                 # once per source batch
+    state = model.init_state(enc)           # explicit decoder state, owned by the caller
+    out = model.decode(tgt_new, state)      # logits for the new positions only; the state grows
+    logits = model(src, tgt_in)             # teacher forcing: decode(tgt_in, init_state(encode(src)))
 
-Legend: B batch, S source length, T target length, D d_model, H heads, V vocabulary, L layers.
+Legend: B sentences, G hypotheses per sentence, N = B * G decoder rows, S source length, T target
+length, D d_model, H heads, Dh head size, V vocabulary, L layers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+import torch
 from torch import Tensor, nn
 
 from ..attention import KVCache, padding_mask
-from ..attention.linear import Linear, linear
 from .config import TransformerConfig
 from .embedding import TokenEmbedding
+from .interface import DecoderOutput
 from .layers import DecoderLayer, SelfAttentionLayer
 
 
@@ -31,59 +33,42 @@ class EncoderOutput:
     memory: Tensor
     src_mask: Tensor
     self_attn: list[Tensor] | None = None  # L x (B, H, S, S)
-    beams: int = 1  # decoder rows per memory row: the beams of a sentence share its memory
-
-    def index_select(self, index: Tensor) -> EncoderOutput:
-        """Keep decoder rows ``index``; with beams, ``index`` holds whole sentences' groups of rows."""
-        if self.beams > 1:
-            index = index[:: self.beams] // self.beams  # (B',) sentences
-        return EncoderOutput(
-            self.memory.index_select(0, index), self.src_mask.index_select(0, index), beams=self.beams
-        )
-
-    def repeat_beams(self, beams: int) -> EncoderOutput:
-        """K decoder rows per sentence from now on. Nothing is copied: cross-attention lets the K
-        queries of a sentence share its keys and values."""
-        return EncoderOutput(self.memory, self.src_mask, beams=beams)
 
 
 @dataclass
-class DecoderCache:
-    """Per decoder layer: self-attention keys/values (grow by one per step) and cross-attention ones."""
+class TransformerState:
+    """The decoder's state (:class:`attnkit.model.interface.DecoderState`).
 
-    self_kv: list[KVCache] = field(default_factory=list)
-    cross_kv: list[KVCache] = field(default_factory=list)
+    Cross-attention keys and values are projected once per sentence and shared by its ``group``
+    hypotheses; self-attention caches hold one row per hypothesis and grow by one position a step.
+    """
+
+    src_mask: Tensor  # (B, 1, 1, S)
+    cross_kv: list[tuple[Tensor, Tensor]]  # L x 2 x (B, H, S, Dh)
+    self_kv: list[KVCache]  # L x (N, H, t, Dh)
+    group: int = 1
 
     def __len__(self) -> int:
-        """How many target positions have been decoded so far."""
         return len(self.self_kv[0]) if self.self_kv else 0
 
-    def index_select(self, index: Tensor) -> None:
-        """Keep rows ``index`` of the batch (e.g. drop finished sentences). Cross-attention keys
-        kept once per sentence for its beams follow the sentences of the selected rows."""
-        rows = self.self_kv[0].k.size(0) if self.self_kv and self.self_kv[0].k is not None else None
+    def expand(self, k: int) -> None:
+        if self.group != 1:
+            raise ValueError(f"expand needs one row per sentence, the state has {self.group}")
+        B = self.src_mask.size(0)
+        rows = torch.arange(B, device=self.src_mask.device).repeat_interleave(k)  # (B * k,)
+        self.reorder(rows)
+        self.group = k
+
+    def reorder(self, rows: Tensor) -> None:
         for kv in self.self_kv:
-            kv.index_select(index)
-        for kv in self.cross_kv:
-            group = rows // kv.k.size(0) if rows is not None and kv.k is not None else 1
-            kv.index_select(index[::group] // group if group > 1 else index)
+            kv.select(rows)
 
-    def reorder_beams(self, index: Tensor) -> None:
-        """Follow beam search moving hypotheses within their sentence: the cross-attention keys and
-        values are the same for every beam of a sentence, so only the self-attention ones move."""
-        for kv in self.self_kv:
-            kv.index_select(index)
-
-    repeat_beams = reorder_beams  # one row per sentence becomes K: only self-attention rows multiply
-
-
-@dataclass
-class DecoderOutput:
-    """logits (B, T, V) for the decoded positions; attention weights when asked for."""
-
-    logits: Tensor
-    self_attn: list[Tensor] | None = None  # L x (B, H, T, T')
-    cross_attn: list[Tensor] | None = None  # L x (B, H, T, S)
+    def select(self, sentences: Tensor) -> None:
+        G = self.group
+        rows = (sentences[:, None] * G + torch.arange(G, device=sentences.device)).view(-1)  # (B' * G,)
+        self.reorder(rows)
+        self.src_mask = self.src_mask.index_select(0, sentences)
+        self.cross_kv = [(k.index_select(0, sentences), v.index_select(0, sentences)) for k, v in self.cross_kv]
 
 
 class Encoder(nn.Module):
@@ -123,7 +108,10 @@ class Transformer(nn.Module):
         self.encoder = Encoder(config, config.n_encoder_layers)
         self.decoder_layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.n_decoder_layers))
         self.decoder_norm = nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
-        self.output_proj = None if config.tie_output else Linear(config.d_model, config.tgt_vocab_size)
+        # Pre-softmax linear layer; tied, its weight is the target embedding E (section 3.4): logits = h E^T.
+        self.output_proj = nn.Linear(config.d_model, config.tgt_vocab_size, bias=not config.tie_output)
+        if config.tie_output:
+            self.output_proj.weight = self.tgt_embed.embedding.weight
 
     def encode(self, src: Tensor, *, need_weights: bool = False) -> EncoderOutput:
         """src (B, S) token ids -> memory (B, S, D) and the source padding mask."""
@@ -131,52 +119,32 @@ class Transformer(nn.Module):
         memory, weights = self.encoder(self.src_embed(src), src_mask, need_weights=need_weights)
         return EncoderOutput(memory, src_mask, weights)
 
-    def init_cache(self, enc: EncoderOutput) -> DecoderCache:
-        """An empty decoder state for :meth:`decode`; cross-attention keys fill on the first step."""
-        n = len(self.decoder_layers)
-        return DecoderCache([KVCache() for _ in range(n)], [KVCache(static=True) for _ in range(n)])
+    def init_state(self, enc: EncoderOutput) -> TransformerState:
+        """One row per sentence; each layer's cross-attention keys and values projected once."""
+        cross = [layer.cross_attn.keys_values(enc.memory) for layer in self.decoder_layers]
+        return TransformerState(enc.src_mask, cross, [KVCache() for _ in self.decoder_layers])
 
-    def decode(
-        self,
-        tgt: Tensor,
-        enc: EncoderOutput,
-        *,
-        cache: DecoderCache | None = None,
-        need_weights: bool = False,
-    ) -> DecoderOutput:
-        """Logits for target positions len(cache)..len(cache)+T-1 given those tokens tgt (B, T).
+    def decode(self, tgt: Tensor, state: TransformerState, *, need_weights: bool = False) -> DecoderOutput:
+        """Logits (N, T, V) for target positions len(state)..len(state)+T-1 given those tokens tgt (N, T).
 
-        Without a cache this is teacher forcing over the whole prefix (causal self-attention);
-        with one, only the new positions are computed and the cache grows by T.
+        On an empty state this is teacher forcing over the whole prefix (causal self-attention);
+        the state then holds the keys and values of every position, ready for the next step.
         """
-        offset = 0 if cache is None else len(cache)
-        y = self.tgt_embed(tgt, offset)  # (B, T, D)
+        y = self.tgt_embed(tgt, len(state))  # (N, T, D)
         self_ws, cross_ws = [], []
-        for i, layer in enumerate(self.decoder_layers):
+        for layer, cross_kv, self_kv in zip(self.decoder_layers, state.cross_kv, state.self_kv):
             y, self_w, cross_w = layer(
-                y,
-                enc.memory,
-                src_mask=enc.src_mask,
-                self_cache=None if cache is None else cache.self_kv[i],
-                cross_cache=None if cache is None else cache.cross_kv[i],
+                y, cross_kv, src_mask=state.src_mask, self_cache=self_kv, kv_group=state.group,
                 need_weights=need_weights,
-            )
+            )  # fmt: skip
             self_ws.append(self_w)
             cross_ws.append(cross_w)
-        logits = self.project(self.decoder_norm(y))  # (B, T, V)
-        if not need_weights:
-            return DecoderOutput(logits)
-        return DecoderOutput(logits, self_ws, cross_ws)
-
-    def project(self, h: Tensor) -> Tensor:
-        """Pre-softmax linear layer; with tied embeddings it is E^T (section 3.4). (..., D) -> (..., V)."""
-        if self.output_proj is None:
-            return linear(h, self.tgt_embed.weight)
-        return self.output_proj(h)
+        logits = self.output_proj(self.decoder_norm(y))  # (N, T, V)
+        return DecoderOutput(logits, self_ws, cross_ws) if need_weights else DecoderOutput(logits)
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher forcing: logits (B, T, V) for every position of tgt_in (B, T) = bos + target."""
-        return self.decode(tgt_in, self.encode(src)).logits
+        return self.decode(tgt_in, self.init_state(self.encode(src))).logits
 
 
 def count_parameters(model: nn.Module) -> int:

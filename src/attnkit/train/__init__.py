@@ -1,14 +1,20 @@
-"""Training: the experiment config, the trainer, checkpoints and the learning-rate schedule."""
+"""Training: the experiment config, building a run (build), the loop (trainer) and the task objects it calls."""
 
 from ..checkpoint import average_checkpoints, load_checkpoint, save_checkpoint
 from .config import ExperimentConfig, load_config
+from .build import Setup, build
+from .task import Task, TranslationTask
 from .trainer import Trainer, TrainResult, train
 
 __all__ = [
     "ExperimentConfig",
+    "Setup",
+    "Task",
+    "TranslationTask",
     "TrainResult",
     "Trainer",
     "average_checkpoints",
+    "build",
     "load_checkpoint",
     "load_config",
     "save_checkpoint",

@@ -15,8 +15,9 @@ from typing import Any
 
 import yaml
 
-from ..checkpoint import ARCHS
 from ..config import ConfigBase
+from ..data.tokenizer import Vocabulary
+from ..model.registry import ARCHS
 from ..errors import ConfigError
 
 
@@ -151,7 +152,7 @@ SECTIONS: dict[str, type[ConfigBase]] = {
 class ExperimentConfig:
     data: DataConfig
     tokenizer: TokenizerConfig
-    model: dict[str, Any]  # arch, optional preset, and fields of that arch's config (vocab filled later)
+    model: dict[str, Any]  # arch, optional preset, and fields of that arch's config (vocabulary from the tokenizer)
     train: TrainConfig
     valid: ValidConfig
     output_dir: str = "runs/experiment"
@@ -160,11 +161,25 @@ class ExperimentConfig:
     def arch(self) -> str:
         return self.model.get("arch", "transformer")
 
-    def model_config(self, src_vocab_size: int, tgt_vocab_size: int) -> ConfigBase:
-        """The arch's config with the tokenizer's vocabulary sizes filled in."""
-        fields = {k: v for k, v in self.model.items() if k not in ("arch", "preset")}
-        fields.update(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size)
+    def model_config(self, vocab: Vocabulary) -> ConfigBase:
+        """The arch's config with the tokenizer's vocabulary sizes and special ids filled in.
+
+        Those come from the tokenizer alone: a ``model`` key that contradicts it is an error naming
+        the key (an equal value is accepted), never silently overwritten.
+        """
         cls = ARCHS[self.arch][1]
+        names = cls.field_names()
+        fields = {k: v for k, v in self.model.items() if k not in ("arch", "preset")}
+        for key, value in vocab.model_fields().items():
+            if key not in names:
+                continue
+            if key in fields and fields[key] != value:
+                fix = "set tokenizer.vocab_size instead" if "vocab" in key else "the tokenizer fixes it"
+                raise ConfigError(
+                    f"model.{key} = {fields[key]!r} contradicts the tokenizer's {value}: vocabulary sizes "
+                    f"and special ids come from the tokenizer; remove model.{key} ({fix})"
+                )
+            fields[key] = value
         preset = self.model.get("preset")
         return cls.preset(preset, **fields) if preset else cls.from_dict(fields)
 
@@ -193,7 +208,10 @@ class ExperimentConfig:
         if arch not in ARCHS:
             raise ConfigError(f"model.arch = {arch!r}: must be one of {', '.join(ARCHS)}")
         cfg = cls(model=model, output_dir=str(values.get("output_dir", "runs/experiment")), **sections)
-        cfg.model_config(64, 64)  # validate the model fields now, with placeholder vocabulary sizes
+        # Validate the model fields now, against the vocabulary the tokenizer is asked for (the
+        # trained one can be smaller on a tiny corpus; that is checked again once it exists).
+        size = cfg.tokenizer.vocab_size
+        cfg.model_config(Vocabulary(size, size))
         return cfg
 
 

@@ -34,16 +34,16 @@ class EncodedCorpus:
 
 
 def encode_training_pairs(
-    pairs: list[tuple[str, str]], tokenizer: SubwordTokenizer, max_len: int
+    pairs: list[tuple[str, str]], tokenizer: SubwordTokenizer, max_len: int, *, split: str = "train"
 ) -> EncodedCorpus:
     pairs, n_empty = drop_empty(pairs)
     if not pairs:
-        raise DataError("the training corpus has no non-empty sentence pairs")
+        raise DataError(f"the {split} corpus has no non-empty sentence pairs")
     src = tokenizer.encode_batch([s for s, _ in pairs], side="src")
     tgt = tokenizer.encode_batch([t for _, t in pairs], side="tgt")
     examples = [(s, t) for s, t in zip(src, tgt) if 0 < len(s) <= max_len and 0 < len(t) <= max_len]
     if not examples:
-        raise DataError(f"every training pair is longer than data.max_len={max_len} subword tokens")
+        raise DataError(f"every {split} pair is longer than data.max_len={max_len} subword tokens")
     return EncodedCorpus(examples, n_empty, len(pairs) - len(examples))
 
 

@@ -1,0 +1,108 @@
+"""Building a training run from its config: device and processes, seeds, data, tokenizer, model,
+optimizer. Everything here runs once, before the loop; :mod:`.trainer` only runs what was built.
+
+Checks that can fail run here, before the first step: a bad validation split or a vocabulary that
+contradicts the config is found at start-up, not after hours of training.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..checkpoint import build_model, load_checkpoint, model_from_checkpoint
+from ..data.batching import TokenBatchSampler
+from ..data.tokenizer import SubwordTokenizer
+from ..errors import CheckpointError
+from ..translate import resolve_device
+from . import distributed as ddp
+from .config import ExperimentConfig
+from .data import load_pairs
+from .task import TASKS, Encoded, Task
+
+
+@dataclass
+class Setup:
+    """A run, built: what the loop needs and nothing it has to build itself."""
+
+    cfg: ExperimentConfig
+    device: torch.device
+    dist: ddp.DistInfo
+    bf16: bool
+    task: Task
+    tokenizer: SubwordTokenizer
+    train: Encoded
+    valid: Encoded
+    valid_records: list
+    sampler: TokenBatchSampler
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    d_model: int  # for the noam schedule
+    resume_state: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)  # for the log: skipped pairs, oversized batches
+
+
+def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
+    """Build the run of ``cfg`` (or continue the one in checkpoint ``resume``)."""
+    device = resolve_device(cfg.train.device)
+    dist = ddp.init_distributed(device.type)
+    if dist.enabled and device.type == "cuda":
+        device = torch.device("cuda", dist.local_rank)
+        torch.cuda.set_device(device)
+    t = cfg.train
+    bf16 = t.precision == "bf16" or (t.precision == "auto" and device.type == "cuda")
+    resume_state = load_checkpoint(resume) if resume else None
+    torch.manual_seed(t.seed)
+    random.seed(t.seed)
+    task: Task = TASKS[cfg.arch](cfg, bf16)
+
+    records = load_pairs(cfg.data, "train")[: cfg.data.max_train_pairs or None]
+    valid_records = load_pairs(cfg.data, "valid")[: cfg.data.max_valid_pairs or None]
+    tokenizer = _tokenizer(task, records, resume_state, dist, t.seed)
+    model_cfg = cfg.model_config(tokenizer.vocabulary)
+    max_len = min(cfg.data.max_len, model_cfg.max_len - 1)  # bos/eos take one position
+    train = task.encode(records, tokenizer, max_len, split="train")
+    valid = task.encode(valid_records, tokenizer, max_len, split="valid")
+    sampler = TokenBatchSampler(
+        train.lengths, t.max_tokens, shuffle=True, seed=t.seed, rank=dist.rank, world_size=dist.world_size
+    )
+    notes = [n for n in (train.dropped, valid.dropped) if n]
+    if sampler.n_oversized:
+        notes.append(f"{sampler.n_oversized} training pair(s) exceed train.max_tokens; each is its own batch")
+
+    if resume_state is not None:
+        if resume_state["arch"] != cfg.arch or resume_state["model_config"] != model_cfg.to_dict():
+            raise CheckpointError(
+                f"{resume}: checkpoint holds a different model ({resume_state['arch']}) than the config "
+                f"({cfg.arch}); resume with the config it was trained with"
+            )
+        model = model_from_checkpoint(resume_state)
+    else:
+        model = build_model(cfg.arch, model_cfg.to_dict())
+    model.to(device)
+    optimizer = torch.optim.Adam(
+        model.parameters(), lr=t.lr, betas=(t.beta1, t.beta2), eps=t.eps, weight_decay=t.weight_decay,
+        fused=True,  # one kernel over all parameters, on CPU and GPU alike
+    )  # fmt: skip
+    if resume_state is not None:
+        optimizer.load_state_dict(resume_state["optimizer"])
+        sampler.load_state_dict(resume_state["sampler"])
+    d_model = getattr(model_cfg, "d_model", getattr(model_cfg, "hidden_size", 512))
+    return Setup(
+        cfg, device, dist, bf16, task, tokenizer, train, valid, valid_records, sampler, model, optimizer,
+        d_model, resume_state, notes,
+    )  # fmt: skip
+
+
+def _tokenizer(task: Task, records: list, resume_state, dist: ddp.DistInfo, seed: int) -> SubwordTokenizer:
+    """From the checkpoint when resuming; else trained once (rank 0) and sent to the other ranks."""
+    if resume_state is not None:
+        return SubwordTokenizer.from_state_dict(resume_state["tokenizer"])
+    tok = task.train_tokenizer(records, seed) if dist.is_main else None
+    state = ddp.broadcast_object(tok.state_dict() if tok else None, dist)
+    return tok or SubwordTokenizer.from_state_dict(state)

@@ -1,0 +1,98 @@
+"""What differs between tasks, as small objects the training loop calls: the loop knows none of it.
+
+A task turns raw records into encoded examples, examples into batches, a batch into a loss, and
+a model into validation metrics; it names the metric that picks the best checkpoint and says
+whether higher is better. Translation is here; a language model or a classifier adds a class
+with the same methods (:class:`Task`) and one entry in ``TASKS``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from ..data.batching import Batch, TokenBatchSampler, collate
+from ..data.tokenizer import SubwordTokenizer
+from ..loss import LossOutput, label_smoothed_cross_entropy
+from ..metrics import corpus_scores
+from ..translate import Translator
+from .config import ExperimentConfig
+from .data import encode_training_pairs, train_tokenizer
+
+
+@dataclass
+class Encoded:
+    """Examples ready to batch, their (source, target) lengths for the sampler, and what was dropped."""
+
+    examples: list[Any]
+    lengths: list[tuple[int, int]]
+    dropped: str = ""  # a sentence for the log ("skipped 3 pairs with an empty side"), or ""
+
+
+class Task(Protocol):
+    metric: str  # the validation metric that picks the best checkpoint, e.g. "bleu"
+    higher_is_better: bool
+
+    def train_tokenizer(self, records: list, seed: int) -> SubwordTokenizer: ...
+
+    def encode(self, records: list, tokenizer: SubwordTokenizer, max_len: int, *, split: str) -> Encoded: ...
+
+    def collate(self, examples: list, tokenizer: SubwordTokenizer) -> Batch: ...
+
+    def loss(self, model, batch: Batch, tokenizer: SubwordTokenizer, *, epsilon: float, loss_fn) -> LossOutput: ...
+
+    def validate(self, model, tokenizer: SubwordTokenizer, valid: Encoded, records: list, device) -> dict[str, float]:
+        """Metrics on the validation split: at least ``loss`` (per token) and ``self.metric``."""
+        ...
+
+
+class TranslationTask:
+    """Sentence pairs -> teacher-forced label-smoothed cross entropy; validation loss and cased BLEU."""
+
+    metric = "bleu"
+    higher_is_better = True
+
+    def __init__(self, cfg: ExperimentConfig, bf16: bool = False):
+        self.cfg, self.bf16 = cfg, bf16
+
+    def train_tokenizer(self, records: list[tuple[str, str]], seed: int) -> SubwordTokenizer:
+        return train_tokenizer(records, self.cfg.tokenizer, seed)
+
+    def encode(self, records, tokenizer, max_len, *, split: str) -> Encoded:
+        corpus = encode_training_pairs(records, tokenizer, max_len, split=split)
+        dropped = ""
+        if corpus.n_empty or corpus.n_too_long:
+            dropped = (
+                f"skipped {corpus.n_empty} {split} pair(s) with an empty side and {corpus.n_too_long} "
+                f"longer than {max_len} subwords (data.max_len, model.max_len)"
+            )
+        lengths = [(len(s), len(t) + 1) for s, t in corpus.examples]  # +1: bos (in) / eos (out)
+        return Encoded(corpus.examples, lengths, dropped)
+
+    def collate(self, examples, tokenizer) -> Batch:
+        return collate(examples, **tokenizer.vocabulary.special_ids)
+
+    def loss(self, model, batch, tokenizer, *, epsilon: float, loss_fn=label_smoothed_cross_entropy) -> LossOutput:
+        logits = model(batch.src, batch.tgt_in)  # (B, T, V)
+        return loss_fn(logits, batch.tgt_out, epsilon=epsilon, pad_id=tokenizer.vocabulary.pad_id)
+
+    @torch.no_grad()
+    def validate(self, model, tokenizer, valid: Encoded, records, device) -> dict[str, float]:
+        v = self.cfg.valid
+        nll, tokens = 0.0, 0
+        for idx in TokenBatchSampler(valid.lengths, v.batch_tokens, shuffle=False):
+            batch = self.collate([valid.examples[i] for i in idx], tokenizer).to(device)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.bf16):
+                out = self.loss(model, batch, tokenizer, epsilon=0.0)
+            nll, tokens = nll + out.nll.item(), tokens + out.n_tokens
+        pairs = records[: v.max_sentences or None]
+        hyps = Translator(model, tokenizer, device).translate(
+            [s for s, _ in pairs], beam=v.beam_size, length_penalty=v.length_penalty, batch_tokens=v.batch_tokens
+        )
+        bleu = corpus_scores([h.text for h in hyps], [t for _, t in pairs]).bleu
+        return {"loss": nll / max(tokens, 1), "bleu": bleu}
+
+
+TASKS: dict[str, type] = {"transformer": TranslationTask, "rnn": TranslationTask}
