@@ -14,6 +14,7 @@ import argparse
 import time
 
 import torch
+from attnkit.fast import flush_denormals
 from torch.profiler import ProfilerActivity, profile
 
 from . import peers
@@ -27,7 +28,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=15)
     args = ap.parse_args()
     torch.manual_seed(0)
-    torch.set_flush_denormal(True)  # as bench.speed and attnkit's trainer set it where a run starts
+    flush_denormals()  # as bench.speed and attnkit's trainer set it where a run starts
     adapter = peers.build("attnkit", VOCAB, PAD, BOS, EOS)
     opt = torch.optim.Adam(adapter.parameters(), **ADAM)
     src = torch.randint(3, VOCAB, (64, 20))  # (B, S)

@@ -24,6 +24,7 @@ from contextlib import nullcontext
 from dataclasses import asdict
 
 import torch
+from attnkit.fast import flush_denormals
 
 from . import peers
 from .peers.common import BASE, BOS, EOS, PAD, REFERENCE, VOCAB
@@ -54,7 +55,7 @@ NOTES = [
     "CTranslate2 runs in its own process (intra_threads = torch threads) after the others, not "
     "interleaved with them, so host drift between phases is not cancelled for it.",
     "MFU = train_flops(B, S, T) (6 x matmul multiply-adds, padded shapes) / step time / matmul peak.",
-    "torch.set_flush_denormal(True) for every peer, set once when the run starts.",
+    "Denormals flushed to zero (attnkit.fast.flush_denormals) for every peer, set once when the run starts.",
 ]
 
 
@@ -183,7 +184,7 @@ def main(argv=None) -> int:
         return 0
     if args.threads:
         torch.set_num_threads(args.threads)
-    torch.set_flush_denormal(True)  # process-wide, set where the run starts: the same for every peer
+    flush_denormals()  # process-wide, set where the run starts (as attnkit's CLI): the same for every peer
 
     results = run(args, keys)
     results["markdown"] = text = markdown(results)

@@ -1,6 +1,9 @@
 """attnkit's Transformer behind the peers' adapter: the reference every speed ratio is taken against.
 
-Training and decoding go through attnkit's public API the way a user's train/translate call does.
+Training and decoding go through attnkit's public API with the fast edges a user's run gets
+(attnkit.fast): the trainer's fused loss and cheaper dropout masks, the Translator's packed decoding
+weights. Equal work is asked of the searches directly: ``min_len`` bans EOS until ``n_tokens`` tokens,
+and ``max_len_b = n_tokens + 1`` (EOS included) ends every hypothesis right after them.
 """
 
 from __future__ import annotations
@@ -9,29 +12,14 @@ import importlib.metadata
 
 import attnkit
 import torch
+from attnkit import fast
 from attnkit.decoding import beam_search, greedy_search
-from attnkit.loss import label_smoothed_cross_entropy
 from attnkit.model import Transformer, TransformerConfig, count_parameters
 from torch import Tensor
 
-from .common import DROPOUT, REFERENCE, PeerAdapter
+from .common import DROPOUT, LABEL_SMOOTHING, REFERENCE, PeerAdapter
 
 NAME = "attnkit"
-
-
-class FixedLength:
-    """attnkit's seq2seq interface with EOS forbidden until ``n_tokens`` tokens are decoded."""
-
-    def __init__(self, model: Transformer, n_tokens: int):
-        self.model, self.n_tokens, self.config = model, n_tokens, model.config
-        self.encode, self.init_cache = model.encode, model.init_cache
-
-    def decode(self, tgt, enc, *, cache, need_weights=False):
-        position = len(cache)  # positions decoded before this step (bos is position 0)
-        out = self.model.decode(tgt, enc, cache=cache, need_weights=need_weights)
-        if position < self.n_tokens:  # this step predicts token number position + 1 <= n_tokens
-            out.logits[..., self.config.eos_id] = float("-inf")
-        return out
 
 
 def version() -> str:
@@ -60,23 +48,27 @@ def build(
 
     def train_step(src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
         model.train()
-        out = label_smoothed_cross_entropy(model(src, tgt_in), tgt_out, pad_id=pad_id)
-        loss = out.loss / out.n_tokens
-        loss.backward()
+        with fast.fast_dropout(model):  # as attnkit's trainer runs a step
+            logits = model(src, tgt_in)  # (B, T, V)
+            out = fast.label_smoothed_cross_entropy(logits, tgt_out, epsilon=LABEL_SMOOTHING, pad_id=pad_id)
+            loss = out.loss / out.n_tokens
+            loss.backward()
         return loss.detach()
 
     def decode(src: Tensor, beam_size: int = 1, n_tokens: int = 30) -> Tensor:
         model.eval()
-        fixed, limit = FixedLength(model, n_tokens), dict(max_len_a=0, max_len_b=n_tokens + 1)
-        if beam_size == 1:
-            hyps = greedy_search(fixed, src, **limit)
-        else:
-            hyps = [nbest[0] for nbest in beam_search(fixed, src, beam_size=beam_size, **limit)]
-        return torch.tensor([h.tokens for h in hyps], dtype=torch.long)
+        limit = dict(max_len_a=0, max_len_b=n_tokens + 1, min_len=n_tokens)
+        with torch.no_grad(), fast.packed_linears(model):  # as the Translator decodes
+            if beam_size == 1:
+                hyps = greedy_search(model, src, **limit)
+            else:
+                hyps = [nbest[0] for nbest in beam_search(model, src, beam_size=beam_size, **limit)]
+        return torch.tensor([h.tokens for h in hyps], dtype=torch.long)  # (B, n_tokens)
 
     notes = (
-        "attnkit Transformer (post-norm, sinusoidal, ReLU, biases, shared + tied embeddings), "
-        "label_smoothed_cross_entropy; decoding with greedy_search / beam_search (KV cache, finished "
-        "sentences leave the batch) through a wrapper that masks EOS until n_tokens."
+        "attnkit Transformer (post-norm, sinusoidal, ReLU, biases, shared + tied embeddings). Training: "
+        "attnkit.fast's fused label-smoothed loss and fast_dropout, as attnkit's trainer. Decoding: "
+        "greedy_search / beam_search (KV cache, finished sentences leave the batch) with "
+        "min_len=n_tokens, max_len_b=n_tokens + 1, inside attnkit.fast.packed_linears as the Translator."
     )
     return PeerAdapter(NAME, version(), model, count_parameters(model), notes, train_step, decode, (1, 4))
