@@ -1,6 +1,6 @@
 """Run the fault suite (tests/test_faults*.py) and count its cases: how many are handled, per file.
 
-    PYTHONPATH=src python bench/faults.py            # prints a Markdown table for docs/BENCHMARKS.md
+    PYTHONPATH=src python -m bench.faults            # prints a Markdown table for docs/BENCHMARKS.md
 
 A case is *handled* when its test passes: the fault or bad input ends in the documented behaviour
 (a one-line error and exit 2, or the work done right, with nothing lost and no stray file). Skipped

@@ -1,6 +1,6 @@
 """int8 decoding: attnkit's own int8 against CTranslate2 int8, same model, same sentences, one run.
 
-    PYTHONPATH=src python bench/int8.py --checkpoint CKPT [--data-dir ../shared/data] [--sentences 1000]
+    PYTHONPATH=src python -m bench.int8 --checkpoint CKPT [--data-dir ../shared/data] [--sentences 1000]
                                         [--threads 2] [--repeats 3] [--out bench/results/int8.json]
 
 The checkpoint is exported to CTranslate2 (float32 and int8) with attnkit's own converter, so all
@@ -26,6 +26,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]  # `python -m bench.int8` resolves from here
 
 SETTINGS = {"greedy": 1, "beam4": 4}
 BATCH_TOKENS = 4000
@@ -115,8 +117,8 @@ def main() -> int:
             if name in engines:
                 result = _attnkit(engines[name], sources)
             else:
-                cmd = [sys.executable, os.path.abspath(__file__), "--ct2-worker", str(jobs[name])]
-                done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+                cmd = [sys.executable, "-m", "bench.int8", "--ct2-worker", str(jobs[name])]
+                done = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=ROOT)
                 result = json.loads(done.stdout.strip().splitlines()[-1])
             for setting, (seconds, hyps) in result.items():
                 runs[name][setting].append(seconds)

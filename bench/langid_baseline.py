@@ -4,14 +4,13 @@ Multi30k de / en / fr / cs: train on the train split, report accuracy and macro-
 test_2016_flickr, on whole sentences and on the first three words only (``--first-words 3``, the
 harder task; training then sees the first three words too, as the Transformer config does).
 
-    ATTNKIT_DATA=/work/shared/data python bench/langid_baseline.py [--first-words 3] [--out FILE]
+    ATTNKIT_DATA=/work/shared/data python -m bench.langid_baseline [--first-words 3] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -20,7 +19,6 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 
 LANGS = ("de", "en", "fr", "cs")
 

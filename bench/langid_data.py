@@ -1,6 +1,6 @@
 """Write Multi30k language identification as labelled TSV files (``label<TAB>text``) for attnkit.
 
-    ATTNKIT_DATA=/work/shared/data python bench/langid_data.py --out data/langid
+    ATTNKIT_DATA=/work/shared/data python -m bench.langid_data --out data/langid
 
 writes ``train.tsv``, ``val.tsv`` and ``test_2016_flickr.tsv`` (whole sentences, labels de / en /
 fr / cs) and the same with ``_first3`` (each sentence's first three words: the harder task) for
@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import argparse
 import random
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 
 LANGS = ("de", "en", "fr", "cs")
 SPLITS = ("train", "val", "test_2016_flickr")

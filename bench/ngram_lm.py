@@ -6,7 +6,7 @@ attnkit does (one model, special ids pad 0, bos 1, eos 2, unk 3). Each sentence 
 scores it: every piece and the end of sentence, given the previous n-1 tokens (sentence-start
 padding), so perplexities compare directly.
 
-    ATTNKIT_DATA=/work/shared/data python bench/ngram_lm.py --lang en --checkpoint runs/lm_en/best.pt
+    ATTNKIT_DATA=/work/shared/data python -m bench.ngram_lm --lang en --checkpoint runs/lm_en/best.pt
 
 nltk's ``KneserNey`` recounts the continuation counts of a context by scanning every n-gram on each
 call, which takes hours on Multi30k; :class:`IndexedKneserNey` computes the same counts once into a
@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -30,7 +29,6 @@ from nltk.lm.smoothing import KneserNey
 from nltk.util import everygrams
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 
 
 class IndexedKneserNey(KneserNey):

@@ -1,6 +1,6 @@
 """CPU training speed of each positional kind, measured in one run with round-robin steps.
 
-    PYTHONPATH=src python bench/positions_speed.py [--config configs/multi30k_de_en_tiny.yaml]
+    PYTHONPATH=src python -m bench.positions_speed [--config configs/multi30k_de_en_tiny.yaml]
         [--data-dir /work/shared/data] [--kinds sinusoidal,learned,relative,relative+values,rotary]
         [--steps 60] [--warmup 5] [--threads 2] [--out bench/results/positions_speed.json]
 
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> dict:
             )
         )
     result = dict(
-        command="PYTHONPATH=src python bench/positions_speed.py " + " ".join(argv or []),
+        command="PYTHONPATH=src python -m bench.positions_speed " + " ".join(argv or []),
         config=args.config,
         model={k: v for k, v in cfg.model.items() if k != "positional"},
         steps=args.steps,

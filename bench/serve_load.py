@@ -7,7 +7,7 @@ sentences in the same process setup. Optionally a soak: 16 clients for N minutes
 resident memory sampled, every error counted. Bounded: at most --sentences requests and
 --max-seconds per level; the server binds 127.0.0.1 only and is stopped at the end.
 
-    python bench/serve_load.py --checkpoint runs/multi30k_de_en_tiny/checkpoint_best.pt \
+    python -m bench.serve_load --checkpoint runs/multi30k_de_en_tiny/checkpoint_best.pt \
         --data-dir ../shared/data --out bench/results/serve_load.json [--soak-minutes 10]
 """
 
@@ -39,7 +39,6 @@ def sentences(data_dir: Path, n: int) -> list[str]:
 
 
 def offline_throughput(checkpoint: str, texts: list[str], beam: int) -> dict:
-    sys.path.insert(0, str(ROOT / "src"))
     from attnkit.translate import Translator
 
     translator = Translator.from_checkpoint(checkpoint, device="cpu")

@@ -1,6 +1,6 @@
 """Interim runner for the classifier configs until ``attnkit train`` takes model.arch classifier.
 
-    python bench/task_run.py configs/multi30k_langid.yaml [--max-minutes M]
+    python -m bench.task_run configs/multi30k_langid.yaml [--max-minutes M]
 
 (Language models now train through ``attnkit train`` (model.arch: lm); the LM numbers in
 docs/BENCHMARKS.md came from this script's LM path at commit 3911ee3.)
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -24,18 +23,17 @@ import torch
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 
-from attnkit.checkpoint import save_checkpoint  # noqa: E402
-from attnkit.classify import read_labelled_file  # noqa: E402
-from attnkit.data.batching import TokenBatchSampler  # noqa: E402
-from attnkit.data.readers import read_lines  # noqa: E402
-from attnkit.data.multi30k import multi30k_path  # noqa: E402
-from attnkit.data.tokenizer import SubwordTokenizer  # noqa: E402
-from attnkit.model import ClassifierConfig, LMConfig, TransformerClassifier, TransformerLM, count_parameters  # noqa: E402
-from attnkit.train.classifier_task import ClassifierTask  # noqa: E402
-from attnkit.train.lm_task import LanguageModelTask  # noqa: E402
-from attnkit.train.schedule import lr_at  # noqa: E402
+from attnkit.checkpoint import save_checkpoint
+from attnkit.classify import read_labelled_file
+from attnkit.data.batching import TokenBatchSampler
+from attnkit.data.readers import read_lines
+from attnkit.data.multi30k import multi30k_path
+from attnkit.data.tokenizer import SubwordTokenizer
+from attnkit.model import ClassifierConfig, LMConfig, TransformerClassifier, TransformerLM, count_parameters
+from attnkit.train.classifier_task import ClassifierTask
+from attnkit.train.lm_task import LanguageModelTask
+from attnkit.train.schedule import lr_at
 
 
 def load_split(data: dict, which: str, labels=None):

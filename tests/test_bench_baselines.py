@@ -4,15 +4,11 @@ every piece and the end of sentence, the language identifier learns a toy task."
 import itertools
 import math
 import random
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
-ngram_lm = pytest.importorskip("ngram_lm")
-langid_baseline = pytest.importorskip("langid_baseline")
+ngram_lm = pytest.importorskip("bench.ngram_lm")
+langid_baseline = pytest.importorskip("bench.langid_baseline")
 
 
 def toy_sentences(n=200, seed=0):
