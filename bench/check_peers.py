@@ -1,26 +1,29 @@
 """Smoke check of the benchmark peers: build each, count parameters, one train step, one decode.
 
-    python bench/check_peers.py [--peers torch,transformers,...] [--threads N]
+    python -m bench.check_peers [--peers attnkit,torch,hf,joeynmt,opennmt,ct2] [--threads N]
 
-Prints one line per peer and exits 0 when every peer that is installed passed (a peer whose
-package is missing is reported as skipped). Exit 1 if any installed peer failed.
+Run from the repository root. Prints one line per peer and exits 0 when every peer that is
+installed passed (a peer whose package is missing is reported as skipped); exit 1 if any installed
+peer failed. "Passed" means: the parameter count of the reference model (OpenNMT-py's known
+difference aside), a finite loss, exactly 30 tokens per sentence from greedy (and beam 4 where the
+peer has it) with no EOS, and CTranslate2 float32 decoding the HF Marian weights as HF does.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 import traceback
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from . import peers
+from .peers.common import BOS, EOS, PAD, VOCAB, PeerAdapter
 
-import peers  # noqa: E402
-
-VOCAB, PAD, BOS, EOS = 8000, 0, 1, 2
+# Parameters a peer has beyond the reference (its adapter's notes say why).
+EXTRA_PARAMS = {"opennmt": 1_024 + 8_000}  # two final LayerNorms (pre-norm) + the generator's bias
+N_TOKENS = 30
 
 
 def random_batch(batch: int, src_len: int, tgt_len: int, seed: int = 0):
@@ -58,11 +61,49 @@ def time_train_step(adapter, batch, repeats: int) -> float:
     return min(times), float(loss)
 
 
+def check_decode(adapter: PeerAdapter, src: torch.Tensor, beam: int) -> tuple[torch.Tensor, float]:
+    """Decode ``src``; RuntimeError unless it is exactly N_TOKENS tokens per sentence without EOS."""
+    t0 = time.perf_counter()
+    out = adapter.decode_fn(src, beam_size=beam, n_tokens=N_TOKENS)
+    dt = time.perf_counter() - t0
+    if tuple(out.shape) != (src.size(0), N_TOKENS):
+        raise RuntimeError(f"beam {beam} decode returned {tuple(out.shape)}, not {(src.size(0), N_TOKENS)}")
+    if bool((out == EOS).any()):
+        raise RuntimeError(f"beam {beam}: EOS produced before {N_TOKENS} tokens")
+    return out, dt
+
+
+def check(key: str, adapter: PeerAdapter, expected_params: int, smoke, timing, args, seen: dict) -> str:
+    """One peer's line; RuntimeError on the first check it fails. ``seen`` carries HF's model and output."""
+    line = f"{adapter.name:24s} v{adapter.version:12s} params {adapter.n_params:>10,d}"
+    if adapter.n_params != expected_params + EXTRA_PARAMS.get(key, 0):
+        raise RuntimeError(f"{adapter.n_params:,} parameters, the reference model has {expected_params:,}")
+    if adapter.train_step_fn is not None:
+        loss = adapter.train_step_fn(*smoke)
+        if not torch.isfinite(loss):
+            raise RuntimeError(f"non-finite loss {loss}")
+        line += f"  loss {float(loss):.3f}"
+        if timing is not None:
+            sec, _ = time_train_step(adapter, timing, args.repeats)
+            line += f"  train step {args.timing_batch} {sec * 1000:7.1f} ms"
+    if adapter.decode_fn is not None:
+        out, dt = check_decode(adapter, smoke[0], beam=1)
+        line += f"  greedy 8x{N_TOKENS} (cold) {dt * 1000:6.1f} ms"
+        if key == "hf":
+            seen["hf_greedy"] = out
+        elif key == "ct2" and "hf_greedy" in seen:  # the same weights must give the same tokens
+            same = float((out == seen["hf_greedy"]).float().mean())
+            line += f"  same-as-HF {same:.0%}"
+            if adapter.name.endswith("float32") and same < 0.9:
+                raise RuntimeError(f"CTranslate2 float32 greedy matches HF on only {same:.0%}")
+        if 4 in adapter.decode_beams:
+            check_decode(adapter, smoke[0], beam=4)
+    return line
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument(
-        "--peers", default=",".join(peers.BUILDERS), help="comma list of " + ",".join(peers.BUILDERS)
-    )
+    ap.add_argument("--peers", default=",".join(peers.PEERS), help="comma list of " + ",".join(peers.PEERS))
     ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: leave)")
     ap.add_argument("--timing-batch", default="64x30", help="BxT of the timed train step (0 to skip)")
     ap.add_argument("--repeats", type=int, default=3)
@@ -72,67 +113,36 @@ def main(argv=None) -> int:
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}")
 
-    available = peers.available_builders()
+    available = peers.available()
+    expected_params = peers.build("attnkit", VOCAB, PAD, BOS, EOS).n_params  # the reference model
     smoke = random_batch(8, 20, 20)
     timing = None
     if args.timing_batch != "0":
         b, t = (int(x) for x in args.timing_batch.lower().split("x"))
         timing = random_batch(b, t, t, seed=1)
-    failed = []
-    hf_model = None
-    hf_greedy = None
+    failed, seen = [], {}
     for key in [k.strip() for k in args.peers.split(",") if k.strip()]:
-        if key not in peers.BUILDERS:
-            print(f"{key}: unknown peer")
+        try:
+            key = peers.resolve(key)
+        except ValueError as e:
+            print(e)
             failed.append(key)
             continue
         if key not in available:
             print(f"{key}: SKIPPED (package not installed)")
             continue
-        variants = [("float32",), ("int8",)] if key == "ctranslate2" else [()]
-        for variant in variants:
-            label = key + (f"-{variant[0]}" if variant else "")
+        for compute_type in ("float32", "int8") if key == "ct2" else (None,):
+            label = key + (f"-{compute_type}" if compute_type else "")
             try:
                 torch.manual_seed(0)
-                if key == "ctranslate2":
-                    adapter = peers.build_ctranslate2(
-                        VOCAB, PAD, BOS, EOS, compute_type=variant[0], marian_model=hf_model
-                    )
+                if key == "ct2":  # on HF's weights when HF ran, so both must decode alike
+                    kw = dict(compute_type=compute_type, marian_model=seen.get("hf_model"))
+                    adapter = peers.build(key, VOCAB, PAD, BOS, EOS, **kw)
                 else:
-                    adapter = peers.BUILDERS[key](VOCAB, PAD, BOS, EOS)
-                if key == "transformers":
-                    hf_model = adapter.model
-                line = f"{label:24s} v{adapter.version:12s} params {adapter.n_params:>10,d}"
-                if adapter.train_step_fn is not None:
-                    loss = adapter.train_step_fn(*smoke)
-                    if not torch.isfinite(loss):
-                        raise RuntimeError(f"non-finite loss {loss}")
-                    line += f"  loss {float(loss):.3f}"
-                    if timing is not None:
-                        sec, _ = time_train_step(adapter, timing, args.repeats)
-                        line += f"  train step {args.timing_batch} {sec * 1000:7.1f} ms"
-                if adapter.decode_fn is not None:
-                    src = smoke[0]
-                    t0 = time.perf_counter()
-                    out = adapter.decode_fn(src, beam_size=1, n_tokens=30)
-                    dt = time.perf_counter() - t0
-                    if tuple(out.shape) != (src.size(0), 30):
-                        raise RuntimeError(f"greedy decode returned shape {tuple(out.shape)}")
-                    if bool((out == EOS).any()):
-                        raise RuntimeError("EOS produced before n_tokens")
-                    line += f"  greedy 8x30 (cold) {dt * 1000:6.1f} ms"
-                    if key == "transformers":
-                        hf_greedy = out
-                    elif key == "ctranslate2" and hf_greedy is not None:
-                        same = float((out == hf_greedy).float().mean())
-                        line += f"  same-as-HF {same:.0%}"
-                        if variant[0] == "float32" and same < 0.9:
-                            raise RuntimeError(f"CTranslate2 float32 greedy matches HF on only {same:.0%}")
-                    if 4 in adapter.decode_beams:
-                        out4 = adapter.decode_fn(src, beam_size=4, n_tokens=30)
-                        if tuple(out4.shape) != (src.size(0), 30):
-                            raise RuntimeError(f"beam decode returned shape {tuple(out4.shape)}")
-                print(line, flush=True)
+                    adapter = peers.build(key, VOCAB, PAD, BOS, EOS)
+                if key == "hf":
+                    seen["hf_model"] = adapter.model
+                print(check(key, adapter, expected_params, smoke, timing, args, seen), flush=True)
             except Exception:  # report and go on with the next peer
                 print(f"{label}: FAILED")
                 traceback.print_exc()

@@ -23,7 +23,7 @@ SPLITS = ("train", "val", "test_2016_flickr")
 
 
 def examples(split: str, first_words: int | None, data_dir: str | None = None) -> list[tuple[str, str]]:
-    from attnkit.data.corpus import read_lines
+    from attnkit.data.readers import read_lines
     from attnkit.data.multi30k import multi30k_path
 
     out = []

@@ -112,7 +112,7 @@ def load_tokenizer(args, train_text: list[str]):
 
 
 def main(argv: list[str] | None = None) -> None:
-    from attnkit.data.corpus import read_lines
+    from attnkit.data.readers import read_lines
     from attnkit.data.multi30k import multi30k_path
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

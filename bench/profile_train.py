@@ -1,10 +1,11 @@
 """Profile attnkit's training step and beam-search step with torch.profiler (what to speed up).
 
-    python bench/profile_train.py --steps 20
+    python -m bench.profile_train --steps 20
 
-Builds the benchmark model (d_model 256, 4 heads, FFN 1024, 3+3 layers, shared vocabulary 8000,
-dropout 0.1, tied embeddings), times forward + backward + Adam on batches of 64 x 20 tokens, then
-beam-4 decoding of 64 sentences, and prints the top operators of each.
+Run from the repository root. Builds the benchmark's reference model through the attnkit peer
+adapter (bench/peers/attnkit.py: the same fast edges as bench.speed), times forward + loss +
+backward + Adam on batches of 64 x 20 tokens, then beam-4 decoding of 64 sentences (30 tokens each),
+and prints the top operators of each.
 """
 
 from __future__ import annotations
@@ -13,16 +14,12 @@ import argparse
 import time
 
 import torch
+from attnkit.fast import flush_denormals
 from torch.profiler import ProfilerActivity, profile
 
-from attnkit.decoding import beam_search
-from attnkit.loss import label_smoothed_cross_entropy
-from attnkit.model import Transformer, TransformerConfig
-
-BENCH_MODEL = dict(
-    d_model=256, n_heads=4, d_ff=1024, n_encoder_layers=3, n_decoder_layers=3, dropout=0.1,
-    src_vocab_size=8000, tgt_vocab_size=8000, share_vocab=True, tie_output=True,
-)  # fmt: skip
+from . import peers
+from .peers.common import BOS, EOS, PAD, VOCAB
+from .timing import ADAM
 
 
 def main() -> None:
@@ -31,16 +28,15 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=15)
     args = ap.parse_args()
     torch.manual_seed(0)
-    torch.set_flush_denormal(True)
-    model = Transformer(TransformerConfig(**BENCH_MODEL))
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True)
-    src = torch.randint(3, 8000, (64, 20))
-    tgt = torch.randint(3, 8000, (64, 21))
+    flush_denormals()  # as bench.speed and attnkit's trainer set it where a run starts
+    adapter = peers.build("attnkit", VOCAB, PAD, BOS, EOS)
+    opt = torch.optim.Adam(adapter.parameters(), **ADAM)
+    src = torch.randint(3, VOCAB, (64, 20))  # (B, S)
+    tgt = torch.randint(3, VOCAB, (64, 21))  # (B, T + 1)
 
     def step():
-        out = label_smoothed_cross_entropy(model(src, tgt[:, :-1]), tgt[:, 1:])
         opt.zero_grad(set_to_none=True)
-        (out.loss / out.n_tokens).backward()
+        adapter.train_step_fn(src, tgt[:, :-1], tgt[:, 1:])
         opt.step()
 
     for _ in range(3):
@@ -55,12 +51,11 @@ def main() -> None:
             step()
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows))
 
-    model.eval()
     t0 = time.perf_counter()
-    beam_search(model, src, beam_size=4, max_len_a=0, max_len_b=30)
-    print(f"beam-4 decode of 64 sentences: {time.perf_counter() - t0:.2f} s")
+    adapter.decode_fn(src, beam_size=4, n_tokens=30)
+    print(f"beam-4 decode of 64 sentences x 30 tokens: {time.perf_counter() - t0:.2f} s")
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        beam_search(model, src, beam_size=4, max_len_a=0, max_len_b=30)
+        adapter.decode_fn(src, beam_size=4, n_tokens=30)
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows))
 
 

@@ -1,9 +1,10 @@
 """Translation quality at equal wall-clock budget: the Transformer against the RNN+attention baseline.
 
-    python bench/quality.py --pair de-en --minutes 10 --data-dir ../shared/data
-    python bench/quality.py --pair en-de --minutes 10 --data-dir ../shared/data
+    python -m bench.quality --pair de-en --minutes 10 --data-dir ../shared/data
+    python -m bench.quality --pair en-de --minutes 10 --data-dir ../shared/data
 
-For each model it trains a config (by default configs/multi30k_<pair>.yaml, the quality config, and
+Run from the repository root (attnkit importable). For each model it trains a config (by default
+configs/multi30k_<pair>.yaml, the quality config, and
 configs/multi30k_de_en_rnn.yaml with the pair's languages) with the same data, the same SentencePiece
 settings (hence the same subwords) and the same training-time budget; ``--transformer-config``,
 ``--rnn-config``, ``--transformer-set`` and ``--rnn-set`` pick smaller models for a CPU budget. It
@@ -149,7 +150,7 @@ def main() -> None:
         "minutes": args.minutes,
         "machine": machine(),
         "date": time.strftime("%Y-%m-%d"),
-        "command": "python " + shlex.join(sys.argv),
+        "command": "python -m bench.quality " + shlex.join(sys.argv[1:]),
     }
     results = {}
     for name in args.models.split(","):

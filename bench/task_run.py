@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from attnkit.checkpoint import save_checkpoint  # noqa: E402
 from attnkit.classify import read_labelled_file  # noqa: E402
 from attnkit.data.batching import TokenBatchSampler  # noqa: E402
-from attnkit.data.corpus import read_lines  # noqa: E402
+from attnkit.data.readers import read_lines  # noqa: E402
 from attnkit.data.multi30k import multi30k_path  # noqa: E402
 from attnkit.data.tokenizer import SubwordTokenizer  # noqa: E402
 from attnkit.model import ClassifierConfig, LMConfig, TransformerClassifier, TransformerLM, count_parameters  # noqa: E402

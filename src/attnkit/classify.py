@@ -156,7 +156,7 @@ def read_labelled_file(path: str | Path, labels: list[str] | None) -> tuple[list
     A first line starting with ``label`` is a header; a line without a tab, an empty text or a label
     outside ``labels`` (None: any label) is an error naming file and line.
     """
-    from .data.corpus import read_lines
+    from .data.readers import read_lines
 
     lines = read_lines(path)
     start = 1 if lines and lines[0].split("\t")[0].strip().lower() == "label" else 0

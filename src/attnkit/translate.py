@@ -22,6 +22,7 @@ from .decoding import beam_search, greedy_search
 from .decoding.sampling import SamplingConfig, sample_search
 from .errors import CheckpointError, ConfigError, DataError
 from .fast import packed_linears
+from .quantize import check_quantize, quantize_int8
 
 
 @dataclass
@@ -54,20 +55,31 @@ def resolve_device(name: str = "auto") -> torch.device:
 class Translator:
     """A model, its tokenizer and a device; stateless between calls."""
 
-    def __init__(self, model: nn.Module, tokenizer: SubwordTokenizer, device: str | torch.device = "cpu"):
+    def __init__(
+        self,
+        model: nn.Module,
+        tokenizer: SubwordTokenizer,
+        device: str | torch.device = "cpu",
+        *,
+        quantize: str | None = None,
+    ):
+        """quantize="int8": int8 weights for the linear layers (CPU only, see attnkit.quantize)."""
         self.device = resolve_device(device) if isinstance(device, str) else device
+        check_quantize(quantize, self.device)
         self.model = model.to(self.device).eval()
+        if quantize == "int8":
+            self.model = quantize_int8(self.model)
         self.tokenizer = tokenizer
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path, *, device: str = "auto") -> Translator:
-        return cls.from_state(load_checkpoint(path), device=device)
+    def from_checkpoint(cls, path: str | Path, *, device: str = "auto", quantize: str | None = None) -> Translator:
+        return cls.from_state(load_checkpoint(path), device=device, quantize=quantize)
 
     @classmethod
-    def from_state(cls, state: dict, *, device: str = "auto") -> Translator:
+    def from_state(cls, state: dict, *, device: str = "auto", quantize: str | None = None) -> Translator:
         """From a checkpoint already loaded with :func:`attnkit.checkpoint.load_checkpoint`."""
         model = model_from_checkpoint(state)
-        return cls(model, SubwordTokenizer.from_state_dict(state["tokenizer"]), device)
+        return cls(model, SubwordTokenizer.from_state_dict(state["tokenizer"]), device, quantize=quantize)
 
     @property
     def max_src_len(self) -> int:

@@ -14,10 +14,12 @@ import warnings
 
 from .. import fast
 from ..errors import AttnkitError
-from . import attention, average, classify, evaluate, generate, plot_positional, serve, train, translate
+from . import (
+    attention, average, classify, evaluate, export, generate, import_, plot_positional, serve, train, translate,
+)  # fmt: skip
 from .common import EXIT_USAGE, Parser
 
-COMMANDS = [train, translate, evaluate, attention, plot_positional, average, serve, generate, classify]
+COMMANDS = [train, translate, evaluate, attention, plot_positional, average, serve, generate, classify, export, import_]
 
 
 def build_parser() -> Parser:

@@ -65,7 +65,7 @@ def run_task(args, state) -> None:
         raise ConfigError("--src, --ref and --hyp-output are for translation models; use --input")
     path, label = _task_split(args, state)
     if state["arch"] == "lm":
-        from ..data.corpus import read_lines
+        from ..data.readers import read_lines
         from ..generate import LanguageModel
 
         lm = LanguageModel.from_checkpoint(args.checkpoint, device=args.device)

@@ -29,6 +29,7 @@ def add_parser(sub) -> None:
         "--nbest", type=int_at_most(256), default=1,
         help="with N > 1 (at most 256): lines 'INDEX<TAB>SCORE<TAB>TEXT'",
     )  # fmt: skip
+    p.add_argument("--quantize", choices=("int8",), help="int8 weights for the linear layers (CPU only)")
     add_decoding_flags(p)
     p.add_argument(
         "--sample",
@@ -50,7 +51,7 @@ def run(args) -> None:
         sampling = SamplingConfig(args.temperature or 1.0, args.top_k or 0, args.top_p or 1.0)
     if args.output:  # checked before the decoding, not after it
         check_output_path(args.output, what="--output")
-    translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
+    translator = Translator.from_checkpoint(args.checkpoint, device=args.device, quantize=args.quantize)
     stream_fd = None if args.input else _stream_fd()
 
     def translate(lines: list[str]):

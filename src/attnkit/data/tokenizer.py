@@ -122,8 +122,10 @@ class SubwordTokenizer:
 
     pad_id, bos_id, eos_id, unk_id = PAD_ID, BOS_ID, EOS_ID, UNK_ID
 
-    def __init__(self, src_proto: bytes, tgt_proto: bytes | None = None):
-        """``tgt_proto=None`` means joint: both sides share ``src_proto``."""
+    def __init__(self, src_proto: bytes, tgt_proto: bytes | None = None, *, src_eos: bool = False):
+        """``tgt_proto=None`` means joint: both sides share ``src_proto``. ``src_eos``: sources end
+        with eos (Marian's convention, for imported models; attnkit's own models see no eos)."""
+        self.src_eos = bool(src_eos)
         self._protos = {"src": bytes(src_proto), "tgt": None if tgt_proto is None else bytes(tgt_proto)}
         self._sp = {"src": self._load(src_proto, "src")}
         self._sp["tgt"] = self._sp["src"] if tgt_proto is None else self._load(tgt_proto, "tgt")
@@ -210,11 +212,15 @@ class SubwordTokenizer:
 
     # --- text <-> ids -----------------------------------------------------------------------------
     def encode(self, text: str, side: str = "src") -> list[int]:
-        """Subword ids of one sentence, without bos/eos."""
-        return self._sp[_check_side(side)].encode(text)
+        """Subword ids of one sentence, without bos/eos (a non-empty source ends with eos when
+        ``src_eos``)."""
+        return self._end(self._sp[_check_side(side)].encode(text), side)
 
     def encode_batch(self, texts: Sequence[str], side: str = "src") -> list[list[int]]:
-        return self._sp[_check_side(side)].encode(list(texts))
+        return [self._end(ids, side) for ids in self._sp[_check_side(side)].encode(list(texts))]
+
+    def _end(self, ids: list[int], side: str) -> list[int]:
+        return ids + [EOS_ID] if ids and self.src_eos and side == "src" else ids
 
     def decode(self, ids: Sequence[int], side: str = "tgt") -> str:
         """Detokenized text of ``ids`` (a list or 1-D tensor): stops at eos, skips pad and bos."""
@@ -239,16 +245,19 @@ class SubwordTokenizer:
     # --- serialization ----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Plain types and bytes only: survives ``torch.load(weights_only=True)``."""
-        return {
+        state = {
             "version": _STATE_VERSION,
             "joint": self.joint,
             "src": self._protos["src"],
             "tgt": self._protos["tgt"],
         }
+        if self.src_eos:  # only imported (Marian) models have it: older attnkit reads the rest unchanged
+            state["src_eos"] = True
+        return state
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> SubwordTokenizer:
-        if not isinstance(state, dict) or set(state) != {"version", "joint", "src", "tgt"}:
+        if not isinstance(state, dict) or set(state) - {"src_eos"} != {"version", "joint", "src", "tgt"}:
             keys = sorted(state) if isinstance(state, dict) else type(state).__name__
             raise CheckpointError(
                 f"tokenizer state must have keys ['joint', 'src', 'tgt', 'version'], got {keys}"
@@ -263,7 +272,7 @@ class SubwordTokenizer:
                 "tokenizer state is inconsistent: 'src' must be bytes and 'tgt' "
                 "must be None exactly when 'joint' is True"
             )
-        return cls(state["src"], state["tgt"])
+        return cls(state["src"], state["tgt"], src_eos=state.get("src_eos") is True)
 
     def __repr__(self) -> str:
         if self.joint:

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from ..config import ConfigBase
 
-ACTIVATIONS = ("relu", "gelu")
+ACTIVATIONS = ("relu", "gelu", "swish")
 NORMS = ("post", "pre")
 POSITIONALS = ("sinusoidal", "learned", "relative", "rotary")
 POOLINGS = ("mean", "first", "attention")
@@ -64,6 +64,7 @@ class TransformerConfig(BlockConfig):
     share_vocab: one embedding matrix for source and target (needs equal vocabulary sizes).
     tie_output: the pre-softmax projection shares the target embedding (paper section 3.4);
     embeddings are multiplied by sqrt(d_model) in either case.
+    output_bias: a bias on the tied projection (Marian's final_logits_bias; imported models).
     """
 
     src_vocab_size: int = 8000
@@ -72,6 +73,7 @@ class TransformerConfig(BlockConfig):
     n_decoder_layers: int = 6
     share_vocab: bool = False
     tie_output: bool = True
+    output_bias: bool = False
     bos_id: int = 1
     eos_id: int = 2
 

@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from ..attention import KVCache, MultiHeadAttention, attention_positions
 from .config import BlockConfig
 
-_ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
+_ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
 
 
 class PositionwiseFeedForward(nn.Module):

@@ -109,9 +109,13 @@ class Transformer(nn.Module):
         self.decoder_layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.n_decoder_layers))
         self.decoder_norm = nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
         # Pre-softmax linear layer; tied, its weight is the target embedding E (section 3.4): logits = h E^T.
-        self.output_proj = nn.Linear(config.d_model, config.tgt_vocab_size, bias=not config.tie_output)
+        bias = not config.tie_output or config.output_bias  # tied: a bias only for imported models
+        self.output_proj = nn.Linear(config.d_model, config.tgt_vocab_size, bias=bias)
         if config.tie_output:
             self.output_proj.weight = self.tgt_embed.embedding.weight
+            self._register_load_state_dict_pre_hook(fill_tied_output("tgt_embed.embedding.weight"))
+            if config.output_bias:
+                nn.init.zeros_(self.output_proj.bias)
 
     def encode(self, src: Tensor, *, need_weights: bool = False) -> EncoderOutput:
         """src (B, S) token ids -> memory (B, S, D) and the source padding mask."""
@@ -145,6 +149,18 @@ class Transformer(nn.Module):
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher forcing: logits (B, T, V) for every position of tgt_in (B, T) = bos + target."""
         return self.decode(tgt_in, self.init_state(self.encode(src))).logits
+
+
+def fill_tied_output(embedding_key: str):
+    """A load hook: checkpoints written before the tied output became an ``nn.Linear`` sharing the
+    embedding have no ``output_proj.weight``; it is the embedding, so take it from there."""
+
+    def hook(state_dict, prefix, *args):
+        key = prefix + "output_proj.weight"
+        if key not in state_dict and prefix + embedding_key in state_dict:
+            state_dict[key] = state_dict[prefix + embedding_key]
+
+    return hook
 
 
 def count_parameters(model: nn.Module) -> int:

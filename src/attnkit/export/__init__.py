@@ -1,0 +1,121 @@
+"""Models leave attnkit and come in: CTranslate2 and Hugging Face (MarianMTModel) export, Marian import.
+
+    export_checkpoint("ckpt.pt", "ctranslate2", "out_dir", quantization="int8")
+    export_checkpoint("ckpt.pt", "huggingface", "out_dir")
+    import_checkpoint("huggingface", "marian_dir", "ckpt.pt")
+
+Every converter goes through ``weights.py`` (attnkit parameter names <-> logical names) and each
+comes with parity tests (tests/test_export_*.py). The output is written beside its destination and
+moved into place only once complete, so a failed export never destroys what was there (``force``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from ..checkpoint import load_checkpoint, model_from_checkpoint
+from ..data.tokenizer import SubwordTokenizer
+from ..errors import CheckpointError, ConfigError
+
+FORMATS = ("ctranslate2", "huggingface")
+IMPORT_FORMATS = ("huggingface",)
+
+
+def load_for_export(path: str | Path):
+    """(model in eval mode, tokenizer) of a Transformer checkpoint; another arch is a clear error."""
+    state = load_checkpoint(path)
+    if state["arch"] != "transformer":
+        raise CheckpointError(
+            f"{path}: holds a {state['arch']!r} model; only Transformer checkpoints can be exported"
+        )
+    model = model_from_checkpoint(state).eval()
+    tokenizer = SubwordTokenizer.from_state_dict(state["tokenizer"])
+    cfg = model.config
+    if (tokenizer.src_vocab_size, tokenizer.tgt_vocab_size) != (cfg.src_vocab_size, cfg.tgt_vocab_size):
+        raise CheckpointError(
+            f"{path}: tokenizer vocabularies ({tokenizer.src_vocab_size}, {tokenizer.tgt_vocab_size}) do not "
+            f"match the model's ({cfg.src_vocab_size}, {cfg.tgt_vocab_size})"
+        )
+    return model, tokenizer
+
+
+def export_checkpoint(
+    checkpoint: str | Path,
+    fmt: str,
+    output: str | Path,
+    *,
+    quantization: str = "float32",
+    force: bool = False,
+) -> Path:
+    """Export ``checkpoint`` to ``output`` (a new directory) in format ``fmt``."""
+    if fmt not in FORMATS:
+        raise ConfigError(f"unknown export format {fmt!r} (choose from {', '.join(FORMATS)})")
+    output = Path(output)
+    _check_output(output, force)
+    if fmt != "ctranslate2" and quantization != "float32":
+        raise ConfigError("--quantization applies to --format ctranslate2 only")
+    model, tokenizer = load_for_export(checkpoint)
+    if fmt == "ctranslate2":
+        from .ctranslate2 import export_ctranslate2
+
+        def write(tmp: Path) -> None:
+            export_ctranslate2(model, tokenizer, str(tmp), quantization=quantization)
+            write_sentencepiece(tokenizer, tmp)
+    else:
+        from .huggingface import export_marian
+
+        def write(tmp: Path) -> None:
+            export_marian(model, tokenizer, tmp)
+
+    return _write_then_swap(output, write)
+
+
+def import_checkpoint(fmt: str, source: str | Path, output: str | Path, *, force: bool = False) -> Path:
+    """Turn a model directory of format ``fmt`` into an attnkit checkpoint file ``output``."""
+    if fmt not in IMPORT_FORMATS:
+        raise ConfigError(f"unknown import format {fmt!r} (choose from {', '.join(IMPORT_FORMATS)})")
+    output = Path(output)
+    if output.exists() and not force:
+        raise ConfigError(f"{output} already exists (pass --force to replace it)")
+    from ..checkpoint import save_checkpoint
+    from .marian_import import import_marian
+
+    return save_checkpoint(import_marian(source), output)  # atomic: the old file stays until it is written
+
+
+def write_sentencepiece(tokenizer: SubwordTokenizer, folder: Path) -> None:
+    """The SentencePiece model(s) beside an exported model: joint -> sentencepiece.model, else
+    source.model and target.model."""
+    state = tokenizer.state_dict()
+    if tokenizer.joint:
+        (folder / "sentencepiece.model").write_bytes(state["src"])
+    else:
+        (folder / "source.model").write_bytes(state["src"])
+        (folder / "target.model").write_bytes(state["tgt"])
+
+
+def _check_output(output: Path, force: bool) -> None:
+    if output.exists() and not force:
+        raise ConfigError(f"output folder {output} already exists (pass --force to replace it)")
+    if output.exists() and not output.is_dir():
+        raise ConfigError(f"output {output} exists and is not a folder")
+
+
+def _write_then_swap(output: Path, write: Callable[[Path], None]) -> Path:
+    """Write into a fresh sibling folder, then move it to ``output`` (replacing an old one last)."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
+    try:
+        write(work / "model")
+        if (work / "model").exists() is False:
+            raise RuntimeError("the exporter wrote nothing")
+        if output.exists():
+            os.replace(output, work / "old")
+        os.replace(work / "model", output)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return output

@@ -1,0 +1,91 @@
+"""What the export tests share: a small Transformer trained on Multi30k once per session, the test
+sentences, and the skip rule for the optional ``attnkit[export]`` packages.
+
+The model (d_model 64, 2+2 layers, 600 joint SentencePiece pieces) trains for 250 steps, about
+20 CPU seconds on one thread (valid BLEU ~10): poor translations, but real ones that end in eos
+(97 of the first 100 test sentences), which is what parity needs (a model that never stops would
+only compare length limits).
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import gzip
+import importlib.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+TRAIN_CONFIG = """\
+data: {max_train_pairs: 3000, max_valid_pairs: 20, max_len: 40}
+tokenizer: {vocab_size: 600}
+model: {preset: tiny, d_model: 64, d_ff: 128, max_len: 64, share_vocab: true}
+train: {max_steps: 250, max_tokens: 1500, schedule: inverse_sqrt, lr: 0.005, warmup_steps: 50,
+        progress: false}
+valid: {every: 100000, keep_last: 1}
+"""
+
+
+def require(*modules: str) -> None:
+    """Skip when an optional package is missing, except in CI (CI=true), where it is a failure."""
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing and os.environ.get("CI") == "true":
+        pytest.fail(f"CI must install attnkit[export]; missing: {', '.join(missing)}")
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)} (pip install 'attnkit[export]')")
+
+
+def require_data() -> None:
+    if not (SHARED_DATA / "multi30k" / "train.de.gz").is_file():
+        pytest.skip(f"Multi30k not found under {SHARED_DATA}")
+
+
+@functools.cache
+def workdir() -> Path:
+    path = Path(tempfile.mkdtemp(prefix="attnkit-export-tests-"))
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+@functools.cache
+def trained_checkpoint(norm: str = "post") -> Path:
+    """checkpoint_best.pt of the small model (trained once per session and norm)."""
+    require_data()
+    from attnkit.train import load_config, train
+
+    root = workdir() / f"train-{norm}"
+    root.mkdir()
+    (root / "config.yaml").write_text(TRAIN_CONFIG)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        cfg = load_config(
+            root / "config.yaml",
+            [f"data.data_dir={SHARED_DATA}", f"output_dir={root / 'run'}", f"model.norm={norm}"],
+        )
+        result = train(cfg, log=lambda message: None)
+    finally:
+        torch.set_num_threads(threads)
+    return result.last_checkpoint
+
+
+@functools.cache
+def flickr_sentences(n: int = 100) -> tuple[list[str], list[str]]:
+    """The first ``n`` German sources and English references of test_2016_flickr."""
+    require_data()
+    out = []
+    for lang in ("de", "en"):
+        with gzip.open(SHARED_DATA / "multi30k" / f"test_2016_flickr.{lang}.gz", "rt", encoding="utf-8") as f:
+            out.append([f.readline().rstrip("\n") for _ in range(n)])
+    return out[0], out[1]
+
+
+def length_limit(n_src: int, max_len: int, a: float = 1.5, b: int = 10) -> int:
+    """attnkit's per-sentence limit (tokens, eos included), as ``decoding.common.length_limits``."""
+    return max(1, min(int(a * n_src + b), max_len - 1))

@@ -1,0 +1,97 @@
+"""The benchmark's peers do equal work: same reference model size, exactly n tokens, no early EOS.
+
+attnkit and torch.nn.Transformer (always installed) on tiny inputs; ``python -m bench.check_peers``
+checks every installed peer the same way (HF Marian, CTranslate2, JoeyNMT and OpenNMT-py take
+tens of seconds just to import, too slow for the test suite).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+
+from bench import compare, peers
+from bench.peers.common import BOS, EOS, PAD, VOCAB, smoothed_loss
+
+N_TOKENS = 5
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def reference():
+    torch.manual_seed(0)
+    return peers.build("attnkit", VOCAB, PAD, BOS, EOS)
+
+
+def _src(batch: int = 3, length: int = 6) -> torch.Tensor:
+    src = torch.randint(3, VOCAB, (batch, length), generator=torch.Generator().manual_seed(1))
+    src[1, length - 2 :] = PAD  # one shorter sentence
+    return src
+
+
+def test_registry_names_every_module_and_rejects_unknown_keys():
+    for key, peer in peers.PEERS.items():
+        assert importlib.util.find_spec(f"bench.peers.{peer.module}") is not None, key
+    assert peers.resolve("transformers") == "hf" and peers.resolve("ctranslate2") == "ct2"
+    assert {"attnkit", "torch"} <= set(peers.available())
+    with pytest.raises(ValueError, match="unknown peer 'nope'"):
+        peers.resolve("nope")
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_attnkit_decodes_exactly_n_tokens_without_eos(reference, beam):
+    src = _src()
+    out = reference.decode_fn(src, beam_size=beam, n_tokens=N_TOKENS)
+    assert out.shape == (src.size(0), N_TOKENS)
+    assert not bool((out == EOS).any()) and not bool((out == PAD).any())
+    assert not reference.model.training  # decoding leaves the model in eval mode
+
+
+def test_attnkit_train_step_gives_gradients_and_the_shared_loss_value():
+    """attnkit trains with its own (fused) loss; without dropout it must equal the peers' loss."""
+    torch.manual_seed(0)
+    peer = peers.build("attnkit", VOCAB, PAD, BOS, EOS, dropout=0.0)
+    src = _src()
+    tgt = torch.randint(3, VOCAB, (3, 5), generator=torch.Generator().manual_seed(2))
+    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:].clone()
+    tgt_out[1, -1] = PAD
+    loss = peer.train_step_fn(src, tgt_in, tgt_out)
+    assert torch.isfinite(loss) and not loss.requires_grad
+    assert all(p.grad is not None for p in peer.parameters())
+    peer.model.eval()
+    with torch.no_grad():
+        expected = smoothed_loss(peer.model(src, tgt_in), tgt_out, PAD)
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+def test_torch_peer_is_the_reference_size_and_decodes_n_tokens(reference):
+    torch.manual_seed(0)
+    peer = peers.build("torch", VOCAB, PAD, BOS, EOS)
+    assert peer.n_params == reference.n_params
+    out = peer.decode_fn(_src(), beam_size=1, n_tokens=N_TOKENS)
+    assert out.shape == (3, N_TOKENS) and not bool((out == EOS).any())
+
+
+def test_compare_divides_attnkit_by_the_yardstick_of_the_same_run():
+    def run(attnkit: float, marian: float, ct2: float) -> dict:
+        def speed(x):
+            return {"median": x, "best": 2 * x}
+
+        return {
+            "train": {"random": {"attnkit": speed(attnkit), "transformers-marian": speed(marian)}},
+            "decode": {"greedy": {"attnkit": speed(attnkit), "ctranslate2-float32": speed(ct2)}},
+        }
+
+    rows = compare.ratios(run(300.0, 200.0, 400.0))
+    assert rows == {"training random": (1.5, 1.5), "decoding greedy": (0.75, 0.75)}
+    text = compare.table({"before": run(300.0, 200.0, 400.0), "after": {"train": {}, "decode": {}}})
+    assert "| training random vs HF Marian | 1.50x (best 1.50x) | n/a |" in text
