@@ -51,7 +51,7 @@ def make_state(tokenizer: SubwordTokenizer, *, seed: int = 0) -> dict:
         "arch": "transformer",
         "model_config": config.to_dict(),
         "tokenizer": tokenizer.state_dict(),
-        "experiment": {"data": {"corpus": "files"}},
+        "experiment": {"data": {"corpus": "files", "train_files": ["a.src", "a.tgt"], "valid_files": ["b.src", "b.tgt"]}},
         "model": model.state_dict(),
     }
 

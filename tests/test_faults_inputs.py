@@ -128,7 +128,7 @@ CASES = [
     ("evaluate-src-without-ref", "evaluate --checkpoint {ckpt} --src {one.txt}", b"", ["--src and --ref"]),
     ("evaluate-huge-line", "evaluate --checkpoint {ckpt} --src {huge_line.txt} --ref {huge_line.txt} --beam 1",
      b"", None),
-    ("evaluate-unknown-split", "evaluate --checkpoint {ckpt} --split nope", b"", ["not trained on Multi30k"]),
+    ("evaluate-unknown-split", "evaluate --checkpoint {ckpt} --split nope", b"", ["--split", "'files'"]),
     ("evaluate-hyp-output-folder", "evaluate --checkpoint {ckpt} --src {one.txt} --ref {one.txt} "
      "--hyp-output {folder}", b"", ["--hyp-output", "a_folder"]),
     ("evaluate-hyp-output-missing-folder", "evaluate --checkpoint {ckpt} --src {one.txt} --ref {one.txt} "

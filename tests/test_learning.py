@@ -11,6 +11,16 @@ from attnkit.model import RNNConfig, RNNSeq2Seq
 PAD, BOS, EOS, FIRST = 0, 1, 2, 3
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models on a shared CPU: one thread is faster, and the result does not depend on how many
+    threads the host happens to give (a different summation order sends training down another path)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def task_batch(task: str, B: int, g: torch.Generator, vocab: int, max_len: int = 8):
     """Random sequences of symbols, right-padded; targets are the copy or the reversal."""
     lengths = torch.randint(3, max_len + 1, (B,), generator=g)

@@ -207,3 +207,14 @@ def test_classifier_pools_real_tokens_only(pooling):
     out = clf.classify(x, need_weights=True)
     T = 7 if pooling == "first" else 6  # the CLS token comes first
     assert out.self_attn[0].shape == (2, 4, T, T)
+
+
+def test_checkpoints_from_before_the_tied_output_layer_still_load():
+    """Older checkpoints hold no output_proj.weight: with tied embeddings it is the target embedding."""
+    model = make_model("transformer")
+    old = {k: v for k, v in model.state_dict().items() if k != "output_proj.weight"}
+    fresh = make_model("transformer", dropout=0.0)
+    torch.nn.init.zeros_(fresh.tgt_embed.embedding.weight)
+    fresh.load_state_dict(old)
+    src, tgt = random_tokens(2, 5), random_tokens(2, 4)
+    torch.testing.assert_close(fresh(src, tgt), model(src, tgt))

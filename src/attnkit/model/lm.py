@@ -18,6 +18,7 @@ from .config import LMConfig
 from .embedding import TokenEmbedding
 from .interface import DecoderOutput
 from .layers import SelfAttentionLayer
+from .transformer import fill_tied_output
 
 
 @dataclass
@@ -64,6 +65,7 @@ class TransformerLM(nn.Module):
         self.output_proj = nn.Linear(config.d_model, config.vocab_size, bias=not config.tie_output)
         if config.tie_output:
             self.output_proj.weight = self.embed.embedding.weight
+            self._register_load_state_dict_pre_hook(fill_tied_output("embed.embedding.weight"))
 
     def init_state(self, batch_size: int) -> LMState:
         return LMState([KVCache() for _ in self.layers], batch_size)

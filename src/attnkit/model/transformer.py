@@ -113,6 +113,7 @@ class Transformer(nn.Module):
         self.output_proj = nn.Linear(config.d_model, config.tgt_vocab_size, bias=bias)
         if config.tie_output:
             self.output_proj.weight = self.tgt_embed.embedding.weight
+            self._register_load_state_dict_pre_hook(fill_tied_output("tgt_embed.embedding.weight"))
             if config.output_bias:
                 nn.init.zeros_(self.output_proj.bias)
 
@@ -148,6 +149,18 @@ class Transformer(nn.Module):
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher forcing: logits (B, T, V) for every position of tgt_in (B, T) = bos + target."""
         return self.decode(tgt_in, self.init_state(self.encode(src))).logits
+
+
+def fill_tied_output(embedding_key: str):
+    """A load hook: checkpoints written before the tied output became an ``nn.Linear`` sharing the
+    embedding have no ``output_proj.weight``; it is the embedding, so take it from there."""
+
+    def hook(state_dict, prefix, *args):
+        key = prefix + "output_proj.weight"
+        if key not in state_dict and prefix + embedding_key in state_dict:
+            state_dict[key] = state_dict[prefix + embedding_key]
+
+    return hook
 
 
 def count_parameters(model: nn.Module) -> int:
