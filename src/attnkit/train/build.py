@@ -23,7 +23,11 @@ from ..translate import resolve_device
 from . import distributed as ddp
 from .config import ExperimentConfig
 from .data import load_pairs
-from .task import TASKS, Encoded, Task
+from .lm_task import LanguageModelTask
+from .task import Encoded, Task, TranslationTask
+
+# model.arch -> the task that trains it; a new task is a class with Task's methods and one line here.
+TASKS: dict[str, type] = {"transformer": TranslationTask, "rnn": TranslationTask, "lm": LanguageModelTask}
 
 
 @dataclass

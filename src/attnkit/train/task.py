@@ -3,7 +3,7 @@
 A task turns raw records into encoded examples, examples into batches, a batch into a loss, and
 a model into validation metrics; it names the metric that picks the best checkpoint and says
 whether higher is better. Translation is here; a language model or a classifier adds a class
-with the same methods (:class:`Task`) and one entry in ``TASKS``.
+with the same methods (:class:`Task`) and one entry in ``TASKS`` (train/build.py).
 """
 
 from __future__ import annotations
@@ -93,8 +93,3 @@ class TranslationTask:
         )
         bleu = corpus_scores([h.text for h in hyps], [t for _, t in pairs]).bleu
         return {"loss": nll / max(tokens, 1), "bleu": bleu}
-
-
-from .lm_task import LanguageModelTask  # noqa: E402  (it builds on Encoded, defined above)
-
-TASKS: dict[str, type] = {"transformer": TranslationTask, "rnn": TranslationTask, "lm": LanguageModelTask}
