@@ -188,7 +188,7 @@ class Trainer:
             sync = i == len(batches) - 1 or not self.dist.enabled
             ctx = contextlib.nullcontext() if sync else self.train_model.no_sync()
             amp = torch.autocast(s.device.type, dtype=torch.bfloat16, enabled=s.bf16)
-            with ctx, amp, fast.fast_dropout(self.model):
+            with ctx, amp:
                 out = s.task.loss(
                     self.train_model, batch, s.tokenizer, epsilon=self.cfg.train.label_smoothing,
                     loss_fn=fast.label_smoothed_cross_entropy,
@@ -235,26 +235,27 @@ class Trainer:
             unit="step", dynamic_ncols=True,
         )  # fmt: skip
         window, it, stop_reason = Window(), iter(self.s.sampler), "max_steps"
-        while self.step < t.max_steps:
-            batches, it, epochs_done = self._next_batches(it)
-            if epochs_done and not batches:
-                stop_reason = "max_epochs"
-                break
-            window.add(*self.train_step(batches))
-            bar.update(1)
-            if self.step % t.log_every == 0 or self.step == t.max_steps:
-                self._log_window(window, bar)
-                window = Window()
-            out_of_time = bool(t.max_minutes and self.elapsed() >= 60 * t.max_minutes)
-            if t.max_minutes and self.dist.enabled:
-                out_of_time = bool(ddp.broadcast_object(out_of_time, self.dist))  # every rank stops together
-            if self.step % cfg.valid.every == 0 or self.step == t.max_steps or out_of_time or epochs_done:
-                if self._validate_and_save():
-                    stop_reason = "early stopping"
+        with fast.fast_dropout(self.model):  # patched once for the run, not once per step
+            while self.step < t.max_steps:
+                batches, it, epochs_done = self._next_batches(it)
+                if epochs_done and not batches:
+                    stop_reason = "max_epochs"
                     break
-            if out_of_time or epochs_done:
-                stop_reason = "max_minutes" if out_of_time else "max_epochs"
-                break
+                window.add(*self.train_step(batches))
+                bar.update(1)
+                if self.step % t.log_every == 0 or self.step == t.max_steps:
+                    self._log_window(window, bar)
+                    window = Window()
+                out_of_time = bool(t.max_minutes and self.elapsed() >= 60 * t.max_minutes)
+                if t.max_minutes and self.dist.enabled:
+                    out_of_time = bool(ddp.broadcast_object(out_of_time, self.dist))  # every rank stops together
+                if self.step % cfg.valid.every == 0 or self.step == t.max_steps or out_of_time or epochs_done:
+                    if self._validate_and_save():
+                        stop_reason = "early stopping"
+                        break
+                if out_of_time or epochs_done:
+                    stop_reason = "max_minutes" if out_of_time else "max_epochs"
+                    break
         bar.close()
         last = self.out / "checkpoint_last.pt"
         if self.step % cfg.valid.every and stop_reason == "max_epochs" and not last.exists():
