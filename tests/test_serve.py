@@ -229,6 +229,67 @@ def test_batcher_respects_the_budget_and_survives_errors():
     assert all(sum(4 for _ in c) <= 10 for c in calls) and len(calls) >= 3
 
 
+class _Countdown:
+    """A fake stream: item n finishes after n steps (0 at once); steps wait for ``gate``."""
+
+    def __init__(self, gate: threading.Event, fail: bool = False):
+        self.gate, self.fail, self.left = gate, fail, {}
+
+    def __len__(self):
+        return len(self.left)
+
+    def add(self, items):
+        self.left.update((tag, n) for tag, n in items if n > 0)
+        return [(tag, "at once") for tag, n in items if n == 0]
+
+    def step(self):
+        self.gate.wait(10)
+        if self.fail:
+            raise RuntimeError("step failed")
+        self.left = {tag: n - 1 for tag, n in self.left.items()}
+        done = [tag for tag, n in self.left.items() if n == 0]
+        for tag in done:
+            del self.left[tag]
+        return [(tag, "done") for tag in done]
+
+
+def test_stream_jobs_join_between_steps_and_leave_when_done():
+    gate, made, order = threading.Event(), [], []
+
+    def make():
+        made.append(_Countdown(gate))
+        return made[-1]
+
+    b = Batcher(max_batch_tokens=100, max_wait_ms=0)
+    try:
+        long = b.submit("k", [3], 1, stream=make)
+        time.sleep(0.2)  # the worker is now inside the first step, waiting at the gate
+        short = b.submit("k", [1, 0], 1, stream=make)
+        for name, f in (("long", long), ("short", short)):
+            f.add_done_callback(lambda _, name=name: order.append(name))
+        gate.set()
+        assert long.result(10) == ["done"] and short.result(10) == ["done", "at once"]
+    finally:
+        b.close(10)
+    assert len(made) == 1  # the short job joined the running stream
+    assert order == ["short", "long"]  # and left it without waiting for the longer one
+    assert b.stats.decode_steps == 3 and b.stats.model_calls == 2
+
+
+def test_a_failing_stream_fails_its_jobs_and_the_worker_lives_on():
+    gate = threading.Event()
+    gate.set()
+    b = Batcher(max_batch_tokens=100, max_wait_ms=0)
+    try:
+        bad = b.submit("k", [2], 1, stream=lambda: _Countdown(gate, fail=True))
+        with pytest.raises(RuntimeError, match="step failed"):
+            bad.result(10)
+        assert b.submit("k", [1], 1, stream=lambda: _Countdown(gate)).result(10) == ["done"]
+        assert b.submit("k", [], 0, stream=lambda: _Countdown(gate)).result(10) == []
+    finally:
+        b.close(10)
+
+
 # -- attention -------------------------------------------------------------------------------------
 
 

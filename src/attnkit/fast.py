@@ -7,7 +7,10 @@ version (tests/test_fast.py):
 - :func:`packed_linears`: decoding multiplies small batches (one new position per sentence) by the
   same weights at every step, where MKL's plain sgemm reaches ~65% of the matmul peak. oneDNN can
   reorder a weight once into its blocked layout (what CTranslate2 does with MKL's packed GEMM) and
-  then runs the same products 15-35% faster. Only inside the block, where weights cannot change.
+  then runs the same products 15-35% faster. Only inside the block, where weights cannot change,
+  and only for decoding steps (one position per row, x (N, 1, D)): oneDNN builds a primitive for
+  every new row count, ~5 ms each, so the encoder's (B, S, D) inputs, whose B * S changes with
+  every batch, run faster through plain sgemm (a server encodes a new shape at nearly every call).
 - :func:`fast_dropout`: on a CPU ``F.dropout`` draws its mask with ``bernoulli_``, about twice the
   cost of ``rand >= p``; in a training step of the benchmark model the masks took 7% of the time.
 - :func:`label_smoothed_cross_entropy`: the loss with its gradient written out (autograd's path
@@ -54,7 +57,10 @@ def _packed_forward(m: nn.Linear):
     packed = torch.ops.mkldnn._reorder_linear_weight(m.weight.detach(), _TYPICAL_ROWS)
 
     def forward(x: Tensor) -> Tensor:
-        if torch.is_grad_enabled() or x.dtype != torch.float32 or x.dim() < 2 or torch.is_autocast_enabled("cpu"):
+        if (
+            torch.is_grad_enabled() or x.dtype != torch.float32 or x.dim() != 3 or x.size(1) != 1
+            or torch.is_autocast_enabled("cpu")
+        ):  # fmt: skip
             return F.linear(x, m.weight, m.bias)
         return torch.ops.mkldnn._linear_pointwise(x, packed, m.bias, "none", [], "")
 

@@ -10,6 +10,7 @@ import math
 import operator
 import re
 import warnings
+from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,9 +20,13 @@ from torch import Tensor, nn
 from .checkpoint import load_checkpoint, model_from_checkpoint
 from .data.tokenizer import SubwordTokenizer
 from .decoding import beam_search, greedy_search
+from .decoding.common import Hypothesis
+from .decoding.continuous import BeamPool
 from .decoding.sampling import SamplingConfig, sample_search
 from .errors import CheckpointError, ConfigError, DataError
 from .fast import packed_linears
+from .model.transformer import Transformer
+from .positional import ABSOLUTE
 from .quantize import check_quantize, quantize_int8
 
 
@@ -153,21 +158,75 @@ class Translator:
                         self.model, src, beam_size=beam, nbest=nbest, length_penalty_alpha=length_penalty, **limits
                     )
                 for row, i in enumerate(batch):
-                    hyps = found[row]
-                    best = hyps[0]
-                    attention = None
-                    if best.attention is not None:
-                        attention = best.attention[:, : len(ids[i])].cpu()  # (T + 1, S) without padding
-                    results[i] = Translation(
-                        text=self.tokenizer.decode(best.tokens, side="tgt"),
-                        score=best.score,
-                        nbest=[(self.tokenizer.decode(h.tokens, side="tgt"), h.score) for h in hyps],
-                        src_pieces=[self.tokenizer.id_to_piece(t, side="src") for t in ids[i]],
-                        tgt_pieces=[self.tokenizer.id_to_piece(t, side="tgt") for t in best.tokens] + ["</s>"],
-                        tokens=best.tokens,
-                        attention=attention,
-                    )
+                    results[i] = self._translation(ids[i], found[row])
         return results  # type: ignore[return-value]
+
+
+    def _translation(self, src_ids: list[int], hyps: list[Hypothesis]) -> Translation:
+        """The best hypothesis and the n-best list of one sentence as text."""
+        best = hyps[0]
+        attention = None
+        if best.attention is not None:
+            attention = best.attention[:, : len(src_ids)].cpu()  # (T + 1, S) without padding
+        return Translation(
+            text=self.tokenizer.decode(best.tokens, side="tgt"),
+            score=best.score,
+            nbest=[(self.tokenizer.decode(h.tokens, side="tgt"), h.score) for h in hyps],
+            src_pieces=[self.tokenizer.id_to_piece(t, side="src") for t in src_ids],
+            tgt_pieces=[self.tokenizer.id_to_piece(t, side="tgt") for t in best.tokens] + ["</s>"],
+            tokens=best.tokens,
+            attention=attention,
+        )
+
+    def stream(self, *, beam: int = 4, nbest: int = 1, length_penalty: float = 0.6) -> TranslationStream:
+        """Beam search that sentences join and leave step by step (continuous batching, for a
+        server): see :class:`TranslationStream`."""
+        return TranslationStream(self, beam=beam, nbest=nbest, length_penalty=length_penalty)
+
+
+class TranslationStream:
+    """Sentences translated by one running beam search (:class:`~attnkit.decoding.continuous.BeamPool`):
+    ``add`` starts (tag, text) pairs, ``step`` decodes one token for all of them and returns
+    (tag, :class:`Translation`) for those finished. Each result is what ``translate`` gives for the
+    sentence alone, with the same options (float rounding aside)."""
+
+    def __init__(self, translator: Translator, *, beam: int, nbest: int, length_penalty: float):
+        _check_search(beam, nbest, length_penalty, 1, searching=True)
+        self.translator = translator
+        self.pool = BeamPool(translator.model, beam_size=beam, nbest=nbest, length_penalty_alpha=length_penalty)
+        self.nbest = nbest
+        self.src_ids: dict[Hashable, list[int]] = {}
+
+    @staticmethod
+    def supports(translator: Translator, beam: int) -> bool:
+        """Whether the model's decoder state can take sentences mid-decoding, for this beam."""
+        cfg = translator.model.config
+        return (
+            isinstance(translator.model, Transformer)
+            and getattr(cfg, "positional", None) in ABSOLUTE
+            and 2 <= beam <= cfg.tgt_vocab_size // 2
+        )
+
+    def __len__(self) -> int:
+        return len(self.pool)
+
+    def add(self, items: list[tuple[Hashable, str]]) -> list[tuple[Hashable, Translation]]:
+        tags, texts = zip(*items) if items else ((), ())
+        ids, _ = self.translator._encode(_check_sentences(list(texts)))  # the server checks lengths first
+        done = [(t, Translation("", 0.0, [("", 0.0)] * self.nbest, [], [], [])) for t, seq in zip(tags, ids) if not seq]
+        new = [(t, seq) for t, seq in zip(tags, ids) if seq]
+        if new:
+            model = self.translator.model
+            width = max(len(seq) for _, seq in new)
+            src = torch.full((len(new), width), model.config.pad_id, dtype=torch.long)  # (B, S)
+            for row, (_, seq) in enumerate(new):
+                src[row, : len(seq)] = torch.tensor(seq)
+            self.src_ids.update(new)
+            self.pool.add(src.to(self.translator.device), [t for t, _ in new])
+        return done
+
+    def step(self) -> list[tuple[Hashable, Translation]]:
+        return [(tag, self.translator._translation(self.src_ids.pop(tag), hyps)) for tag, hyps in self.pool.step()]
 
 
 @dataclass

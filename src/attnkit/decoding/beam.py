@@ -12,6 +12,8 @@ Legend: B sentences still decoding, K beam size, N = B * K rows, V vocabulary, S
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
@@ -22,6 +24,70 @@ from .common import Hypothesis, start_from_source, step_log_probs
 def length_penalty(length: int, alpha: float) -> float:
     """lp(Y) = ((5 + |Y|) / 6) ^ alpha; score = log P(Y | X) / lp(Y). alpha = 0 disables it."""
     return ((5.0 + length) / 6.0) ** alpha
+
+
+@dataclass
+class Ranked:
+    """One step's outcome for B sentences of ``beams`` rows each (N = B * beams).
+
+    scores (B, K) and new_tok (B * K, 1): the K survivors, extending rows ``origin`` (B * K,);
+    finished: (sentence, row, log P) of each eos candidate that ranked among its sentence's top K.
+    """
+
+    scores: Tensor
+    origin: Tensor
+    new_tok: Tensor
+    finished: list[tuple[int, int, float]]
+
+
+def rank_extensions(scores: Tensor, logp: Tensor, K: int, eos_id: int) -> Ranked:
+    """Rank the extensions of every live hypothesis: scores (B, beams) running log P, logp (N, V)."""
+    n, beams = scores.shape
+    # A sentence's 2K best extensions are among the 2K best tokens of each of its beams (fewer
+    # when the vocabulary is smaller than that; impossible ones score -inf and never finish).
+    per_row = min(2 * K, logp.size(-1))
+    logp, tok = logp.topk(per_row, dim=-1)  # (N, per_row)
+    cand = (scores[:, :, None] + logp.view(n, beams, per_row)).view(n, beams * per_row)  # (B, C)
+    C = min(2 * K, cand.size(1))
+    top_scores, top_idx = cand.topk(C, dim=1)  # (B, C), best first
+    top_beam = top_idx // per_row  # (B, C) beam each candidate extends
+    top_tok = tok.view(n, beams * per_row).gather(1, top_idx)  # (B, C)
+    is_eos = (top_tok == eos_id) & torch.isfinite(top_scores)
+    finished = [
+        (b, b * beams + int(top_beam[b, j]), float(top_scores[b, j])) for b, j in is_eos[:, :K].nonzero().tolist()
+    ]
+    # The K best non-eos candidates live on (eos ones pushed behind all others).
+    rank = torch.arange(C, device=scores.device).expand(n, -1) + is_eos.long() * C  # (B, C)
+    keep_pos = rank.topk(min(K, C), dim=1, largest=False).indices  # (B, K)
+    if keep_pos.size(1) < K:  # a vocabulary smaller than K: pad with hopeless copies
+        keep_pos = torch.cat([keep_pos, keep_pos[:, -1:].expand(n, K - keep_pos.size(1))], dim=1)
+    # With a vocabulary narrower than the beam, eos or impossible candidates fill the K places:
+    # they live on at -inf, so they never finish and never keep a sentence open.
+    new_scores = top_scores.gather(1, keep_pos).masked_fill(is_eos.gather(1, keep_pos), float("-inf"))  # (B, K)
+    if C < K:
+        new_scores[:, C:] = float("-inf")
+    origin = (top_beam.gather(1, keep_pos) + torch.arange(n, device=scores.device)[:, None] * beams).view(-1)
+    new_tok = top_tok.gather(1, keep_pos).view(-1, 1)  # (N, 1)
+    return Ranked(new_scores, origin, new_tok, finished)
+
+
+def keep_best(finished: list[Hypothesis], hyp: Hypothesis, K: int) -> None:
+    """Add ``hyp`` to a sentence's finished hypotheses, keeping the K best."""
+    finished.append(hyp)
+    if len(finished) > K:
+        finished.remove(min(finished, key=lambda h: h.score))
+
+
+def score_bounds(scores: Tensor, limits: Tensor, alpha: float) -> list[float]:
+    """The best score a live hypothesis of each sentence could still reach: its log P (which only
+    falls) over the largest length penalty it can get (at its length limit). scores (B, K), limits (B,)."""
+    alive = scores.max(dim=1).values  # (B,)
+    return (alive / ((5.0 + limits.double()) / 6.0) ** alpha).tolist()
+
+
+def is_done(finished: list[Hypothesis], bound: float, K: int) -> bool:
+    """A sentence is done when no live hypothesis can reach its K best finished ones."""
+    return bound == float("-inf") or (len(finished) >= K and bound <= min(h.score for h in finished))
 
 
 @torch.no_grad()
@@ -82,46 +148,20 @@ def beam_decode(
             model, prefix[:, -1:], state, step=step, limits=limits[active].repeat_interleave(beams),
             min_len=min_len, need_weights=return_attention,
         )  # fmt: skip
-        # A sentence's 2K best extensions are among the 2K best tokens of each of its beams (fewer
-        # when the vocabulary is smaller than that; impossible ones score -inf and never finish).
-        per_row = min(2 * K, logp.size(-1))
-        logp, tok = logp.topk(per_row, dim=-1)  # (N, per_row)
-        cand = (scores[:, :, None] + logp.view(n, beams, per_row)).view(n, beams * per_row)  # (B, C)
-        C = min(2 * K, cand.size(1))
-        top_scores, top_idx = cand.topk(C, dim=1)  # (B, C), best first
-        top_beam = top_idx // per_row  # (B, C) beam each candidate extends
-        top_tok = tok.view(n, beams * per_row).gather(1, top_idx)  # (B, C)
-        is_eos = (top_tok == eos_id) & torch.isfinite(top_scores)
+        ranked = rank_extensions(scores, logp, K, eos_id)
         if attn is not None:
             step_attn = attn[:, None]  # (N, 1, S)
             attn_hist = step_attn if attn_hist is None else torch.cat([attn_hist, step_attn], dim=1)
 
-        # Finalize eos candidates that rank among the top K of their sentence.
-        for b, j in is_eos[:, :K].nonzero().tolist():
-            i = active[b].item()
-            row = b * beams + top_beam[b, j].item()
+        for b, row, log_p in ranked.finished:
             tokens = prefix[row, 1:].tolist()
-            log_p = top_scores[b, j].item()
             attention = attn_hist[row].clone() if attn_hist is not None else None
             hyp = Hypothesis(
                 tokens, log_p / length_penalty(len(tokens) + 1, length_penalty_alpha), log_p, attention
             )
-            finished[i].append(hyp)
-            if len(finished[i]) > K:  # keep the K best
-                finished[i].remove(min(finished[i], key=lambda h: h.score))
+            keep_best(finished[active[b].item()], hyp, K)
 
-        # The K best non-eos candidates live on (eos ones pushed behind all others).
-        rank = torch.arange(C, device=device).expand(n, -1) + is_eos.long() * C  # (B, C)
-        keep_pos = rank.topk(min(K, C), dim=1, largest=False).indices  # (B, K)
-        if keep_pos.size(1) < K:  # a vocabulary smaller than K: pad with hopeless copies
-            keep_pos = torch.cat([keep_pos, keep_pos[:, -1:].expand(n, K - keep_pos.size(1))], dim=1)
-        # With a vocabulary narrower than the beam, eos or impossible candidates fill the K places:
-        # they live on at -inf, so they never finish and never keep a sentence open.
-        scores = top_scores.gather(1, keep_pos).masked_fill(is_eos.gather(1, keep_pos), float("-inf"))  # (B, K)
-        if C < K:
-            scores[:, C:] = float("-inf")
-        origin = (top_beam.gather(1, keep_pos) + torch.arange(n, device=device)[:, None] * beams).view(-1)
-        new_tok = top_tok.gather(1, keep_pos).view(-1, 1)  # (N, 1)
+        scores, origin, new_tok = ranked.scores, ranked.origin, ranked.new_tok
         prefix = torch.cat([prefix.index_select(0, origin), new_tok], dim=1)
         if attn_hist is not None:
             attn_hist = attn_hist.index_select(0, origin)
@@ -132,17 +172,9 @@ def beam_decode(
         beams = K
         step += 1
 
-        # The best score a live hypothesis could still reach: its log P (which only falls) over the
-        # largest length penalty it can get (at its length limit).
-        alive = scores.max(dim=1).values  # (B,)
-        bound = (alive / ((5.0 + limits[active].double()) / 6.0) ** length_penalty_alpha).tolist()
+        bound = score_bounds(scores, limits[active], length_penalty_alpha)
         done = torch.tensor(
-            [
-                bound[b] == float("-inf")
-                or (len(finished[i]) >= K and bound[b] <= min(h.score for h in finished[i]))
-                for b, i in enumerate(active.tolist())
-            ],
-            device=device,
+            [is_done(finished[i], bound[b], K) for b, i in enumerate(active.tolist())], device=device
         )
         if done.any():
             keep = (~done).nonzero().squeeze(1)  # (B',) live sentences

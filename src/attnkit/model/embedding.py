@@ -35,12 +35,18 @@ class TokenEmbedding(nn.Module):
     def weight(self) -> Tensor:
         return self.embedding.weight
 
-    def forward(self, tokens: Tensor, offset: int = 0) -> Tensor:
-        """tokens (B, T) at positions offset..offset+T-1 -> (B, T, D)."""
+    def forward(self, tokens: Tensor, offset: int | Tensor = 0) -> Tensor:
+        """tokens (B, T) at positions offset..offset+T-1 -> (B, T, D); ``offset`` an int or one per row (B,)."""
         T = tokens.size(1)
-        if offset + T > self.max_len:
-            raise ValueError(f"sequence of length {offset + T} exceeds max_len={self.max_len}")
+        if isinstance(offset, Tensor):  # rows at different positions (sentences joined mid-decoding)
+            positions = offset[:, None] + torch.arange(T, device=tokens.device)  # (B, T)
+            last = int(positions.max()) + 1 if positions.numel() else 0
+        else:
+            positions = torch.arange(offset, offset + T, device=tokens.device)  # (T,)
+            last = offset + T
+        if last > self.max_len:
+            raise ValueError(f"sequence of length {last} exceeds max_len={self.max_len}")
         x = self.embedding(tokens) * self.scale  # (B, T, D)
         if self.positions is not None:
-            x = x + self.positions(torch.arange(offset, offset + T, device=tokens.device))  # + (T, D)
+            x = x + self.positions(positions)  # + (T, D) or (B, T, D)
         return self.dropout(x)

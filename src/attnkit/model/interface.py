@@ -8,6 +8,8 @@ the whole vocabulary of beam search:
     state.reorder(rows)     new row i continues old row rows[i] (hypotheses move within a sentence)
     state.select(sentences) keep only these sentences, with all their rows (finished ones leave)
 
+A :class:`JoinableState` also takes ``state.join(other)``: new sentences join mid-decoding.
+
 ``state.group`` is the number of rows (hypotheses) per sentence. It is stored once, here, and the
 decoder passes it to cross-attention as ``kv_group`` so a sentence's hypotheses share its encoder
 keys and values; nothing infers it from tensor shapes.
@@ -60,6 +62,16 @@ class DecoderState(Protocol):
 
     def select(self, sentences: Tensor) -> None:
         """sentences (B',): keep these sentences and all their rows, in this order."""
+        ...
+
+
+@runtime_checkable
+class JoinableState(DecoderState, Protocol):
+    """A state that takes in sentences mid-decoding (continuous batching: a server's decoder keeps
+    running while requests join and finished sentences leave with ``select``)."""
+
+    def join(self, other: JoinableState) -> None:
+        """Append ``other``'s sentences (same group, possibly a different number of positions)."""
         ...
 
 

@@ -115,10 +115,14 @@ class DecoderLayer(nn.Module):
         *,
         src_mask: Tensor | None,
         self_cache: KVCache | None = None,
+        self_mask: Tensor | None = None,
         kv_group: int = 1,
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """y (N, T, D) and the encoder keys/values 2 x (B, H, S, Dh), N = B * kv_group rows.
+
+        self_mask (N, 1, 1, t + T), True = may attend: the cache positions of each row's own
+        sentence, when sentences that started at different steps decode together.
 
         Returns y (N, T, D), self-attention weights (N, H, T, T') and cross-attention weights (N, H, T, S).
         """
@@ -126,7 +130,9 @@ class DecoderLayer(nn.Module):
 
         def self_attend(h: Tensor) -> Tensor:
             nonlocal self_w
-            out, self_w = self.self_attn(h, h, h, causal=True, cache=self_cache, need_weights=need_weights)
+            out, self_w = self.self_attn(
+                h, h, h, key_padding_mask=self_mask, causal=True, cache=self_cache, need_weights=need_weights
+            )
             return out
 
         def cross_attend(h: Tensor) -> Tensor:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..attention import KVCache, padding_mask
@@ -41,12 +42,18 @@ class TransformerState:
 
     Cross-attention keys and values are projected once per sentence and shared by its ``group``
     hypotheses; self-attention caches hold one row per hypothesis and grow by one position a step.
+
+    ``join`` lets sentences at different steps decode together (continuous batching): the shorter
+    caches are left-padded to one length and ``start`` (B,) records where each sentence's first
+    target position sits in the cache; the padding is masked out of self-attention and each row's
+    position embedding counts from its own start. ``start`` None means every sentence starts at 0.
     """
 
     src_mask: Tensor  # (B, 1, 1, S)
     cross_kv: list[tuple[Tensor, Tensor]]  # L x 2 x (B, H, S, Dh)
     self_kv: list[KVCache]  # L x (N, H, t, Dh)
     group: int = 1
+    start: Tensor | None = None  # (B,) cache position of each sentence's first target token
 
     def __len__(self) -> int:
         return len(self.self_kv[0]) if self.self_kv else 0
@@ -69,6 +76,74 @@ class TransformerState:
         self.reorder(rows)
         self.src_mask = self.src_mask.index_select(0, sentences)
         self.cross_kv = [(k.index_select(0, sentences), v.index_select(0, sentences)) for k, v in self.cross_kv]
+        if self.start is not None:
+            self.start = self.start.index_select(0, sentences)
+            self._trim()
+
+    def starts(self) -> Tensor:
+        """(B,) cache position of each sentence's first target token."""
+        if self.start is not None:
+            return self.start
+        return torch.zeros(self.src_mask.size(0), dtype=torch.long, device=self.src_mask.device)
+
+    def join(self, other: TransformerState) -> None:
+        """Append ``other``'s sentences after these; both must have the same group."""
+        if other.group != self.group:
+            raise ValueError(f"cannot join states of {self.group} and {other.group} rows per sentence")
+        t = max(len(self), len(other))
+        S = max(self.src_mask.size(-1), other.src_mask.size(-1))
+        start = torch.cat([self.starts() + t - len(self), other.starts() + t - len(other)])  # (B + B',)
+        self.src_mask = torch.cat([_pad_right(self.src_mask, S), _pad_right(other.src_mask, S)])  # (B+B', 1, 1, S)
+        self.cross_kv = [
+            (torch.cat([_pad_time(k, S), _pad_time(ko, S)]), torch.cat([_pad_time(v, S), _pad_time(vo, S)]))
+            for (k, v), (ko, vo) in zip(self.cross_kv, other.cross_kv)
+        ]
+        n_self, n_other = start.size(0) - other.src_mask.size(0), other.src_mask.size(0)
+        for mine, theirs in zip(self.self_kv, other.self_kv):
+            like = mine.k if mine.k is not None else theirs.k
+            if like is None:  # nothing decoded on either side yet
+                continue
+            k_a, v_a = _cache_or_empty(mine, n_self * self.group, like)
+            k_b, v_b = _cache_or_empty(theirs, n_other * self.group, like)
+            mine.k = torch.cat([_pad_time(k_a, t, left=True), _pad_time(k_b, t, left=True)])  # (N+N', H, t, Dh)
+            mine.v = torch.cat([_pad_time(v_a, t, left=True), _pad_time(v_b, t, left=True)])
+        self.start = start
+        self._trim()
+
+    def _trim(self) -> None:
+        """Drop cache positions no sentence uses any more, and source positions past every sentence."""
+        drop = int(self.start.min()) if self.start is not None and self.start.numel() else 0
+        if drop > 0:
+            for kv in self.self_kv:
+                if kv.k is not None:
+                    kv.k, kv.v = kv.k[:, :, drop:], kv.v[:, :, drop:]
+            self.start = self.start - drop
+        if self.start is not None and not bool(self.start.any()):
+            self.start = None  # every sentence starts at 0 again: no mask needed
+        S = int(self.src_mask.sum(dim=-1).max()) if self.src_mask.size(0) else 0
+        if 0 < S < self.src_mask.size(-1):
+            self.src_mask = self.src_mask[..., :S]
+            self.cross_kv = [(k[:, :, :S], v[:, :, :S]) for k, v in self.cross_kv]
+
+
+def _pad_time(x: Tensor, length: int, *, left: bool = False) -> Tensor:
+    """(N, H, t, Dh) zero-padded along t to ``length`` (on the left for self-attention caches)."""
+    pad = length - x.size(2)
+    if pad == 0:
+        return x
+    return F.pad(x, (0, 0, pad, 0) if left else (0, 0, 0, pad))
+
+
+def _pad_right(mask: Tensor, length: int) -> Tensor:
+    """(B, 1, 1, S) padded with False (padding) to S = ``length``."""
+    return F.pad(mask, (0, length - mask.size(-1)), value=False)
+
+
+def _cache_or_empty(kv: KVCache, rows: int, like: Tensor) -> tuple[Tensor, Tensor]:
+    if kv.k is not None:
+        return kv.k, kv.v
+    empty = like.new_zeros(rows, like.size(1), 0, like.size(3))  # (N, H, 0, Dh)
+    return empty, empty
 
 
 class Encoder(nn.Module):
@@ -134,12 +209,20 @@ class Transformer(nn.Module):
         On an empty state this is teacher forcing over the whole prefix (causal self-attention);
         the state then holds the keys and values of every position, ready for the next step.
         """
-        y = self.tgt_embed(tgt, len(state))  # (N, T, D)
+        offset, self_mask = len(state), None
+        if state.start is not None:  # sentences joined at different steps (TransformerState.join)
+            if self.tgt_embed.positions is None:
+                raise ValueError("sentences at different steps need absolute positions (sinusoidal or learned)")
+            start = state.start.repeat_interleave(state.group)  # (N,)
+            offset = len(state) - start  # (N,) position of each row's first new token
+            cache_pos = torch.arange(len(state) + tgt.size(1), device=tgt.device)  # (t + T,)
+            self_mask = (cache_pos >= start[:, None])[:, None, None, :]  # (N, 1, 1, t + T) True = its own
+        y = self.tgt_embed(tgt, offset)  # (N, T, D)
         self_ws, cross_ws = [], []
         for layer, cross_kv, self_kv in zip(self.decoder_layers, state.cross_kv, state.self_kv):
             y, self_w, cross_w = layer(
-                y, cross_kv, src_mask=state.src_mask, self_cache=self_kv, kv_group=state.group,
-                need_weights=need_weights,
+                y, cross_kv, src_mask=state.src_mask, self_cache=self_kv, self_mask=self_mask,
+                kv_group=state.group, need_weights=need_weights,
             )  # fmt: skip
             self_ws.append(self_w)
             cross_ws.append(cross_w)

@@ -84,10 +84,10 @@ def create_app(
             )
         return model
 
-    async def run_job(key, items: list, cost: int, fn) -> list:
+    async def run_job(key, items: list, cost: int, fn=None, *, stream=None) -> list:
         if batcher is None:
             raise ServeError(503, "the server is starting or stopping")
-        return await asyncio.wrap_future(batcher.submit(key, items, cost, fn))
+        return await asyncio.wrap_future(batcher.submit(key, items, cost, fn, stream=stream))
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page() -> HTMLResponse:
@@ -100,6 +100,7 @@ def create_app(
             "status": "ok",
             "models": list(by_name),
             "model_calls": stats.model_calls if stats else 0,
+            "decode_steps": stats.decode_steps if stats else 0,
             "requests_batched": stats.jobs if stats else 0,
         }
 
@@ -124,7 +125,11 @@ def create_app(
                                    batch_tokens=max_batch_tokens)  # fmt: skip
 
         key = (model.name, "translate", req.beam, req.nbest, req.length_penalty)
-        results = await run_job(key, sentences, cost, run)
+        options = dict(beam=req.beam, nbest=req.nbest, length_penalty=req.length_penalty)
+        if model.streams(beam=req.beam, nbest=req.nbest):  # continuous batching: sentences join a running search
+            results = await run_job(key, sentences, cost, stream=lambda: model.stream(**options))
+        else:
+            results = await run_job(key, sentences, cost, run)
         return {
             "model": model.name,
             "translations": [

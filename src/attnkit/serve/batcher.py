@@ -1,13 +1,20 @@
-"""Dynamic batching: requests that arrive close together share one model call.
+"""Dynamic batching: requests that arrive close together share the model's work.
 
-Requests are queued as jobs; one worker thread owns the model. It takes the oldest job, waits at
-most ``max_wait_ms`` for more, and runs every queued job with the same *key* (same model, same
-decoding options) whose source tokens still fit ``max_batch_tokens`` as ONE call of the job's
-function. The function maps a list of items (sentences) to a list of results in the same order;
-each job gets its own slice back through a ``concurrent.futures.Future`` that an async request
-handler awaits. A job whose key is unique (attention maps) simply runs alone.
+Requests are queued as jobs; one worker thread owns the model. Two kinds of jobs:
 
-One thread for all models: on a CPU two concurrent model calls only compete for the same cores.
+- A *batch* job: the worker takes the oldest job, waits at most ``max_wait_ms`` for more, and runs
+  every queued job with the same *key* (same model, same decoding options) whose source tokens
+  still fit ``max_batch_tokens`` as ONE call of the job's function. The function maps a list of
+  items (sentences) to a list of results in the same order. A job whose key is unique (attention
+  maps) simply runs alone.
+- A *stream* job (continuous batching, for beam search): jobs of one key share a :class:`Stream`
+  that decodes step by step. Between two steps, waiting jobs join the stream (while their source
+  tokens fit ``max_batch_tokens``) and each item leaves it as soon as it is finished, so the batch
+  stays full and no sentence waits for the longest one of its group.
+
+Each job gets its results back, in order, through a ``concurrent.futures.Future`` that an async
+request handler awaits. One thread for all models: on a CPU two concurrent model calls only
+compete for the same cores.
 """
 
 from __future__ import annotations
@@ -18,34 +25,66 @@ import time
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 BatchFn = Callable[[list[Any]], list[Any]]
 
 
-@dataclass
+class Stream(Protocol):
+    """A decoder that items join and leave between steps; tags are the caller's names for items."""
+
+    def __len__(self) -> int:
+        """Items in flight."""
+        ...
+
+    def add(self, items: list[tuple[Hashable, Any]]) -> list[tuple[Hashable, Any]]:
+        """Start (tag, item) pairs; returns (tag, result) for those finished at once (empty input)."""
+        ...
+
+    def step(self) -> list[tuple[Hashable, Any]]:
+        """One decoding step for every item in flight; returns (tag, result) for those finished."""
+        ...
+
+
+@dataclass(eq=False)  # compared and hashed by identity: its items are tagged (job, index)
 class Job:
     key: Hashable  # jobs with equal keys may share a call; equal keys must mean equal ``run``
     items: list[Any]
     cost: int  # source tokens, for the batch budget
-    run: BatchFn
+    run: BatchFn | None  # batch jobs: the batched function
+    stream: Callable[[], Stream] | None = None  # stream jobs: makes the stream of this key
     future: Future = field(default_factory=Future)
+    results: list[Any] = field(default_factory=list)  # stream jobs: filled as items finish
+    waiting: int = 0  # stream jobs: items not finished yet
+
+
+@dataclass
+class _Live:
+    """A running stream and the jobs in it."""
+
+    stream: Stream
+    jobs: list[Job] = field(default_factory=list)
+
+    @property
+    def cost(self) -> int:
+        return sum(j.cost for j in self.jobs)
 
 
 @dataclass
 class BatchStats:
-    model_calls: int = 0  # calls of a job function (one per batch)
+    model_calls: int = 0  # calls of a batch function, and groups of jobs joining a stream
+    decode_steps: int = 0  # steps of streams
     jobs: int = 0  # jobs answered
     items: int = 0  # items (sentences) answered
     largest_batch_jobs: int = 0
 
 
 class Batcher:
-    """Groups concurrent jobs into batched calls on one worker thread.
+    """Groups concurrent jobs into batched calls or running streams on one worker thread.
 
     Args:
-        max_batch_tokens: source tokens in one call; a single larger job runs alone.
-        max_wait_ms: how long the first job of a batch waits for company.
+        max_batch_tokens: source tokens in one call or in one stream; a single larger job runs alone.
+        max_wait_ms: how long the first job waits for company when the worker is idle.
     """
 
     def __init__(self, *, max_batch_tokens: int = 4000, max_wait_ms: float = 5.0):
@@ -55,16 +94,24 @@ class Batcher:
         self.max_wait = max_wait_ms / 1000.0
         self.stats = BatchStats()
         self._queue: queue.Queue[Job | None] = queue.Queue()
-        self._held: list[Job] = []  # taken from the queue but not yet run (other key, over budget)
+        self._held: list[Job] = []  # taken from the queue but not yet run or admitted
+        self._live: dict[Hashable, _Live] = {}  # running streams by key
         self._closed = False
         self._thread = threading.Thread(target=self._work, name="attnkit-batcher", daemon=True)
         self._thread.start()
 
-    def submit(self, key: Hashable, items: list[Any], cost: int, run: BatchFn) -> Future:
-        """Queue ``items``; the future resolves to ``run``'s results for them, in order."""
+    def submit(
+        self, key: Hashable, items: list[Any], cost: int, run: BatchFn | None = None, *,
+        stream: Callable[[], Stream] | None = None,
+    ) -> Future:  # fmt: skip
+        """Queue ``items`` for ``run`` (one batched call) or for the ``stream`` of ``key`` (continuous
+        batching; the factory is called when no stream of the key is running); the future resolves
+        to their results, in order."""
         if self._closed:
             raise RuntimeError("the batcher is closed")
-        job = Job(key, list(items), cost, run)
+        if (run is None) == (stream is None):
+            raise ValueError("give run or stream, not both")
+        job = Job(key, list(items), cost, run, stream)
         self._queue.put(job)
         return job.future
 
@@ -80,7 +127,7 @@ class Batcher:
     def _work(self) -> None:
         stopping = False
         while True:
-            if not self._held:
+            if not self._held and not self._live:  # idle: wait for a job, then for its company
                 if stopping:
                     return
                 job = self._queue.get()
@@ -88,22 +135,42 @@ class Batcher:
                     stopping = True
                     continue
                 self._held.append(job)
-            # Gather company for the oldest job until the wait or the budget runs out.
-            first = self._held[0]
-            deadline = time.monotonic() + self.max_wait
-            while not stopping and self._budget_left(first) > 0:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                try:
-                    job = self._queue.get(timeout=remaining)
-                except queue.Empty:
-                    break
-                if job is None:
-                    stopping = True
-                else:
-                    self._held.append(job)
-            self._run(self._take_batch(first))
+                stopping = self._gather(self._held[0])
+            else:  # busy: whatever arrived joins at the next step
+                stopping = self._drain() or stopping
+            self._admit()
+            batch_job = next((j for j in self._held if j.stream is None), None)
+            if batch_job is not None:
+                self._run(self._take_batch(batch_job))
+            for key in list(self._live):
+                self._step(key)
+
+    def _gather(self, first: Job) -> bool:
+        """Collect company for the oldest job until the wait or the budget runs out; True on stop."""
+        deadline = time.monotonic() + self.max_wait
+        while self._budget_left(first) > 0:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                job = self._queue.get(timeout=remaining)
+            except queue.Empty:
+                break
+            if job is None:
+                return True
+            self._held.append(job)
+        return False
+
+    def _drain(self) -> bool:
+        """Move every queued job to the held list without waiting; True on stop."""
+        while True:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                return False
+            if job is None:
+                return True
+            self._held.append(job)
 
     def _budget_left(self, first: Job) -> int:
         return self.max_batch_tokens - sum(j.cost for j in self._held if j.key == first.key)
@@ -111,8 +178,10 @@ class Batcher:
     def _take_batch(self, first: Job) -> list[Job]:
         """The oldest job and the following ones of its key that fit the budget; the rest stay held."""
         batch, used, rest = [first], first.cost, []
-        for job in self._held[1:]:
-            if job.key == first.key and used + job.cost <= self.max_batch_tokens:
+        for job in self._held:
+            if job is first:
+                continue
+            if job.key == first.key and job.stream is None and used + job.cost <= self.max_batch_tokens:
                 batch.append(job)
                 used += job.cost
             else:
@@ -135,7 +204,76 @@ class Batcher:
             self.stats.largest_batch_jobs = max(self.stats.largest_batch_jobs, len(batch))
         start = 0
         for job in batch:
-            job.future.set_result(results[start : start + len(job.items)])
+            self._answer(job, results[start : start + len(job.items)])
             start += len(job.items)
-            self.stats.jobs += 1
-            self.stats.items += len(job.items)
+
+    def _answer(self, job: Job, results: list[Any]) -> None:
+        job.future.set_result(results)
+        self.stats.jobs += 1
+        self.stats.items += len(job.items)
+
+    # -- streams ---------------------------------------------------------------------------------
+
+    def _admit(self) -> None:
+        """Held stream jobs join their key's stream (started if needed) while the budget allows."""
+        joining: dict[Hashable, list[Job]] = {}
+        rest = []
+        for job in self._held:
+            if job.stream is None:
+                rest.append(job)
+                continue
+            if not job.items:
+                self._answer(job, [])
+                continue
+            live = self._live.get(job.key)
+            used = (live.cost if live else 0) + sum(j.cost for j in joining.get(job.key, []))
+            if used and used + job.cost > self.max_batch_tokens:
+                rest.append(job)  # waits for room; a job alone may exceed the budget
+                continue
+            if live is None:
+                try:
+                    live = self._live[job.key] = _Live(job.stream())
+                except BaseException as e:
+                    job.future.set_exception(e)
+                    continue
+            joining.setdefault(job.key, []).append(job)
+        self._held = rest
+        for key, jobs in joining.items():
+            live = self._live[key]
+            pairs = []
+            for job in jobs:
+                job.results, job.waiting = [None] * len(job.items), len(job.items)
+                pairs += [((job, i), item) for i, item in enumerate(job.items)]
+                live.jobs.append(job)
+            self.stats.model_calls += 1
+            self.stats.largest_batch_jobs = max(self.stats.largest_batch_jobs, len(live.jobs))
+            self._deliver(key, lambda: live.stream.add(pairs))
+
+    def _step(self, key: Hashable) -> None:
+        live = self._live[key]
+        if len(live.stream):
+            self.stats.decode_steps += 1
+            self._deliver(key, live.stream.step)
+        if key in self._live and not live.jobs:
+            del self._live[key]  # an idle stream is dropped; the next job starts a fresh one
+
+    def _deliver(self, key: Hashable, produce: Callable[[], list[tuple[Hashable, Any]]]) -> None:
+        """Run a stream's add or step; hand finished items to their jobs. An error fails every job in
+        the stream and drops it (the worker lives on)."""
+        live = self._live[key]
+        try:
+            finished = produce()
+        except BaseException as e:
+            for job in live.jobs:
+                if not job.future.done():
+                    job.future.set_exception(e)
+            del self._live[key]
+            return
+        for (job, i), result in finished:
+            job.results[i] = result
+            job.waiting -= 1
+            if job.waiting == 0:
+                live.jobs.remove(job)
+                self._answer(job, job.results)
+        if not live.jobs:
+            del self._live[key]

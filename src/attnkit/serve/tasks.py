@@ -9,13 +9,15 @@ message that says so, and their endpoints answer 422 naming the models that are 
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ..checkpoint import load_checkpoint, model_from_checkpoint
 from ..data.tokenizer import SubwordTokenizer
 from ..errors import CheckpointError, ConfigError
-from ..translate import Translation, Translator
+from ..fast import packed_linears
+from ..translate import Translation, TranslationStream, Translator
 
 TASK_OF_ARCH = {"transformer": "translate", "rnn": "translate", "lm": "generate", "classifier": "classify"}
 ENDPOINT_TASK = {"translate": "translate", "attention": "translate", "generate": "generate", "classify": "classify"}
@@ -40,6 +42,10 @@ class TranslationModel:
 
     def __init__(self, name: str, arch: str, translator: Translator, experiment: dict[str, Any] | None = None):
         self.name, self.arch, self.translator = name, arch, translator
+        # A served model's weights never change: pack them once for the server's life instead of
+        # at every call (Translator.translate's own packing then keeps these).
+        self._packing = contextlib.ExitStack()
+        self._packing.enter_context(packed_linears(translator.model))
         data = (experiment or {}).get("data", {})
         self.src_lang, self.tgt_lang = data.get("src_lang"), data.get("tgt_lang")
 
@@ -62,6 +68,14 @@ class TranslationModel:
             sentences, beam=max(beam, nbest), nbest=nbest, length_penalty=length_penalty,
             batch_tokens=batch_tokens,
         )  # fmt: skip
+
+    def streams(self, *, beam: int, nbest: int) -> bool:
+        """Whether requests with these options decode by continuous batching (:meth:`stream`); the
+        RNN, relative or rotary positions and greedy search run as whole batches instead."""
+        return TranslationStream.supports(self.translator, max(beam, nbest))
+
+    def stream(self, *, beam: int, nbest: int, length_penalty: float) -> TranslationStream:
+        return self.translator.stream(beam=max(beam, nbest), nbest=nbest, length_penalty=length_penalty)
 
     def describe(self) -> dict[str, Any]:
         cfg = self.translator.model.config
