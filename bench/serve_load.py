@@ -3,7 +3,8 @@
 Each client sends one test_2016_flickr sentence per request (beam 4) and waits for the answer
 before sending the next; the server's dynamic batching groups concurrent requests. Beside it, the
 offline throughput of ``Translator.translate`` (what ``attnkit translate`` runs) on the same
-sentences in the same process setup. Optionally a soak: 16 clients for N minutes, the server's
+sentences in the same process setup, measured before the load levels and again after them (on a
+shared machine the two bound the drift; each level's ratio is given against both). Optionally a soak: 16 clients for N minutes, the server's
 resident memory sampled, every error counted. Bounded: at most --sentences requests and
 --max-seconds per level; the server binds 127.0.0.1 only and is stopped at the end.
 
@@ -164,22 +165,30 @@ def main() -> None:
         "levels": [],
     }
     print("offline Translator.translate:", result["offline"], flush=True)
+    offline_rate = result["offline"]["sentences_per_s"]
     proc, url = start_server(args)
     try:
         asyncio.run(load(url, texts, 4, args.beam, count=32, seconds=60))  # warm-up
         for clients in (int(c) for c in args.clients.split(",")):
             level = asyncio.run(load(url, texts, clients, args.beam, count=len(texts), seconds=args.max_seconds))
-            level["vs_offline"] = round(level["sentences_per_s"] / result["offline"]["sentences_per_s"], 3)
+            level["vs_offline"] = round(level["sentences_per_s"] / offline_rate, 3)
             result["levels"].append(level)
             print(level, flush=True)
         health = json.loads(urllib.request.urlopen(url + "/health").read())
         result["server_model_calls"], result["server_requests"] = health["model_calls"], health["requests_batched"]
+        result["server_decode_steps"] = health.get("decode_steps")
         if args.soak_minutes > 0:
             result["soak"] = soak(url, proc.pid, texts, args.beam, args.soak_minutes)
             print({k: v for k, v in result["soak"].items() if k != "rss_samples"}, flush=True)
     finally:
         proc.terminate()
         proc.wait(60)
+    if result["levels"]:  # again after the levels: the spread of the two shows the machine's drift
+        result["offline_after"] = offline_throughput(args.checkpoint, texts, args.beam)
+        print("offline Translator.translate, after:", result["offline_after"], flush=True)
+        after = result["offline_after"]["sentences_per_s"]
+        for level in result["levels"]:
+            level["vs_offline_after"] = round(level["sentences_per_s"] / after, 3)
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
 

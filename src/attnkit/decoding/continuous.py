@@ -108,28 +108,28 @@ class BeamPool:
             hyp = Hypothesis(tokens, log_p / length_penalty(len(tokens) + 1, self.alpha), log_p)
             keep_best(self.finished[b], hyp, K)
         self.scores = ranked.scores
-        self.prefix = torch.cat([self.prefix.index_select(0, ranked.origin), ranked.new_tok], dim=1)
-        self.state.reorder(ranked.origin)  # origin stays within each sentence's K rows
         self.steps = self.steps + 1
-
         bound = score_bounds(self.scores, self.limits, self.alpha)
         done = [is_done(f, bound[b], K) for b, f in enumerate(self.finished)]
-        if not any(done):
-            return []
         out = [
             (tag, sorted(f, key=lambda h: h.score, reverse=True)[: self.nbest])
             for tag, f, d in zip(self.tags, self.finished, done)
             if d
         ]
+        prefix = torch.cat([self.prefix.index_select(0, ranked.origin), ranked.new_tok], dim=1)  # (N, L + 1)
+        if not out:
+            self.prefix = prefix
+            self.state.reorder(ranked.origin)  # origin stays within each sentence's K rows
+            return out
         keep = torch.tensor([b for b, d in enumerate(done) if not d], dtype=torch.long, device=self.scores.device)
-        rows = (keep[:, None] * K + torch.arange(K, device=keep.device)).view(-1)  # (B' * K,)
+        keep_rows = (keep[:, None] * K + torch.arange(K, device=keep.device)).view(-1)  # (B' * K,)
         self.tags = [self.tags[b] for b in keep.tolist()]
         self.finished = [self.finished[b] for b in keep.tolist()]
         self.scores, self.limits, self.steps = self.scores[keep], self.limits[keep], self.steps[keep]
         longest = int(self.steps.max()) + 1 if keep.numel() else 1  # bos and the tokens of the oldest
-        self.prefix = self.prefix.index_select(0, rows)[:, -longest:]
+        self.prefix = prefix.index_select(0, keep_rows)[:, -longest:]
         if keep.numel():
-            self.state.select(keep)
+            self.state.select(keep, rows=ranked.origin[keep_rows])  # reorder and select in one copy
         else:
             self.state = None  # an empty pool starts afresh
         return out

@@ -74,6 +74,11 @@ class JoinableState(DecoderState, Protocol):
         """Append ``other``'s sentences (same group, possibly a different number of positions)."""
         ...
 
+    def select(self, sentences: Tensor, rows: Tensor | None = None) -> None:
+        """Keep these sentences; ``rows`` (B' * group,) optionally names the old row each new row
+        continues (a reorder and a select at once)."""
+        ...
+
 
 class IncrementalDecoder(Protocol):
     """What greedy, beam and sampling search drive: one step at a time over a decoder state."""

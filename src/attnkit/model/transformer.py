@@ -70,9 +70,12 @@ class TransformerState:
         for kv in self.self_kv:
             kv.select(rows)
 
-    def select(self, sentences: Tensor) -> None:
+    def select(self, sentences: Tensor, rows: Tensor | None = None) -> None:
+        """Keep ``sentences``; ``rows`` (B' * G,), when given, names the old row each new row continues
+        (a reorder and a select in one copy of the caches); by default all rows of the kept sentences."""
         G = self.group
-        rows = (sentences[:, None] * G + torch.arange(G, device=sentences.device)).view(-1)  # (B' * G,)
+        if rows is None:
+            rows = (sentences[:, None] * G + torch.arange(G, device=sentences.device)).view(-1)  # (B' * G,)
         self.reorder(rows)
         self.src_mask = self.src_mask.index_select(0, sentences)
         self.cross_kv = [(k.index_select(0, sentences), v.index_select(0, sentences)) for k, v in self.cross_kv]
