@@ -44,10 +44,11 @@ def offline_throughput(checkpoint: str, texts: list[str], beam: int) -> dict:
 
     translator = Translator.from_checkpoint(checkpoint, device="cpu")
     translator.translate(texts[:16], beam=beam)  # warm-up
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     translator.translate(texts, beam=beam)
-    seconds = time.perf_counter() - start
-    return {"sentences": len(texts), "seconds": round(seconds, 3), "sentences_per_s": round(len(texts) / seconds, 2)}
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return {"sentences": len(texts), "seconds": round(seconds, 3), "sentences_per_s": round(len(texts) / seconds, 2),
+            "cpu_seconds": round(cpu, 3), "cpu_ms_per_sentence": round(1000 * cpu / len(texts), 2)}  # fmt: skip
 
 
 def rss_mb(pid: int) -> float:
@@ -55,6 +56,12 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, all its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -170,8 +177,15 @@ def main() -> None:
     try:
         asyncio.run(load(url, texts, 4, args.beam, count=32, seconds=60))  # warm-up
         for clients in (int(c) for c in args.clients.split(",")):
+            cpu = cpu_seconds(proc.pid)
             level = asyncio.run(load(url, texts, clients, args.beam, count=len(texts), seconds=args.max_seconds))
             level["vs_offline"] = round(level["sentences_per_s"] / offline_rate, 3)
+            # The server's CPU per answered sentence (all its threads) against offline's: what the
+            # machine's other load cannot move much, unlike sentences per second.
+            level["server_cpu_ms_per_sentence"] = round(1000 * (cpu_seconds(proc.pid) - cpu) / max(level["answered"], 1), 2)
+            level["cpu_efficiency_vs_offline"] = round(
+                result["offline"]["cpu_ms_per_sentence"] / level["server_cpu_ms_per_sentence"], 3
+            )  # fmt: skip
             result["levels"].append(level)
             print(level, flush=True)
         health = json.loads(urllib.request.urlopen(url + "/health").read())
