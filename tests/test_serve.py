@@ -194,6 +194,7 @@ def test_concurrent_requests_share_model_calls_and_answer_as_alone(models):
     together, stats = _concurrently(create_app(models, max_wait_ms=300), bodies)
     assert all(r.status_code == 200 for r in together)
     assert stats.model_calls < len(bodies), stats
+    assert stats.decode_steps > 0  # beam 2 decodes in one running search (continuous batching)
     for a, t in zip(alone, (r.json() for r in together)):
         assert [x["text"] for x in t["translations"]] == [x["text"] for x in a["translations"]]
         assert [x["score"] for x in t["translations"]] == pytest.approx([x["score"] for x in a["translations"]], abs=1e-4)

@@ -17,7 +17,7 @@ def add_parser(sub) -> None:
     p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
     p.add_argument(
         "--max-batch-tokens", type=positive_int, default=4000,
-        help="source tokens in one batched model call (default 4000)",
+        help="source tokens decoding together: in one running beam search, or one batched call (default 4000)",
     )  # fmt: skip
     p.add_argument(
         "--max-wait-ms", type=float, default=5.0,
