@@ -8,9 +8,9 @@ version (tests/test_fast.py):
   same weights at every step, where MKL's plain sgemm reaches ~65% of the matmul peak. oneDNN can
   reorder a weight once into its blocked layout (what CTranslate2 does with MKL's packed GEMM) and
   then runs the same products 15-35% faster. Only inside the block, where weights cannot change,
-  and only for decoding steps (one position per row, x (N, 1, D)): oneDNN builds a primitive for
-  every new row count, ~5 ms each, so the encoder's (B, S, D) inputs, whose B * S changes with
-  every batch, run faster through plain sgemm (a server encodes a new shape at nearly every call).
+  and only for decoding steps (one position per row, x (N, 1, D)): oneDNN builds, and keeps, a
+  primitive for every new row count (a few ms each; a server's memory grew with every new shape),
+  so the encoder's (B, S, D) inputs, whose B * S changes with every batch, go through plain sgemm.
 - :func:`fast_dropout`: on a CPU ``F.dropout`` draws its mask with ``bernoulli_``, about twice the
   cost of ``rand >= p``; in a training step of the benchmark model the masks took 7% of the time.
 - :func:`label_smoothed_cross_entropy`: the loss with its gradient written out (autograd's path
