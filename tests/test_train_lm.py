@@ -13,9 +13,9 @@ from attnkit.train import load_config, train
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 needs_data = pytest.mark.skipif(not (DATA / "multi30k" / "train.en.gz").exists(), reason="Multi30k not found")
-# An English LM: until the data section has single-language corpora, the target side of de-en.
+# An English LM on one side of Multi30k.
 TINY_LM = [
-    f"data.data_dir={DATA}", "data.max_train_pairs=300", "data.max_valid_pairs=30", "tokenizer.vocab_size=300",
+    f"data.data_dir={DATA}", "data.lang=en", "data.max_train_pairs=300", "data.max_valid_pairs=30", "tokenizer.vocab_size=300",
     "model.arch=lm", "model.preset=tiny", "model.dropout=0.1", "train.max_tokens=800",
     "train.schedule=inverse_sqrt", "train.lr=0.003", "train.warmup_steps=5", "train.label_smoothing=0.0",
     "train.progress=false", "train.log_every=5", "valid.keep_last=2",
