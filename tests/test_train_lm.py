@@ -67,3 +67,36 @@ def test_evaluate_an_lm_checkpoint_on_its_test_split(tmp_path, capsys):
     )
     out = capsys.readouterr().out
     assert "Multi30k test_2016_flickr en" in out and "perplexity" in out and "bits per token" in out
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_lm_on_a_text_corpus_plain_or_gzipped(tmp_path, capsys, gz):
+    import gzip
+
+    from cli_helpers import cli
+
+    torch.set_num_threads(1)
+    words = ["a dog runs", "the cat sits on the mat", "two men play", "a girl in a red hat", "the dog sleeps"]
+    lines = "".join(f"{words[i % 5]} .\n" for i in range(60)).encode()
+    paths = {}
+    for split in ("train", "valid", "test"):
+        paths[split] = tmp_path / (f"{split}.txt.gz" if gz else f"{split}.txt")
+        paths[split].write_bytes(gzip.compress(lines) if gz else lines)
+    code, out, err = cli(
+        capsys, "train", "--config", "configs/multi30k_lm_en.yaml", "data.corpus=text", "data.lang=",
+        *(f"data.{s}_files=[{p}]" for s, p in paths.items()), "tokenizer.vocab_size=25", "model.preset=tiny",
+        "train.max_steps=4", "train.progress=false", "valid.every=2", "--output-dir", tmp_path / "run",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "valid perplexity" in out
+    code, out, err = cli(capsys, "evaluate", "--checkpoint", tmp_path / "run" / "checkpoint_best.pt")
+    assert code == 0, err
+    assert f"{paths['test']}: " in out and "perplexity" in out
+
+
+def test_an_lm_on_a_parallel_corpus_is_told_to_name_one_language(tmp_path, capsys):
+    from cli_helpers import assert_user_error, cli
+
+    code, out, err = cli(capsys, "train", "--config", "configs/multi30k_lm_en.yaml", "data.lang=",
+                         "--output-dir", tmp_path / "run")  # fmt: skip
+    assert_user_error(code, err, "gives pairs records", "multi30k with data.lang")
