@@ -68,7 +68,11 @@ class Classifier:
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, *, device: str = "auto") -> Classifier:
-        state = load_checkpoint(path)
+        return cls.from_state(load_checkpoint(path), device=device, path=path)
+
+    @classmethod
+    def from_state(cls, state: dict, *, device: str = "auto", path: str | Path = "checkpoint") -> Classifier:
+        """From a loaded checkpoint (:func:`attnkit.checkpoint.load_checkpoint`)."""
         if state["arch"] != "classifier":
             raise CheckpointError(
                 f"{path} holds a {state['arch']!r} model, not a classifier (arch classifier)"
