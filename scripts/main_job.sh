@@ -27,5 +27,8 @@ attnkit translate --checkpoint "$CKPT" --beam 4 --input "$RUN/examples.de" --out
 paste "$RUN/examples.de" "$RUN/examples.en" | sed 's/\t/\n    -> /'
 
 echo "== attention =="
-attnkit attention --checkpoint "$CKPT" --text "Kannst du mir helfen, diesen Satz zu übersetzen?" --out "$RUN/attention.png"
+# An in-domain sentence first (Multi30k is image captions): its cross-attention follows the words.
+attnkit attention --checkpoint "$CKPT" --text "Ein Mann fährt mit dem Fahrrad eine Straße entlang." --out "$RUN/attention.png"
+# The seeds' sentence, far outside the captions' domain: the model's output and attention go astray.
+attnkit attention --checkpoint "$CKPT" --text "Kannst du mir helfen, diesen Satz zu übersetzen?" --out "$RUN/attention_seeds.png"
 attnkit plot-positional --d-model 512 --max-len 128 --out "$RUN/positional_encoding.png"
