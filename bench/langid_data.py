@@ -3,9 +3,10 @@
     ATTNKIT_DATA=/work/shared/data python -m bench.langid_data --out data/langid
 
 writes ``train.tsv``, ``val.tsv`` and ``test_2016_flickr.tsv`` (whole sentences, labels de / en /
-fr / cs) and the same with ``_first3`` (each sentence's first three words: the harder task) for
-configs/multi30k_langid.yaml and configs/multi30k_langid_first3.yaml. The training lines are
-shuffled with a fixed seed so that the four languages mix.
+fr / cs) and the same with ``_first3`` (each sentence's first three words: the harder task), as
+files for other tools (``data.corpus: tsv``). The attnkit configs do not need them:
+configs/multi30k_langid*.yaml read the same examples straight from Multi30k (``data.corpus:
+langid``). The training lines are shuffled with a fixed seed so that the four languages mix.
 """
 
 from __future__ import annotations

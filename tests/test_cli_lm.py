@@ -290,14 +290,15 @@ def test_translate_sampling_flags_need_sample(ckpts, monkeypatch):
 
 
 def test_classify_reads_text_pairs_like_training(ckpts, tmp_path):
-    from attnkit.classify import Classifier, classifier_pieces, read_labelled_file
+    from attnkit.classify import Classifier, classifier_pieces, example_text
+    from attnkit.data.readers import read_labelled
 
     f = tmp_path / "pairs.tsv"
     f.write_text("animal\tA dog runs .\tIt is fast .\n")
-    gold, texts = read_labelled_file(f, LABELS)
-    assert gold == ["animal"] and texts == [("A dog runs .", "It is fast .")]
+    (example,) = read_labelled(f, LABELS)
+    assert example.label == "animal" and example_text(example) == ("A dog runs .", "It is fast .")
     clf = Classifier.from_checkpoint(ckpts["clf"], device="cpu")
-    ids = classifier_pieces(clf.tokenizer, texts[0])
+    ids = classifier_pieces(clf.tokenizer, example_text(example))
     assert clf.tokenizer.eos_id in ids
     code, out, err = cli("evaluate", "--checkpoint", str(ckpts["clf"]), "--input", str(f))
     assert code == 0, err

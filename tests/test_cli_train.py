@@ -162,7 +162,7 @@ def test_train_translation_from_a_text_corpus_is_refused(capsys, tmp_path):
         capsys, "train", "--config", write_config(tmp_path), "--output-dir", tmp_path / "out",
         "data.corpus=text", f"data.train_files=[{text}]", f"data.valid_files=[{text}]",
     )  # fmt: skip
-    assert_user_error(*result[::2], "data.corpus = 'text'", "not translation pairs")
+    assert_user_error(*result[::2], "data.corpus = 'text'", "gives text records", "needs a parallel corpus")
 
 
 def test_train_without_data_or_network_says_where_to_put_the_files(capsys, tmp_path, monkeypatch):

@@ -12,6 +12,7 @@ from attnkit.data import (
     HFTextSpec,
     HFTranslationSpec,
     LabelledFileSpec,
+    Multi30kLangIdSpec,
     Multi30kSpec,
     Multi30kTextSpec,
     ParallelFilesSpec,
@@ -37,6 +38,7 @@ from conftest import find_data_dir, require_multi30k
         ({"corpus": "tsv", "train_files": ["a.tsv"], "valid_files": "b.tsv"}, TsvSpec, "pairs"),
         ({"corpus": "text", "train_files": ["a.txt.gz"], "valid_files": ["b.txt"]}, TextFileSpec, "text"),
         ({"corpus": "labelled", "train_files": ["a.tsv"], "valid_files": ["b.tsv"]}, LabelledFileSpec, "labelled"),
+        ({"corpus": "langid", "langs": ["de", "en"], "first_words": 3}, Multi30kLangIdSpec, "labelled"),
     ],
 )  # fmt: skip
 def test_each_corpus_kind_gives_one_typed_spec_per_split(fields, spec_type, records):
@@ -46,6 +48,12 @@ def test_each_corpus_kind_gives_one_typed_spec_per_split(fields, spec_type, reco
     assert data.records == records == train.records
     assert train != valid  # each split reads its own split name or files
     assert DataConfig.from_dict(data.to_dict()) == data  # what a checkpoint stores rebuilds the same
+
+
+def test_a_tsv_file_is_labelled_for_a_reader_that_asks():
+    data = DataConfig.from_dict({"corpus": "tsv", "train_files": ["a.tsv"], "valid_files": ["b.tsv"]})
+    assert type(data.spec("train")) is TsvSpec
+    assert data.spec("valid", labels=["x", "y"], records="labelled") == LabelledFileSpec("b.tsv", ("x", "y"))
 
 
 def test_spec_carries_the_training_labels_and_the_data_dir():
@@ -64,7 +72,11 @@ def test_a_file_corpus_without_test_files_has_no_test_split():
 @pytest.mark.parametrize(
     "fields, message",
     [
-        ({"corpus": "wmt"}, "data.corpus = 'wmt': must be one of multi30k, hf, files, tsv, text, labelled"),
+        ({"corpus": "wmt"}, "data.corpus = 'wmt': must be one of multi30k, langid, hf, files, tsv, text, labelled"),
+        ({"corpus": "langid", "langs": ["de", "xx"]}, "unknown Multi30k language 'xx'"),
+        ({"corpus": "langid", "langs": ["de"]}, "2 or more different languages"),
+        ({"corpus": "langid", "first_words": -1}, "data.first_words = -1: must be >= 0"),
+        ({"corpus": "langid", "lang": "de"}, "data.lang = 'de': not used by corpus 'langid'"),
         ({"valid": "val"}, "data.valid is no longer a key: use data.valid_split"),
         ({"corpus": "text", "train_files": ["a"], "valid_files": ["b"], "data_dir": "/d"},
          "data.data_dir = '/d': not used by corpus 'text'"),

@@ -6,9 +6,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from attnkit.data.readers import LabelledExample
 from attnkit.model import ClassifierConfig, LMConfig, TransformerClassifier, TransformerLM
 from attnkit.train.classifier_task import ClassifierTask
 from attnkit.train.lm_task import LanguageModelTask
+from attnkit.train.task import Encoded
 
 
 class WordTokenizer:
@@ -49,7 +51,7 @@ def grammar(n, seed):
 
 def test_lm_batch_is_bos_text_and_text_eos():
     task, tok = LanguageModelTask(), WordTokenizer(WORDS)
-    enc = task.encode(["w0 w1", "", "w2 w3 w4 w5", ("de", "w1")], tok, 3)  # a pair: its target side
+    enc = task.encode(["w0 w1", "", "w2 w3 w4 w5", "w1"], tok, 3)
     assert enc.examples == [[4, 5], [5]] and "1 empty" in enc.dropped and "1 longer" in enc.dropped
     b = task.collate(enc.examples, tok)
     assert b.tokens.tolist() == [[1, 4, 5], [1, 5, 0]]
@@ -90,33 +92,40 @@ def test_lm_learns_a_synthetic_grammar_to_near_its_true_perplexity():
 
 
 def record(label, text, text_b=None):
-    return SimpleNamespace(label=label, text=text, text_b=text_b)
+    return LabelledExample(label, text, text_b)
 
 
 def test_classifier_examples_pairs_and_truncation():
-    task = ClassifierTask(WordTokenizer(WORDS), ["neg", "pos"])
-    examples, cut = task.encode(
-        [record("pos", "w0 w1"), record("neg", "w2", "w3 w4"), record("neg", "w0 " * 9)], 4
-    )
-    assert examples == [([4, 5], 1), ([6, 2, 7, 8], 0), ([4, 4, 4, 4], 0)] and cut == 1
-    b = task.collate(examples)
-    assert b.tokens.tolist()[0] == [4, 5, 0, 0] and b.labels.tolist() == [1, 0, 0] and b.n_tokens == 3
+    task, tok = ClassifierTask(labels=["neg", "pos"]), WordTokenizer(WORDS)
+    enc = task.encode([record("pos", "w0 w1"), record("neg", "w2", "w3 w4"), record("neg", "w0 " * 9)], tok, 4)
+    assert enc.examples == [([4, 5], 1), ([6, 2, 7, 8], 0), ([4, 4, 4, 4], 0)] and "cut 1" in enc.dropped
+    assert enc.lengths == [(2, 0), (4, 0), (4, 0)]
+    b = task.collate(enc.examples, tok)
+    assert b.tokens.tolist()[0] == [4, 5, 0, 0] and b.labels.tolist() == [1, 0, 0] and b.n_tgt_tokens == 3
 
 
 def test_classifier_needs_two_labels():
     with pytest.raises(Exception, match="at least 2 labels"):
-        ClassifierTask(WordTokenizer(WORDS), ["only"])
+        ClassifierTask(labels=["only"])
 
 
-def test_classifier_task_loss_and_macro_f1():
+def test_classifier_task_loss_and_validation_metrics():
     torch.manual_seed(0)
-    task = ClassifierTask(WordTokenizer(WORDS), ["a", "b", "c"])
+    task, tok = ClassifierTask(labels=["a", "b", "c"]), WordTokenizer(WORDS)
     clf = TransformerClassifier(ClassifierConfig.preset("tiny", vocab_size=13, n_classes=3)).eval()
-    b = task.collate([([4, 5], 0), ([6], 2), ([7, 8, 9], 1)])
-    loss, _ = task.loss(clf, b)
-    assert loss.item() == pytest.approx(
-        torch.nn.functional.cross_entropy(clf(b.tokens), b.labels, reduction="sum").item()
+    b = task.collate([([4, 5], 0), ([6], 2), ([7, 8, 9], 1)], tok)
+    out = task.loss(clf, b, tok)
+    expected = torch.nn.functional.cross_entropy(clf(b.tokens), b.labels, reduction="sum")
+    assert out.loss.item() == pytest.approx(expected.item(), rel=1e-5) and out.n_tokens == 3
+    smoothed = task.loss(clf, b, tok, epsilon=0.1).loss
+    assert smoothed.item() == pytest.approx(
+        torch.nn.functional.cross_entropy(clf(b.tokens), b.labels, reduction="sum", label_smoothing=0.1).item(),
+        rel=1e-5,
     )
-    report = task.evaluate(clf, [b])
-    assert task.score(report) == report.macro_f1 and task.higher_is_better
-    assert report.confusion.sum().item() == 3
+    valid = Encoded([([4, 5], 0), ([6], 2), ([7, 8, 9], 1)], [(2, 0), (1, 0), (3, 0)])
+    metrics = task.validate(clf, tok, valid, [], torch.device("cpu"))
+    predicted = clf(b.tokens).argmax(-1)
+    assert metrics["accuracy"] == pytest.approx((predicted == b.labels).float().mean().item())
+    assert metrics["loss"] == pytest.approx(expected.item() / 3, rel=1e-5)
+    assert set(metrics) == set(task.metrics) and task.metric in metrics and task.higher_is_better
+    assert task.model_fields() == {"n_classes": 3} and task.checkpoint_fields() == {"labels": ["a", "b", "c"]}

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from .checkpoint import load_checkpoint, model_from_checkpoint
+from .data.readers import LabelledExample
 from .data.tokenizer import SubwordTokenizer
 from .errors import CheckpointError, ConfigError, DataError
 from .highlight import merge_subwords
@@ -23,6 +24,11 @@ from .task_metrics import ClassificationReport, classification_report
 from .translate import resolve_device
 
 Text = str | tuple[str, str]  # one text, or a (text_a, text_b) pair
+
+
+def example_text(example: LabelledExample) -> Text:
+    """The classifier's input of a labelled example: its text, or its (text_a, text_b) pair."""
+    return example.text if example.text_b is None else (example.text, example.text_b)
 
 
 def classifier_pieces(tokenizer: SubwordTokenizer, text: Text) -> list[int]:
@@ -62,7 +68,11 @@ class Classifier:
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, *, device: str = "auto") -> Classifier:
-        state = load_checkpoint(path)
+        return cls.from_state(load_checkpoint(path), device=device, path=path)
+
+    @classmethod
+    def from_state(cls, state: dict, *, device: str = "auto", path: str | Path = "checkpoint") -> Classifier:
+        """From a loaded checkpoint (:func:`attnkit.checkpoint.load_checkpoint`)."""
         if state["arch"] != "classifier":
             raise CheckpointError(
                 f"{path} holds a {state['arch']!r} model, not a classifier (arch classifier)"
@@ -116,9 +126,12 @@ class Classifier:
             for pr, ix in zip(p.tolist(), idx.tolist(), strict=True)
         ]
 
-    def evaluate(self, texts: list[Text], gold: list[str]) -> ClassificationReport:
-        if len(texts) != len(gold):
-            raise DataError(f"{len(texts)} texts but {len(gold)} labels")
+    def evaluate(self, examples: list[LabelledExample]) -> ClassificationReport:
+        """Accuracy, macro-F1 and per-class scores on labelled examples (read with
+        :func:`attnkit.data.readers.read_labelled`, or a corpus spec)."""
+        texts, gold = [example_text(e) for e in examples], [e.label for e in examples]
+        if not examples:
+            raise DataError("nothing to evaluate: no labelled examples")
         index = {label: c for c, label in enumerate(self.labels)}
         unknown = sorted(set(gold) - set(index))
         if unknown:
@@ -148,31 +161,3 @@ class Classifier:
         if self.model.config.pooling == "first":
             pieces = ["<cls>", *pieces]
         return pieces, torch.stack([w[0] for w in out.self_attn]).cpu()
-
-
-def read_labelled_file(path: str | Path, labels: list[str] | None) -> tuple[list[str], list[Text]]:
-    """(gold labels, texts or (text_a, text_b) pairs) of a ``label<TAB>text`` (or ``label<TAB>text_a<TAB>text_b``) file.
-
-    A first line starting with ``label`` is a header; a line without a tab, an empty text or a label
-    outside ``labels`` (None: any label) is an error naming file and line.
-    """
-    from .data.readers import read_lines
-
-    lines = read_lines(path)
-    start = 1 if lines and lines[0].split("\t")[0].strip().lower() == "label" else 0
-    gold, texts = [], []
-    for number, line in enumerate(lines[start:], start=start + 1):
-        fields = line.split("\t")
-        if len(fields) not in (2, 3):
-            raise DataError(f"{path}:{number}: expected label<TAB>text or label<TAB>text_a<TAB>text_b")
-        label = fields[0].strip()
-        text = fields[1] if len(fields) == 2 else (fields[1], fields[2])
-        if labels is not None and label not in labels:
-            raise DataError(f"{path}:{number}: unknown label {label!r} (labels: {', '.join(labels)})")
-        if not all(t.strip() for t in ([text] if isinstance(text, str) else text)):
-            raise DataError(f"{path}:{number}: empty text")
-        gold.append(label)
-        texts.append(text)
-    if not texts:
-        raise DataError(f"{path}: no examples")
-    return gold, texts

@@ -63,7 +63,11 @@ class LanguageModel:
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, *, device: str = "auto") -> LanguageModel:
-        state = load_checkpoint(path)
+        return cls.from_state(load_checkpoint(path), device=device, path=path)
+
+    @classmethod
+    def from_state(cls, state: dict, *, device: str = "auto", path: str | Path = "checkpoint") -> LanguageModel:
+        """From a loaded checkpoint (:func:`attnkit.checkpoint.load_checkpoint`)."""
         if state["arch"] != "lm":
             raise CheckpointError(f"{path} holds a {state['arch']!r} model, not a language model (arch lm)")
         return cls(model_from_checkpoint(state), SubwordTokenizer.from_state_dict(state["tokenizer"]), device)

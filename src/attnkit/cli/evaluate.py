@@ -40,46 +40,48 @@ def run(args) -> None:
     run_translation(args, state)
 
 
-def _task_split(args, state) -> tuple[str, str]:
-    """(path, label) of the text to score: --input, or the training data's test split."""
-    if args.input:
-        return args.input, args.input
-    data = state.get("experiment", {}).get("data", {})
-    lang = data.get("lang") or (
-        data.get("tgt_lang") if state["arch"] == "lm" else None
-    )  # an LM reads tgt_lang
-    if data.get("corpus", "multi30k") == "multi30k" and lang:
-        from ..data.multi30k import multi30k_path
+def _task_records(args, state, records: str, labels=()) -> tuple[list, str]:
+    """(records, what they are) to score: ``--input``, or a split of the training data (its test split)."""
+    from ..data.readers import read_labelled, read_lines
+    from ..train.data import load_records
 
-        split = args.split or data.get("test_split") or "test_2016_flickr"
-        path = multi30k_path(split, lang, args.data_dir or data.get("data_dir") or None)
-        return str(path), f"Multi30k {split} {lang}"
-    files = data.get("test_files") or []
-    if not files:
-        raise ConfigError("the model's training data has no test split: give --input")
-    return files[0], files[0]
+    if args.input:
+        if args.split or args.data_dir:
+            raise ConfigError("--split and --data-dir choose the training corpus' split: not with --input")
+        rows = read_labelled(args.input, labels) if records == "labelled" else read_lines(args.input)
+        return rows, args.input
+    data = _test_data(state, args)
+    if records == "text" and data.records == "pairs" and data.corpus == "multi30k":
+        # a language model trained before single-language corpora read the target side
+        data = data.from_dict({**data.to_dict(), "lang": data.tgt_lang, "src_lang": "de", "tgt_lang": "en"})
+    spec = data.spec("test", labels=labels, records=records)
+    return load_records(data, "test", records, labels=labels), spec.describe()
 
 
 def run_task(args, state) -> None:
     if args.src or args.ref or args.hyp_output:
         raise ConfigError("--src, --ref and --hyp-output are for translation models; use --input")
-    path, label = _task_split(args, state)
     if state["arch"] == "lm":
-        from ..data.readers import read_lines
         from ..generate import LanguageModel
 
+        if args.confusion:
+            raise ConfigError("--confusion is for classifiers")
         lm = LanguageModel.from_checkpoint(args.checkpoint, device=args.device)
-        scores = lm.score(read_lines(path))
+        texts, label = _task_records(args, state, "text")
+        scores = lm.score(texts)
         print(f"{label}: {scores.tokens} tokens")
         print(scores.format())
         return
-    from ..classify import Classifier, read_labelled_file
+    from ..classify import Classifier
+    from ..files import check_output_path
     from ..task_metrics import plot_confusion_matrix
 
+    if args.confusion:
+        check_output_path(args.confusion, what="--confusion")
     clf = Classifier.from_checkpoint(args.checkpoint, device=args.device)
-    gold, texts = read_labelled_file(path, clf.labels)
-    report = clf.evaluate(texts, gold)
-    print(f"{label}: {len(texts)} examples")
+    examples, label = _task_records(args, state, "labelled", clf.labels)
+    report = clf.evaluate(examples)
+    print(f"{label}: {len(examples)} examples")
     print(report.format())
     if args.confusion:
         print(f"wrote {plot_confusion_matrix(report, args.confusion)}")
@@ -115,30 +117,35 @@ def run_translation(args, state: dict) -> None:
 
 def _test_spec(state: dict, args):
     """The test split of the corpus the checkpoint was trained on, as its experiment config says."""
+    data = _test_data(state, args)
+    if data.records != "pairs":
+        raise ConfigError(f"evaluate measures translations; this model was trained on {data.records} records")
+    return data.spec("test")
+
+
+def _test_data(state: dict, args):
+    """The data section the checkpoint was trained with, its test split changed by --split/--data-dir."""
     from ..data.config import DataConfig
 
     experiment = state.get("experiment")
     data = experiment.get("data") if isinstance(experiment, dict) else None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{args.checkpoint} holds no experiment config: give --src and --ref")
+    give = "--src and --ref" if state["arch"] not in ("lm", "classifier") else "--input"
+    if not isinstance(data, dict) or not data:
+        raise ConfigError(f"{args.checkpoint} holds no experiment config (no test split): give {give}")
     data = DataConfig.from_saved(data)  # only the data section: the model was rebuilt from model_config
     changes = {}
     if args.split:
-        if data.corpus not in ("multi30k", "hf"):
+        if data.corpus not in ("multi30k", "langid", "hf"):
             raise ConfigError(
-                f"--split names a split of a multi30k or hf corpus; this model was trained on corpus "
-                f"{data.corpus!r}: give --src and --ref"
+                f"--split names a split of a multi30k, langid or hf corpus; this model was trained on corpus "
+                f"{data.corpus!r}: give {give}"
             )
         changes["test_split"] = args.split
     if args.data_dir:
-        if data.corpus != "multi30k":
+        if data.corpus not in ("multi30k", "langid"):
             raise ConfigError(f"--data-dir is for Multi30k; this model was trained on corpus {data.corpus!r}")
         changes["data_dir"] = args.data_dir
     data = data.replace(**changes) if changes else data
     if not data.has_split("test"):
-        raise ConfigError(
-            "the training config has no test split (data.test_files is empty): give --src and --ref"
-        )
-    if data.records != "pairs":
-        raise ConfigError(f"evaluate measures translations; this model was trained on {data.records} records")
-    return data.spec("test")
+        raise ConfigError(f"the training config has no test split (data.test_files is empty): give {give}")
+    return data

@@ -8,7 +8,7 @@ NAME = "serve"
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser(NAME, help="serve translation and attention over HTTP (needs attnkit[serve])")
+    p = sub.add_parser(NAME, help="serve translation, attention, generation and classification over HTTP (needs attnkit[serve])")
     p.add_argument(
         "--checkpoint", action="append", required=True, metavar="[NAME=]PATH",
         help="a checkpoint to serve; repeat for several (named after the file, or its folder for checkpoint_*.pt)",

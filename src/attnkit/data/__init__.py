@@ -11,6 +11,7 @@ from attnkit.data.corpus import (
     HFTextSpec,
     HFTranslationSpec,
     LabelledFileSpec,
+    Multi30kLangIdSpec,
     Multi30kSpec,
     Multi30kTextSpec,
     ParallelFilesSpec,
@@ -18,7 +19,7 @@ from attnkit.data.corpus import (
     TsvSpec,
     load_corpus,
 )
-from attnkit.data.multi30k import load_multi30k, load_multi30k_text, multi30k_path, resolve_data_dir
+from attnkit.data.multi30k import load_multi30k, load_multi30k_langid, load_multi30k_text, multi30k_path, resolve_data_dir
 from attnkit.data.readers import (
     LabelledExample,
     drop_empty,
@@ -45,6 +46,7 @@ __all__ = [
     "HFTranslationSpec",
     "LabelledExample",
     "LabelledFileSpec",
+    "Multi30kLangIdSpec",
     "Multi30kSpec",
     "Multi30kTextSpec",
     "ParallelFilesSpec",
@@ -54,6 +56,7 @@ __all__ = [
     "label_set",
     "load_corpus",
     "load_multi30k",
+    "load_multi30k_langid",
     "load_multi30k_text",
     "multi30k_path",
     "read_hf_labelled",

@@ -8,14 +8,19 @@ corpus      fields it reads                                           records
 ==========  ========================================================  ================
 multi30k    src_lang, tgt_lang, data_dir, {train,valid,test}_split    pairs
 multi30k    lang (instead of src_lang/tgt_lang), data_dir, splits     text (one lang)
+langid      langs, first_words, data_dir, splits (Multi30k)           labelled (label = lang)
 hf          dataset, splits, src_lang, tgt_lang                       pairs
 hf          dataset, splits, text_field                               text
 hf          dataset, splits, label_field, text_field [, text_b_field] labelled
 files       {train,valid,test}_files: [SOURCE, TARGET] each           pairs
 tsv         {train,valid,test}_files: [PATH] (src<TAB>tgt lines)       pairs
+tsv         the same, read by a classifier (label<TAB>text[<TAB>b])   labelled
 text        {train,valid,test}_files: [PATH] (one text per line)      text
 labelled    {train,valid,test}_files: [PATH] (label<TAB>text lines)   labelled
 ==========  ========================================================  ================
+
+A ``tsv`` file is read as its reader asks: a translation task reads ``source<TAB>target`` pairs, a
+classifier ``label<TAB>text`` examples (``spec(which, records="labelled")``), as ``labelled`` does.
 
 ``max_train_pairs``, ``max_valid_pairs`` (first N records, 0 = all) and ``max_len`` apply to all.
 A test split is optional for file corpora (``test_files: []``).
@@ -37,6 +42,7 @@ FILE_FIELDS = tuple(f"{which}_files" for which in WHICH)
 COMMON_FIELDS = ("corpus", "max_train_pairs", "max_valid_pairs", "max_len")
 KIND_FIELDS: dict[str, tuple[str, ...]] = {
     "multi30k": ("src_lang", "tgt_lang", "lang", "data_dir", *SPLIT_FIELDS),
+    "langid": ("langs", "first_words", "data_dir", *SPLIT_FIELDS),
     "hf": ("dataset", *SPLIT_FIELDS, "src_lang", "tgt_lang", "text_field", "text_b_field", "label_field"),
     "files": FILE_FIELDS,
     "tsv": FILE_FIELDS,
@@ -51,11 +57,13 @@ OLD_KEYS = ("train", "valid", "test")  # before the per-split fields: a split na
 class DataConfig(ConfigBase):
     """Which corpus the experiment reads; see the module docstring for the fields of each kind."""
 
-    corpus: str = "multi30k"  # multi30k | hf | files | tsv | text | labelled
+    corpus: str = "multi30k"  # multi30k | langid | hf | files | tsv | text | labelled
     src_lang: str = "de"
     tgt_lang: str = "en"
     lang: str = ""  # multi30k: one language, a monolingual (text) corpus
-    data_dir: str = ""  # multi30k: "" = --data-dir / $ATTNKIT_DATA / ~/.cache/attnkit
+    data_dir: str = ""  # multi30k, langid: "" = --data-dir / $ATTNKIT_DATA / ~/.cache/attnkit
+    langs: list[str] = dataclasses.field(default_factory=list)  # langid: the classes; [] = de, en, fr, cs
+    first_words: int = 0  # langid: 0 = whole captions; N = each caption's first N words (harder)
     dataset: str = ""  # hf: a hub name or a folder written by save_to_disk
     text_field: str = ""  # hf: the text column (a text corpus, or the classifier's input)
     text_b_field: str = ""  # hf: the second text of a sentence-pair classification
@@ -73,6 +81,8 @@ class DataConfig(ConfigBase):
     def __post_init__(self) -> None:
         for name in FILE_FIELDS:
             setattr(self, name, _paths(name, getattr(self, name)))
+        if isinstance(self.langs, str):  # "de,en" on the command line
+            self.langs = [x.strip() for x in self.langs.split(",") if x.strip()]
         super().__post_init__()
 
     @classmethod
@@ -95,6 +105,11 @@ class DataConfig(ConfigBase):
         self._check(
             self.corpus != "hf" or bool(self.dataset), "dataset", "corpus 'hf' needs a dataset name or path"
         )
+        self._check(
+            isinstance(self.langs, list) and all(isinstance(x, str) and x for x in self.langs),
+            "langs", "must be a list of language codes, e.g. [de, en, fr, cs]",
+        )  # fmt: skip
+        self._check(self.first_words >= 0, "first_words", "must be >= 0 (0 = whole captions)")
         self._check(self.max_train_pairs >= 0, "max_train_pairs", "must be >= 0")
         self._check(self.max_valid_pairs >= 0, "max_valid_pairs", "must be >= 0")
         self._positive("max_len")
@@ -123,11 +138,13 @@ class DataConfig(ConfigBase):
         """What the corpus holds: "pairs" (translation), "text" or "labelled"."""
         return self.spec("train").records
 
-    def spec(self, which: str, *, labels: Sequence[str] = ()) -> c.CorpusSpec:
+    def spec(self, which: str, *, labels: Sequence[str] = (), records: str = "") -> c.CorpusSpec:
         """The typed spec of the ``train``, ``valid`` or ``test`` split.
 
         labels: for a labelled corpus, the label set of the training split (an unknown label in this
         split is then an error naming file and line); empty accepts any label.
+        records: what the reader wants, where the corpus can give either ("labelled": a tsv file of
+        ``label<TAB>text`` lines); "" = the corpus' own kind.
         """
         if which not in WHICH:
             raise ValueError(f"which must be one of {WHICH}, got {which!r}")
@@ -151,7 +168,10 @@ class DataConfig(ConfigBase):
             return c.HFTranslationSpec(self.dataset, split, self.src_lang, self.tgt_lang)
         if self.corpus == "files":
             return c.ParallelFilesSpec(files[0], files[1])
-        if self.corpus == "tsv":
+        if self.corpus == "langid":
+            langs = tuple(self.langs) or c.multi30k.LANGS
+            return c.Multi30kLangIdSpec(split, langs, self.first_words, data_dir, tuple(labels))
+        if self.corpus == "tsv" and records != "labelled":
             return c.TsvSpec(files[0])
         if self.corpus == "text":
             return c.TextFileSpec(files[0])

@@ -7,6 +7,7 @@ spec                   source                             records (``spec.record
 =====================  =================================  ==========================
 ``Multi30kSpec``       Multi30k by split name, 2 langs    ``pairs``: (src, tgt)
 ``Multi30kTextSpec``   Multi30k by split name, 1 lang     ``text``: one str per line
+``Multi30kLangIdSpec`` Multi30k captions, label = lang    ``labelled``: LabelledExample
 ``ParallelFilesSpec``  two aligned text files             ``pairs``
 ``TsvSpec``            one ``src<TAB>tgt`` file           ``pairs``
 ``HFTranslationSpec``  HF dataset, ``translation`` field  ``pairs``
@@ -85,6 +86,33 @@ class Multi30kTextSpec:
 
     def describe(self) -> str:
         return f"Multi30k {self.split} {self.lang}"
+
+
+@dataclass(frozen=True)
+class Multi30kLangIdSpec:
+    """Language identification on Multi30k: one split's captions in ``langs``, labelled by language."""
+
+    records: ClassVar[str] = "labelled"
+    split: str
+    langs: tuple[str, ...] = multi30k.LANGS
+    first_words: int = 0  # 0 = whole captions
+    data_dir: PathLike | None = None
+    labels: tuple[str, ...] = ()  # the training split's classes; () accepts any
+    download: bool = True
+
+    def __post_init__(self) -> None:
+        _require(self, "split", "langs")
+        multi30k.check_split_lang(self.split, self.langs[0])
+        multi30k.check_langid_langs(self.langs)
+
+    def load(self) -> list[LabelledExample]:
+        return multi30k.load_multi30k_langid(
+            self.split, self.langs, self.first_words, self.data_dir, self.download, self.labels
+        )
+
+    def describe(self) -> str:
+        words = f", first {self.first_words} words" if self.first_words else ""
+        return f"Multi30k {self.split} language id ({', '.join(self.langs)}{words})"
 
 
 @dataclass(frozen=True)
@@ -238,6 +266,7 @@ class HFLabelledSpec:
 CorpusSpec = (
     Multi30kSpec
     | Multi30kTextSpec
+    | Multi30kLangIdSpec
     | ParallelFilesSpec
     | TsvSpec
     | HFTranslationSpec

@@ -16,7 +16,7 @@ import urllib.request
 import zlib
 from pathlib import Path
 
-from attnkit.data.readers import Pair, read_parallel, read_text
+from attnkit.data.readers import LabelledExample, Pair, read_parallel, read_text
 from attnkit.errors import DataError
 
 LANGS = ("de", "en", "fr", "cs")
@@ -132,6 +132,43 @@ def load_multi30k_text(
 ) -> list[str]:
     """The sentences of one split in one language (a monolingual corpus, e.g. for a language model)."""
     return read_text(multi30k_path(split, lang, data_dir, download))
+
+
+def check_langid_langs(langs: tuple[str, ...]) -> None:
+    """Language identification needs two or more distinct Multi30k languages."""
+    for lang in langs:
+        _check_lang(lang)
+    if len(set(langs)) != len(langs) or len(langs) < 2:
+        raise DataError(f"language identification needs 2 or more different languages, got {', '.join(langs)}")
+
+
+def load_multi30k_langid(
+    split: str,
+    langs: tuple[str, ...] = LANGS,
+    first_words: int = 0,
+    data_dir: str | os.PathLike | None = None,
+    download: bool = True,
+    labels: tuple[str, ...] = (),
+) -> list[LabelledExample]:
+    """Language identification: every caption of ``split`` in each of ``langs``, labelled with its language.
+
+    The languages are interleaved (caption 1 in each language, then caption 2, ...), so the first N
+    examples hold every class. ``first_words``: keep each caption's first N words (0 = all of it), the
+    harder task. ``labels``: the training split's classes; a language outside them is an error.
+    """
+    _check_split(split)
+    check_langid_langs(langs)
+    unknown = [lang for lang in langs if labels and lang not in labels]
+    if unknown:
+        raise DataError(f"language {unknown[0]!r} is not a class of the training split ({', '.join(labels)})")
+    columns = [read_text(multi30k_path(split, lang, data_dir, download)) for lang in langs]
+    examples = []
+    for captions in zip(*columns, strict=True):  # Multi30k's languages align line by line
+        for lang, caption in zip(langs, captions, strict=True):
+            words = caption.split()
+            if words:
+                examples.append(LabelledExample(lang, " ".join(words[:first_words] if first_words else words)))
+    return examples
 
 
 def _where_to_put(root: Path) -> str:

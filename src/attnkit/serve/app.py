@@ -31,7 +31,7 @@ from .schemas import (
     TranslateRequest,
     TranslateResponse,
 )
-from .tasks import ENDPOINT_TASK, TASK_NOUN, ServedModel, TranslationModel
+from .tasks import ENDPOINT_TASK, TASK_NOUN, ClassifierServed, LanguageModelServed, ServedModel, TranslationModel
 
 
 class ServeError(Exception):
@@ -148,13 +148,41 @@ def create_app(
 
     @app.post("/v1/generate", summary="continue a prompt (language-model checkpoints)")
     async def generate(req: GenerateRequest) -> dict[str, Any]:
-        resolve(req.model, "generate")  # no generation model can be loaded yet: this raises
-        raise ServeError(501, "generation is not implemented")
+        model: LanguageModelServed = resolve(req.model, "generate")
+        if req.beam > limits.max_beam:
+            raise ServeError(422, f"beam {req.beam} is over the limit of {limits.max_beam}")
+        if req.num_samples > limits.max_samples:
+            raise ServeError(422, f"num_samples {req.num_samples} is over the limit of {limits.max_samples}")
+        if not req.sample and req.num_samples > req.beam:
+            raise ServeError(422, f"num_samples {req.num_samples} is larger than beam {req.beam}: sample, or widen the beam")
+        cost = _check_sentence(model, req.text, 0, limits) if req.text else 0
+        options = dict(max_new_tokens=req.max_tokens, beam=req.beam, sample=req.sample, temperature=req.temperature,
+                       top_k=req.top_k, top_p=req.top_p, num_samples=req.num_samples, seed=req.seed)  # fmt: skip
+        (gens,) = await run_job(object(), [req.text], cost, lambda items: model.generate(items, **options))
+        return {
+            "model": model.name,
+            "generations": [{"text": g.text, "continuation": g.continuation, "score": g.score} for g in gens],
+        }
 
-    @app.post("/v1/classify", summary="label sentences (classifier checkpoints)")
+    @app.post("/v1/classify", summary="label texts (classifier checkpoints)")
     async def classify(req: ClassifyRequest) -> dict[str, Any]:
-        resolve(req.model, "classify")
-        raise ServeError(501, "classification is not implemented")
+        model: ClassifierServed = resolve(req.model, "classify")
+        texts = [req.text] if isinstance(req.text, str) else req.text
+        if len(texts) > limits.max_sentences:
+            raise ServeError(413, f"too many texts: {len(texts)} (the limit is {limits.max_sentences} per request)")
+        n_labels = len(model.classifier.labels)
+        if req.top_k > n_labels:
+            raise ServeError(422, f"top_k {req.top_k} is larger than the {n_labels} labels of model {model.name!r}")
+        for i, text in enumerate(texts):
+            if not text.strip():
+                raise ServeError(422, f"text {i} is empty: nothing to classify")
+        cost = sum(_check_sentence(model, t, i, limits) for i, t in enumerate(texts))
+        key = (model.name, "classify", req.top_k)
+        results = await run_job(key, texts, cost, lambda items: model.predict(items, top_k=req.top_k))
+        return {
+            "model": model.name,
+            "results": [{"labels": [{"label": a, "probability": p} for a, p in r]} for r in results],
+        }
 
     @app.exception_handler(ServeError)
     async def serve_error(request: Request, e: ServeError) -> JSONResponse:
@@ -163,12 +191,13 @@ def create_app(
     return app
 
 
-def _check_sentence(model: TranslationModel, text: str, i: int, limits: Limits) -> int:
-    """The sentence's subword count, after checking it against the limits."""
+def _check_sentence(model, text: str, i: int, limits: Limits) -> int:
+    """The sentence's subword count, after checking it against the limits (a model without
+    ``max_src_tokens`` reads a prefix of a longer text)."""
     if len(text) > limits.max_chars:
         raise ServeError(413, f"sentence {i} has {len(text)} characters; the limit is {limits.max_chars}")
     n = model.count_tokens(text)
-    if n > model.max_src_tokens:
+    if n > getattr(model, "max_src_tokens", n):
         raise ServeError(
             422, f"sentence {i} has {n} subword tokens; model {model.name!r} takes at most {model.max_src_tokens}"
         )

@@ -19,6 +19,7 @@ class Limits:
     max_sentences: int = 256
     max_chars: int = 2_000  # per sentence, checked before tokenizing
     max_beam: int = 16
+    max_samples: int = 16  # generate: num_samples
 
 
 class _Request(BaseModel):
@@ -40,14 +41,22 @@ class AttentionRequest(_Request):
 
 
 class GenerateRequest(_Request):
-    text: str = Field(description="the prompt")
-    model: str | None = None
-    max_tokens: int = Field(50, ge=1)
+    text: str = Field(description="the prompt (may be empty: generate from the start)")
+    model: str | None = Field(None, description="a name from GET /v1/models; default: the first language model")
+    max_tokens: int = Field(50, ge=1, description="new subword tokens at most")
+    beam: int = Field(1, ge=1, description="beam size when not sampling; 1 = greedy")
+    sample: bool = Field(False, description="sample instead of searching (temperature, top_k, top_p, seed)")
+    temperature: float = Field(1.0, gt=0.0, le=100.0)
+    top_k: int = Field(0, ge=0, description="sample from the k most probable tokens; 0 = all")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling: the smallest set of mass top_p")
+    num_samples: int = Field(1, ge=1, description="continuations returned (samples, or the beam's best)")
+    seed: int = Field(0, ge=0, description="the same seed gives the same samples")
 
 
 class ClassifyRequest(_Request):
-    text: str | list[str]
-    model: str | None = None
+    text: str | list[str] = Field(description="one text, or a list of texts")
+    model: str | None = Field(None, description="a name from GET /v1/models; default: the first classifier")
+    top_k: int = Field(1, ge=1, description="labels returned per text, most probable first")
 
 
 class Hypothesis(BaseModel):

@@ -2,9 +2,8 @@
 
 A checkpoint's ``arch`` decides its task ("transformer" and "rnn" translate, "lm" generates,
 "classifier" classifies), and the task decides which endpoints answer for it: ``ENDPOINT_TASK``.
-Adding the language model or the classifier to the server is one class with the ``ServedModel``
-shape and one entry in ``LOADERS``; until then such a checkpoint is refused at start-up with a
-message that says so, and their endpoints answer 422 naming the models that are loaded.
+A task is one class with the ``ServedModel`` shape and one entry in ``LOADERS``; an endpoint asked
+of a model of another task answers 422 naming what it needs and what is loaded.
 """
 
 from __future__ import annotations
@@ -15,6 +14,8 @@ from typing import Any, Protocol, runtime_checkable
 from ..checkpoint import load_checkpoint, model_from_checkpoint
 from ..data.tokenizer import SubwordTokenizer
 from ..errors import CheckpointError, ConfigError
+from ..classify import Classifier
+from ..generate import Generation, LanguageModel
 from ..translate import Translation, Translator
 
 TASK_OF_ARCH = {"transformer": "translate", "rnn": "translate", "lm": "generate", "classifier": "classify"}
@@ -76,14 +77,73 @@ class TranslationModel:
             "encoder_layers": layers[0],
             "decoder_layers": layers[1],
             "heads": getattr(cfg, "n_heads", 1),
-            "parameters": sum(p.numel() for p in {id(p): p for p in self.translator.model.parameters()}.values()),
+            "parameters": _parameters(self.translator.model),
             "device": str(self.translator.device),
         }
 
 
-# task -> loader(name, checkpoint state, device). "generate" and "classify" join when their
-# checkpoints exist (their arch names are already known above).
-LOADERS = {"translate": TranslationModel.load}
+class LanguageModelServed:
+    """A language-model checkpoint: continues prompts (``POST /v1/generate``)."""
+
+    task = "generate"
+
+    def __init__(self, name: str, arch: str, lm: LanguageModel):
+        self.name, self.arch, self.lm = name, arch, lm
+
+    @classmethod
+    def load(cls, name: str, state: dict[str, Any], device: str) -> LanguageModelServed:
+        return cls(name, state["arch"], LanguageModel.from_state(state, device=device, path=name))
+
+    @property
+    def max_src_tokens(self) -> int:
+        return self.lm.model.config.max_len - 1  # bos takes one position
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.lm.tokenizer.encode(text, side="src"))
+
+    def generate(self, prompts: list[str], **options: Any) -> list[list[Generation]]:
+        return self.lm.generate(prompts, **options)
+
+    def describe(self) -> dict[str, Any]:
+        cfg = self.lm.model.config
+        return {"name": self.name, "task": self.task, "arch": self.arch, "max_src_tokens": self.max_src_tokens,
+                "layers": cfg.n_layers, "heads": cfg.n_heads, "parameters": _parameters(self.lm.model),
+                "device": str(self.lm.device)}  # fmt: skip
+
+
+class ClassifierServed:
+    """A classifier checkpoint: labels sentences (``POST /v1/classify``); longer texts are read up to
+    the model's length, as ``attnkit classify`` reads them."""
+
+    task = "classify"
+
+    def __init__(self, name: str, arch: str, classifier: Classifier):
+        self.name, self.arch, self.classifier = name, arch, classifier
+
+    @classmethod
+    def load(cls, name: str, state: dict[str, Any], device: str) -> ClassifierServed:
+        return cls(name, state["arch"], Classifier.from_state(state, device=device, path=name))
+
+    def count_tokens(self, text: str) -> int:
+        return min(len(self.classifier.tokenizer.encode(text, side="src")), self.classifier.model.config.max_len)
+
+    def predict(self, texts: list[str], *, top_k: int) -> list[list[tuple[str, float]]]:
+        return self.classifier.predict(texts, top_k=top_k)
+
+    def describe(self) -> dict[str, Any]:
+        cfg = self.classifier.model.config
+        return {"name": self.name, "task": self.task, "arch": self.arch, "labels": self.classifier.labels,
+                "pooling": cfg.pooling, "max_src_tokens": cfg.max_len, "layers": cfg.n_layers,
+                "heads": cfg.n_heads, "parameters": _parameters(self.classifier.model),
+                "device": str(self.classifier.device)}  # fmt: skip
+
+
+def _parameters(model) -> int:
+    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())  # tied weights once
+
+
+# task -> loader(name, checkpoint state, device)
+LOADERS = {"translate": TranslationModel.load, "generate": LanguageModelServed.load, "classify": ClassifierServed.load}
 
 
 def model_name(spec: str) -> tuple[str, Path]:

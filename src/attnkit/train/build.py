@@ -22,12 +22,14 @@ from ..errors import CheckpointError, DataError
 from ..translate import resolve_device
 from . import distributed as ddp
 from .config import ExperimentConfig
-from .data import load_pairs
+from .classifier_task import ClassifierTask
 from .lm_task import LanguageModelTask
 from .task import Encoded, Task, TranslationTask
 
 # model.arch -> the task that trains it; a new task is a class with Task's methods and one line here.
-TASKS: dict[str, type] = {"transformer": TranslationTask, "rnn": TranslationTask, "lm": LanguageModelTask}
+TASKS: dict[str, type] = {
+    "transformer": TranslationTask, "rnn": TranslationTask, "lm": LanguageModelTask, "classifier": ClassifierTask,
+}  # fmt: skip
 
 
 @dataclass
@@ -65,13 +67,13 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
     random.seed(t.seed)
     task: Task = TASKS[cfg.arch](cfg, bf16)
 
-    records = load_pairs(cfg.data, "train")[: cfg.data.max_train_pairs or None]
-    valid_records = load_pairs(cfg.data, "valid")[: cfg.data.max_valid_pairs or None]
+    records = task.load(cfg.data, "train")  # first: a classifier's label set comes from it
+    valid_records = task.load(cfg.data, "valid")
     for name, part, rows in (("training", "train", records), ("validation", "valid", valid_records)):
         if not any(map(_has_text, rows)):  # found now, not after the tokenizer or the training
             raise DataError(f"the {name} corpus ({cfg.data.spec(part).describe()}) is empty or all blank")
     tokenizer = _tokenizer(task, records, resume_state, dist, t.seed)
-    model_cfg = cfg.model_config(tokenizer.vocabulary)
+    model_cfg = cfg.model_config(tokenizer.vocabulary, task.model_fields())
     max_len = min(cfg.data.max_len, model_cfg.max_len - 1)  # bos/eos take one position
     train = task.encode(records, tokenizer, max_len, split="train")
     valid = task.encode(valid_records, tokenizer, max_len, split="valid")
@@ -88,6 +90,12 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
                 f"{resume}: checkpoint holds a different model ({resume_state['arch']}) than the config "
                 f"({cfg.arch}); resume with the config it was trained with"
             )
+        for key, value in task.checkpoint_fields().items():
+            if resume_state.get(key) != value:
+                raise CheckpointError(
+                    f"{resume}: the checkpoint's {key} ({resume_state.get(key)}) differ from the training "
+                    f"data's ({value}); resume on the data it was trained on"
+                )
         model = model_from_checkpoint(resume_state)
     else:
         model = build_model(cfg.arch, model_cfg.to_dict())

@@ -2,7 +2,7 @@
 
 data:      which corpus, and where each split comes from (attnkit.data.config.DataConfig)
 tokenizer: SentencePiece settings
-model:     arch (transformer | rnn), an optional preset, then that model config's fields
+model:     arch (transformer | rnn | lm | classifier), an optional preset, then that model config's fields
 train:     optimizer, schedule, batching, precision, stopping
 valid:     how often and how to validate, which checkpoints to keep
 """
@@ -137,11 +137,12 @@ class ExperimentConfig:
     def arch(self) -> str:
         return self.model.get("arch", "transformer")
 
-    def model_config(self, vocab: Vocabulary) -> ConfigBase:
-        """The arch's config with the tokenizer's vocabulary sizes and special ids filled in.
+    def model_config(self, vocab: Vocabulary, data_fields: dict[str, Any] | None = None) -> ConfigBase:
+        """The arch's config with the tokenizer's vocabulary sizes and special ids filled in, and
+        ``data_fields``, what the training data fixes (a classifier's ``n_classes``).
 
-        Those come from the tokenizer alone: a ``model`` key that contradicts it is an error naming
-        the key (an equal value is accepted), never silently overwritten.
+        Those come from the tokenizer and the data alone: a ``model`` key that contradicts them is
+        an error naming the key (an equal value is accepted), never silently overwritten.
         """
         cls = ARCHS[self.arch][1]
         names = cls.field_names()
@@ -154,6 +155,13 @@ class ExperimentConfig:
                 raise ConfigError(
                     f"model.{key} = {fields[key]!r} contradicts the tokenizer's {value}: vocabulary sizes "
                     f"and special ids come from the tokenizer; remove model.{key} ({fix})"
+                )
+            fields[key] = value
+        for key, value in (data_fields or {}).items():
+            if key in fields and fields[key] != value:
+                raise ConfigError(
+                    f"model.{key} = {fields[key]!r} contradicts the training data's {value}; remove model.{key} "
+                    "(the training split fixes it)"
                 )
             fields[key] = value
         preset = self.model.get("preset")

@@ -2,25 +2,39 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..data.config import DataConfig
 from ..data.corpus import load_corpus
-from ..data.readers import Pair, drop_empty
+from ..data.readers import drop_empty
 from ..data.tokenizer import SubwordTokenizer
 from ..errors import ConfigError, DataError
 from .config import TokenizerConfig
 
 
-def load_pairs(data: DataConfig, which: str) -> list[Pair]:
-    """Raw (source, target) sentence pairs of the ``train``, ``valid`` or ``test`` split."""
-    spec = data.spec(which)
-    if spec.records != "pairs":
+# What each kind of record needs in the data section, for the error that names the fix.
+NEEDS = {
+    "pairs": "a parallel corpus (multi30k with src_lang/tgt_lang, files, tsv, hf with src_lang/tgt_lang)",
+    "text": "a text corpus (multi30k with data.lang, text, hf with data.text_field)",
+    "labelled": "a labelled corpus (tsv or labelled: label<TAB>text lines, langid, hf with data.label_field)",
+}
+
+
+def load_records(data: DataConfig, which: str, records: str, *, labels: Sequence[str] = ()) -> list:
+    """The raw records of the ``train``, ``valid`` or ``test`` split, of the kind a task reads.
+
+    records: "pairs" (translation), "text" (a language model) or "labelled" (a classifier; ``labels``
+    is the training split's label set, so an unknown label elsewhere is an error naming its line).
+    The first ``data.max_train_pairs`` / ``max_valid_pairs`` records are kept (0 = all).
+    """
+    spec = data.spec(which, labels=labels, records=records)
+    if spec.records != records:
         raise ConfigError(
-            f"data.corpus = {data.corpus!r} gives {spec.records} records, not translation pairs: "
-            "this task needs a parallel corpus (multi30k with src_lang/tgt_lang, files, tsv, hf translation)"
+            f"data.corpus = {data.corpus!r} gives {spec.records} records here; this model needs {NEEDS[records]}"
         )
-    return load_corpus(spec)
+    limit = {"train": data.max_train_pairs, "valid": data.max_valid_pairs}.get(which, 0)
+    return load_corpus(spec)[: limit or None]
 
 
 @dataclass

@@ -20,7 +20,7 @@ from ..data.tokenizer import SubwordTokenizer
 from ..errors import DataError
 from ..loss import LossOutput, label_smoothed_cross_entropy
 from ..task_metrics import LMScores, lm_scores
-from .task import Encoded
+from .task import Encoded, SplitTask
 
 
 @dataclass
@@ -37,26 +37,23 @@ class LMBatch:
         return self.tokens.size(0)
 
 
-def _text(record) -> str:
-    """A text record, or the target side of a (source, target) pair: until the data section has
-    single-language corpora, ``corpus: multi30k`` with ``tgt_lang: en`` trains an English LM."""
-    return record[1] if isinstance(record, tuple) else record
-
-
-class LanguageModelTask:
+class LanguageModelTask(SplitTask):
     """Next-token prediction over texts; validation metric perplexity, lower is better.
 
     Keeps :class:`attnkit.train.task.Task`: the trainer calls it as it calls the translation task.
+    Reads text records: ``corpus: multi30k`` with ``lang``, ``text`` files, or ``hf`` with ``text_field``.
     """
 
+    records = "text"
     metric = "perplexity"
+    metrics = ("loss", "perplexity")
     higher_is_better = False
 
     def __init__(self, cfg=None, bf16: bool = False):
         self.cfg, self.bf16 = cfg, bf16
 
     def train_tokenizer(self, records: list, seed: int) -> SubwordTokenizer:
-        texts = [t for t in map(_text, records) if t.strip()]
+        texts = [t for t in records if t.strip()]
         if not texts:
             raise DataError("cannot train a tokenizer: the training text is empty")
         tok = self.cfg.tokenizer
@@ -67,7 +64,7 @@ class LanguageModelTask:
         self, records: Sequence, tokenizer: SubwordTokenizer, max_len: int, *, split: str = "train"
     ) -> Encoded:
         """Each text's pieces; empty texts and texts of more than ``max_len`` pieces are skipped."""
-        texts = [_text(r) for r in records]
+        texts = list(records)
         kept = [t for t in texts if t.strip()]
         ids = tokenizer.encode_batch(kept, side="tgt")
         examples = [s for s in ids if len(s) <= max_len]

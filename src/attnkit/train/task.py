@@ -1,9 +1,11 @@
 """What differs between tasks, as small objects the training loop calls: the loop knows none of it.
 
-A task turns raw records into encoded examples, examples into batches, a batch into a loss, and
-a model into validation metrics; it names the metric that picks the best checkpoint and says
-whether higher is better. Translation is here; a language model or a classifier adds a class
-with the same methods (:class:`Task`) and one entry in ``TASKS`` (train/build.py).
+A task reads its splits (the kind of record it needs), turns raw records into encoded examples,
+examples into batches, a batch into a loss, and a model into validation metrics; it names the metric
+that picks the best checkpoint and says whether higher is better. What the data fixes about the model
+(a classifier's number of classes) and what the checkpoint must keep beside it (the label names)
+come from the task too. Translation is here; a language model or a classifier adds a class with the
+same methods (:class:`Task`) and one entry in ``TASKS`` (train/build.py).
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ from typing import Any, Protocol
 import torch
 
 from ..data.batching import Batch, TokenBatchSampler, collate
+from ..data.config import DataConfig
 from ..data.tokenizer import SubwordTokenizer
 from ..loss import LossOutput, label_smoothed_cross_entropy
 from ..metrics import corpus_scores
 from ..translate import Translator
 from .config import ExperimentConfig
-from .data import encode_training_pairs, train_tokenizer
+from .data import encode_training_pairs, load_records, train_tokenizer
 
 
 @dataclass
@@ -32,8 +35,22 @@ class Encoded:
 
 
 class Task(Protocol):
+    records: str  # what it reads: "pairs", "text" or "labelled" (train/data.py load_records)
     metric: str  # the validation metric that picks the best checkpoint, e.g. "bleu"
+    metrics: tuple[str, ...]  # every key validate() returns, in the metrics CSV's order
     higher_is_better: bool
+
+    def load(self, data: DataConfig, which: str) -> list:
+        """The raw records of split ``which``; the training split is read first."""
+        ...
+
+    def model_fields(self) -> dict[str, Any]:
+        """Model-config fields the data fixes (after ``load("train")``), e.g. ``n_classes``."""
+        ...
+
+    def checkpoint_fields(self) -> dict[str, Any]:
+        """Kept in every checkpoint beside the model (e.g. ``labels``); a resumed run must match them."""
+        ...
 
     def train_tokenizer(self, records: list, seed: int) -> SubwordTokenizer: ...
 
@@ -48,10 +65,27 @@ class Task(Protocol):
         ...
 
 
-class TranslationTask:
+class SplitTask:
+    """What most tasks share: splits of ``self.records`` records, nothing fixed by or kept from the data."""
+
+    records = "pairs"
+
+    def load(self, data: DataConfig, which: str) -> list:
+        return load_records(data, which, self.records)
+
+    def model_fields(self) -> dict[str, Any]:
+        return {}
+
+    def checkpoint_fields(self) -> dict[str, Any]:
+        return {}
+
+
+class TranslationTask(SplitTask):
     """Sentence pairs -> teacher-forced label-smoothed cross entropy; validation loss and cased BLEU."""
 
+    records = "pairs"
     metric = "bleu"
+    metrics = ("loss", "bleu")
     higher_is_better = True
 
     def __init__(self, cfg: ExperimentConfig, bf16: bool = False):

@@ -140,6 +140,7 @@ class Trainer:
         py = random.getstate()
         model = unwrap(self.model)
         return {
+            **self.task.checkpoint_fields(),  # e.g. a classifier's label names
             "arch": self.cfg.arch,
             "model_config": model.config.to_dict(),
             "tokenizer": self.s.tokenizer.state_dict(),
@@ -343,7 +344,7 @@ class Trainer:
     def _write_csv(self, row: dict) -> None:
         if not self.dist.is_main:
             return
-        fields = [*TRAIN_FIELDS, "val_loss", f"val_{self.metric}"]
+        fields = [*TRAIN_FIELDS, *(f"val_{name}" for name in self.task.metrics)]
         new = not self.csv_path.exists()
         with self.csv_path.open("a", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=fields)
