@@ -89,3 +89,22 @@ def flickr_sentences(n: int = 100) -> tuple[list[str], list[str]]:
 def length_limit(n_src: int, max_len: int, a: float = 1.5, b: int = 10) -> int:
     """attnkit's per-sentence limit (tokens, eos included), as ``decoding.common.length_limits``."""
     return max(1, min(int(a * n_src + b), max_len - 1))
+
+
+def variant_checkpoint(name: str, seed: int = 3, **overrides) -> Path:
+    """An untrained Transformer with the session model's tokenizer and config changed by ``overrides``,
+    its weights jittered so that biases, norms and output biases are not at their initial values."""
+    from attnkit.checkpoint import load_checkpoint, save_checkpoint
+    from attnkit.model import Transformer, TransformerConfig
+
+    state = load_checkpoint(trained_checkpoint())
+    cfg = TransformerConfig.from_dict(state["model_config"]).replace(**overrides)
+    torch.manual_seed(seed)
+    model = Transformer(cfg).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    path = workdir() / f"variant-{name}.pt"
+    save_checkpoint({"arch": "transformer", "model_config": cfg.to_dict(), "tokenizer": state["tokenizer"],
+                     "model": model.state_dict()}, path)  # fmt: skip
+    return path

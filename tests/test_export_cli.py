@@ -94,3 +94,27 @@ def _pre_norm_checkpoint(folder):
     save_checkpoint({"arch": "transformer", "model_config": cfg.to_dict(), "tokenizer": state["tokenizer"],
                      "model": Transformer(cfg).state_dict()}, path)  # fmt: skip
     return path
+
+
+@pytest.mark.parametrize("fmt", ["ctranslate2", "huggingface"])
+@pytest.mark.parametrize("positional", ["relative", "rotary"])
+def test_positions_inside_attention_are_refused(ckpt, tmp_path, capsys, fmt, positional):
+    """Neither converter writes relative or rotary self-attention: one line, exit 2, nothing written."""
+    from export_helpers import variant_checkpoint
+
+    extra = {"relative_values": True} if positional == "relative" else {}
+    path = variant_checkpoint(f"{positional}-cli", positional=positional, **extra)
+    out = tmp_path / "out"
+    code, _, err = _run(capsys, "export", "--checkpoint", path, "--format", fmt, "--output", out)
+    _one_line_error(code, err, positional, "model.positional")
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_learned_positions_are_refused_by_huggingface_only(ckpt, tmp_path, capsys):
+    from export_helpers import variant_checkpoint
+
+    path = variant_checkpoint("learned-cli", positional="learned")
+    code, _, err = _run(capsys, "export", "--checkpoint", path, "--format", "huggingface", "--output", tmp_path / "hf")
+    _one_line_error(code, err, "'learned'")
+    code, out, _ = _run(capsys, "export", "--checkpoint", path, "--format", "ctranslate2", "--output", tmp_path / "ct2")
+    assert code == 0 and "wrote ctranslate2" in out

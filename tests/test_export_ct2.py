@@ -124,3 +124,46 @@ def test_pre_norm_checkpoint_exports_with_equal_outputs():
     translator = ctranslate2.Translator(str(out), device="cpu", intra_threads=1)
     ids = _sources(tokenizer, cfg.max_len)[:10]
     assert _attnkit(pre, ids, 1) == _ct2(translator, tokenizer, ids, 1, cfg.max_len)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"positional": "learned"},
+        {"activation": "swish", "bias": False},
+        {"output_bias": True, "share_vocab": False},
+        {"max_len": 40, "norm": "pre", "bias": False, "tie_output": False},
+    ],
+    ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()),
+)
+def test_every_converted_config_field_scores_equally(overrides):
+    """Each field the converter writes (rather than refuses) changes the model; CTranslate2 must follow.
+
+    The models are untrained (jittered random weights), so their greedy outputs repeat tokens with
+    near-tied scores and token sequences are a poor check; instead CTranslate2 scores attnkit's greedy
+    output (``score_batch``) and every token's log-probability must agree within 1e-4. CTranslate2
+    never gives pad and bos any probability (bias -1e4), so attnkit's side leaves them out as well.
+    """
+    require("ctranslate2")
+    import ctranslate2
+    from export_helpers import variant_checkpoint
+
+    name = "-".join(f"{k}{v}" for k, v in overrides.items())
+    ckpt = variant_checkpoint(f"ct2-{name}", **overrides)
+    model, tokenizer = load_for_export(ckpt)
+    cfg = model.config
+    out = workdir() / f"ct2-{name}"
+    export_checkpoint(ckpt, "ctranslate2", out)
+    translator = ctranslate2.Translator(str(out), device="cpu", intra_threads=1)
+    worst = 0.0
+    for seq in _sources(tokenizer, cfg.max_len)[:8]:
+        hyp = greedy_search(model, torch.tensor([seq]))[0].tokens
+        with torch.no_grad():
+            logits = model(torch.tensor([seq]), torch.tensor([[cfg.bos_id, *hyp]]))[0]  # (T, V)
+        logits[:, [cfg.pad_id, cfg.bos_id]] = float("-inf")
+        ours = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor([*hyp, cfg.eos_id])[:, None]).squeeze(1)
+        pieces = lambda ids, side: [tokenizer.id_to_piece(i, side=side) for i in ids]  # noqa: E731
+        (r,) = translator.score_batch([pieces(seq, "src")], [pieces(hyp, "tgt")])
+        assert len(r.log_probs) == len(hyp) + 1
+        worst = max(worst, (ours - torch.tensor(r.log_probs)).abs().max().item())
+    assert worst <= 1e-4, worst

@@ -1,7 +1,7 @@
 """Hugging Face export: the MarianMTModel folder loads offline and computes what attnkit computes.
 
 On the small model trained on Multi30k in the session (tests/export_helpers.py): teacher-forced
-logits within 1e-4 on a padded batch, ``generate`` greedy identical to attnkit greedy on 100
+logits within 1e-4 on a padded batch, ``generate`` greedy and beam 4 identical to attnkit's on 100
 test_2016_flickr sentences, MarianTokenizer ids and detokenization identical to attnkit's, and
 export -> import -> identical translations.
 """
@@ -14,7 +14,7 @@ import pytest
 import torch
 from export_helpers import flickr_sentences, length_limit, require, trained_checkpoint, workdir
 
-from attnkit.decoding import greedy_search
+from attnkit.decoding import beam_search, greedy_search
 from attnkit.export import export_checkpoint, import_checkpoint, load_for_export
 
 N_SENTENCES = 100
@@ -85,6 +85,38 @@ def test_generate_greedy_equals_attnkit_greedy(exported):
     assert not differ, f"{len(differ)}/{N_SENTENCES} greedy outputs differ (first: sentence {differ[0]})"
 
 
+def test_generate_beam4_equals_attnkit_beam4(exported):
+    """``generate(num_beams=4)`` against attnkit's beam 4, both without length normalization.
+
+    The conventions differ otherwise: Marian divides a finished hypothesis' log-probability by
+    length^alpha, attnkit by ((5 + length) / 6)^alpha, so only alpha = 0 asks both for the same
+    ranking. Both stop a sentence once no live beam can beat its worst finished one (HF's
+    ``early_stopping=False`` heuristic, exact when scores are not normalized) and both suppress pad and
+    bos without renormalizing. At the length limit HF forces eos with log-probability 0 where
+    attnkit keeps eos's own: a sentence whose best hypothesis hits the limit may differ, so those
+    are counted apart (none did on the session model).
+    """
+    model, tokenizer, hf, _, _ = exported
+    torch.set_num_threads(1)
+    sources, _ = flickr_sentences(N_SENTENCES)
+    differ, at_limit = [], 0
+    for i, text in enumerate(sources):
+        ids = tokenizer.encode(text, side="src")[: model.config.max_len]
+        src = torch.tensor([ids])
+        ours = beam_search(model, src, beam_size=4, length_penalty_alpha=0.0)[0][0].tokens
+        limit = length_limit(len(ids), model.config.max_len)
+        hit = len(ours) + 1 >= limit
+        at_limit += hit
+        with torch.no_grad():
+            out = hf.generate(input_ids=src, attention_mask=src != 0, num_beams=4, do_sample=False,
+                              length_penalty=0.0, early_stopping=False, max_length=limit + 1)[0].tolist()  # fmt: skip
+        theirs = [t for t in out[1:] if t != model.config.eos_id and t != model.config.pad_id]
+        if ours != theirs and not hit:
+            differ.append(i)
+    assert at_limit <= N_SENTENCES // 10, f"{at_limit} sentences reached the length limit: the model is too weak"
+    assert not differ, f"{len(differ)}/{N_SENTENCES} beam-4 outputs differ (first: sentence {differ[0]})"
+
+
 def test_marian_tokenizer_agrees_with_attnkit(exported):
     model, tokenizer, _, hf_tok, _ = exported
     sources, references = flickr_sentences(20)
@@ -111,3 +143,34 @@ def test_round_trip_export_import_translates_identically(exported, tmp_path):
     a = Translator.from_checkpoint(trained_checkpoint(), device="cpu").translate(sources, beam=4)
     b = Translator.from_checkpoint(ckpt, device="cpu").translate(sources, beam=4)
     assert [r.text for r in a] == [r.text for r in b]
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"activation": "gelu", "bias": False},
+        {"activation": "swish", "share_vocab": False, "tie_output": False},
+        {"output_bias": True, "max_len": 40},
+    ],
+    ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()),
+)
+def test_every_converted_config_field_gives_equal_logits(overrides, tmp_path):
+    """Each field the Marian converter writes (rather than refuses), on an untrained jittered model."""
+    require("transformers", "safetensors")
+    from export_helpers import variant_checkpoint
+    from transformers import MarianMTModel
+
+    name = "-".join(f"{k}{v}" for k, v in overrides.items())
+    ckpt = variant_checkpoint(f"hf-{name}", **overrides)
+    export_checkpoint(ckpt, "huggingface", tmp_path / "hf")
+    model, tokenizer = load_for_export(ckpt)
+    hf = MarianMTModel.from_pretrained(str(tmp_path / "hf"), local_files_only=True).eval()
+    torch.set_num_threads(1)
+    sources, references = flickr_sentences(8)
+    n = model.config.max_len
+    src = _padded([tokenizer.encode(s, side="src")[:n] for s in sources])
+    tgt = _padded([[1, *tokenizer.encode(t, side="tgt")][:n] for t in references])
+    with torch.no_grad():
+        ours = model(src, tgt)  # (B, T, V)
+        theirs = hf(input_ids=src, attention_mask=src != 0, decoder_input_ids=tgt).logits
+    assert (ours - theirs).abs()[tgt != 0].max().item() <= 1e-4

@@ -18,7 +18,7 @@ from export_helpers import SHARED_DATA, flickr_sentences, length_limit, require,
 
 from attnkit.cli import main
 from attnkit.decoding import greedy_search
-from attnkit.export import import_checkpoint, load_for_export
+from attnkit.export import export_checkpoint, import_checkpoint, load_for_export
 
 
 def _spm(lines: list[str], vocab_size: int) -> bytes:
@@ -164,3 +164,15 @@ def test_import_errors_are_one_line(opus_mt, tmp_path, capsys):
     assert main(["import", "--format", "huggingface", str(folder), "--output", str(ckpt)]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "--force" in err
+
+
+def test_reexported_import_keeps_the_source_eos(opus_mt, tmp_path):
+    """An imported Marian model's sources end in </s>; exporting it again must say so (the exporter
+    once wrote source_eos = false for every model, and the next import dropped the </s>)."""
+    _, ckpt, *_ = opus_mt
+    out = tmp_path / "again"
+    export_checkpoint(ckpt, "huggingface", out)
+    assert json.loads((out / "config.json").read_text())["attnkit"]["source_eos"] is True
+    back = tmp_path / "back.pt"
+    import_checkpoint("huggingface", out, back)
+    assert load_for_export(back)[1].src_eos

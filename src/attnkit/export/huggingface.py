@@ -13,7 +13,14 @@ Marian and attnkit compute the same post-norm Transformer, with three difference
   exported model is told apart (``config.attnkit.source_eos = false``) and its README says to
   tokenize with ``add_special_tokens=False``.
 
-Pre-norm and learned positions have no faithful Marian equivalent and are refused.
+Every field of ``TransformerConfig`` is either converted exactly (covered by tests/test_export_hf.py)
+or refused by ``_check_exportable``:
+
+    activation relu / gelu (erf) / swish, bias (false: zero biases), share_vocab, tie_output,
+    output_bias (final_logits_bias), max_len, pad/bos/eos ids             converted
+    norm pre, positional learned / relative / rotary                       refused
+    dropout, attention_dropout                                             training only
+
 Legend: D d_model, V vocabulary.
 """
 
@@ -106,14 +113,18 @@ def _check_exportable(cfg: TransformerConfig) -> None:
             "(export it with --format ctranslate2 instead)"
         )
     if cfg.positional != "sinusoidal":
-        raise ConfigError("Hugging Face export: MarianMTModel has sinusoidal positions only; this model learned its own")
+        raise ConfigError(
+            f"Hugging Face export: MarianMTModel has fixed sinusoidal positions only; this model's "
+            f"model.positional is {cfg.positional!r}"
+        )
     if cfg.activation not in HF_ACTIVATIONS:
         raise ConfigError(f"Hugging Face export: activation {cfg.activation!r} has no Marian equivalent")
     if cfg.n_heads <= 0 or cfg.d_model % 2:
         raise ConfigError("Hugging Face export needs an even d_model")
 
 
-def marian_config(cfg: TransformerConfig):
+def marian_config(cfg: TransformerConfig, *, source_eos: bool = False):
+    """``source_eos``: the tokenizer ends sources with eos (models imported from Marian do)."""
     transformers = transformers_module()
     return transformers.MarianConfig(
         vocab_size=cfg.src_vocab_size,
@@ -138,7 +149,7 @@ def marian_config(cfg: TransformerConfig):
         eos_token_id=cfg.eos_id,
         decoder_start_token_id=cfg.bos_id,
         forced_eos_token_id=cfg.eos_id,
-        attnkit={"source_eos": False, "format": 1},
+        attnkit={"source_eos": bool(source_eos), "format": 1},
     )
 
 
@@ -166,7 +177,7 @@ def export_marian(model, tokenizer, folder: Path) -> None:
     cfg: TransformerConfig = model.config
     _check_exportable(cfg)
     transformers = transformers_module()
-    hf = transformers.MarianMTModel(marian_config(cfg)).eval()
+    hf = transformers.MarianMTModel(marian_config(cfg, source_eos=tokenizer.src_eos)).eval()
     state = marian_state_dict(model)
     missing, unexpected = hf.load_state_dict(state, strict=False)
     missing = [k for k in missing if "embed_positions" not in k and k not in state]
@@ -196,7 +207,8 @@ def _write_tokenizer(tokenizer, folder: Path) -> None:
     if not tokenizer.joint:
         (folder / "target_vocab.json").write_text(json.dumps(vocab("tgt"), ensure_ascii=False), encoding="utf-8")
         kwargs = dict(target_vocab_file=str(folder / "target_vocab.json"), separate_vocabs=True)
-    pieces = {i: tokenizer.id_to_piece(i, side="tgt") for i in range(4)}
+    special = (tokenizer.unk_id, tokenizer.eos_id, tokenizer.pad_id, tokenizer.bos_id)
+    pieces = {i: tokenizer.id_to_piece(i, side="tgt") for i in special}
     hf_tok = transformers.MarianTokenizer(
         source_spm=str(folder / "source.spm"), target_spm=str(folder / "target.spm"),
         vocab=str(folder / "vocab.json"), unk_token=pieces[tokenizer.unk_id],

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor, nn
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, ConfigError
 from ..model import TransformerConfig
 from ..positional import sinusoidal_encoding
 
@@ -94,9 +94,19 @@ def name_table(cfg: TransformerConfig) -> list[tuple[str, str, slice | None]]:
 
 
 def logical_weights(model: nn.Module) -> dict[str, Tensor]:
-    """Every weight of an attnkit Transformer under its logical name (float32, CPU, detached)."""
+    """Every weight of an attnkit Transformer under its logical name (float32, CPU, detached).
+
+    A model holding a weight the table does not name (relative position embeddings, say) is refused:
+    a converter that dropped it would write a model that computes something else.
+    """
     cfg: TransformerConfig = model.config
     state = model.state_dict()
+    unknown = sorted(set(state) - {name for _, name, _ in name_table(cfg)})
+    if unknown:
+        raise ConfigError(
+            f"export: this model has weights no converter maps ({', '.join(unknown[:3])}"
+            f"{', ...' if len(unknown) > 3 else ''}); refusing to write a model without them"
+        )
     out: dict[str, Tensor] = {}
     for logical, name, rows in name_table(cfg):
         if logical not in out:
