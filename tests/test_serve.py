@@ -277,6 +277,50 @@ def test_stream_jobs_join_between_steps_and_leave_when_done():
     assert b.stats.decode_steps == 3 and b.stats.model_calls == 2
 
 
+class _Recording(_Countdown):
+    """A _Countdown that records the step count at each ``add``."""
+
+    def __init__(self, gate):
+        super().__init__(gate)
+        self.steps, self.adds = 0, []
+
+    def add(self, items):
+        self.adds.append((self.steps, [n for _, n in items]))
+        return super().add(items)
+
+    def step(self):
+        self.steps += 1
+        return super().step()
+
+
+@pytest.mark.parametrize("group, wait, joined_at", [(1, 0, 1), (2, 3, 4), (2, 50, None)])
+def test_newcomers_wait_for_company_before_joining_a_running_stream(group, wait, joined_at):
+    gate, made = threading.Event(), []
+
+    def make():
+        made.append(_Recording(gate))
+        return made[-1]
+
+    b = Batcher(max_batch_tokens=100, max_wait_ms=0, join_group=group, join_wait_steps=wait)
+    try:
+        long = b.submit("k", [20], 1, stream=make)
+        time.sleep(0.2)  # the worker is inside the first step, waiting at the gate
+        alone = b.submit("k", [1], 1, stream=make)  # held at step 1
+        gate.set()
+        assert alone.result(10) == ["done"] and long.result(10) == ["done"]
+        pair = b.submit("k", [1, 1], 1, stream=make)  # a new stream (the old one ended): at once
+        assert pair.result(10) == ["done", "done"]
+    finally:
+        b.close(10)
+    # joins after `wait` steps, or when the long item leaves at step 20 (alone then starts anew)
+    first = made[0]
+    assert first.adds[0] == (0, [20])
+    if joined_at is not None:
+        assert first.adds[1] == (joined_at, [1]) and len(made) == 2
+    else:
+        assert len(first.adds) == 1 and made[1].adds == [(0, [1])] and len(made) == 3
+
+
 def test_a_failing_stream_fails_its_jobs_and_the_worker_lives_on():
     gate = threading.Event()
     gate.set()

@@ -23,6 +23,14 @@ def add_parser(sub) -> None:
         "--max-wait-ms", type=float, default=5.0,
         help="how long a request waits for others to share its model call (default 5)",
     )  # fmt: skip
+    p.add_argument(
+        "--join-group", type=positive_int, default=4,
+        help="newcomers join a running beam search once this many sentences wait (default 4) ...",
+    )  # fmt: skip
+    p.add_argument(
+        "--join-wait-steps", type=int, default=4,
+        help="... or once the oldest has waited this many decoding steps (default 4; 0: join at once)",
+    )  # fmt: skip
     p.add_argument("--max-sentences", type=positive_int, default=256, help="sentences per request (default 256)")
     p.add_argument(
         "--max-body-bytes", type=positive_int, default=1_000_000, help="request body size (default 1000000)"
@@ -48,6 +56,8 @@ def run(args) -> None:
 
     if not 1 <= args.port <= 65535:
         raise ConfigError(f"--port must be between 1 and 65535, got {args.port}")
+    if args.join_wait_steps < 0:
+        raise ConfigError(f"--join-wait-steps must not be negative, got {args.join_wait_steps}")
     if args.max_wait_ms < 0:
         raise ConfigError(f"--max-wait-ms must not be negative, got {args.max_wait_ms}")
     _check_address(args.host, args.port)
@@ -58,6 +68,7 @@ def run(args) -> None:
     models = load_models(args.checkpoint, device=args.device)
     app = create_app(
         models, max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms,
+        join_group=args.join_group, join_wait_steps=args.join_wait_steps,
         limits=Limits(max_body_bytes=args.max_body_bytes, max_sentences=args.max_sentences),
     )  # fmt: skip
     names = ", ".join(f"{m.name} ({m.task})" for m in models)

@@ -45,9 +45,12 @@ def create_app(
     *,
     max_batch_tokens: int = 4000,
     max_wait_ms: float = 5.0,
+    join_group: int = 4,
+    join_wait_steps: int = 4,
     limits: Limits | None = None,
 ) -> FastAPI:
-    """An app serving ``models`` (the first of each task is that task's default)."""
+    """An app serving ``models`` (the first of each task is that task's default); the batching
+    options are :class:`Batcher`'s."""
     limits = limits or Limits()
     by_name = {m.name: m for m in models}
     batcher: Batcher | None = None
@@ -55,7 +58,10 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         nonlocal batcher
-        batcher = app.state.batcher = Batcher(max_batch_tokens=max_batch_tokens, max_wait_ms=max_wait_ms)
+        batcher = app.state.batcher = Batcher(
+            max_batch_tokens=max_batch_tokens, max_wait_ms=max_wait_ms, join_group=join_group,
+            join_wait_steps=join_wait_steps,
+        )  # fmt: skip
         try:
             yield
         finally:  # uvicorn has let in-flight requests finish; finish what is queued, then stop
@@ -109,7 +115,7 @@ def create_app(
         return {"models": [m.describe() for m in models]}
 
     @app.post("/v1/translate", response_model=TranslateResponse, summary="translate one or more sentences")
-    async def translate(req: TranslateRequest) -> dict[str, Any]:
+    async def translate(req: TranslateRequest) -> JSONResponse:
         model: TranslationModel = resolve(req.model, "translate")
         sentences = [req.text] if isinstance(req.text, str) else req.text
         if len(sentences) > limits.max_sentences:
@@ -130,13 +136,15 @@ def create_app(
             results = await run_job(key, sentences, cost, stream=lambda: model.stream(**options))
         else:
             results = await run_job(key, sentences, cost, run)
-        return {
+        # Built here and returned as is: the response model only documents it (validating our own
+        # output again cost ~0.1 ms of the event loop's time per request).
+        return JSONResponse({
             "model": model.name,
             "translations": [
                 {"text": r.text, "score": r.score, "nbest": [{"text": t, "score": s} for t, s in r.nbest]}
                 for r in results
             ],
-        }
+        })  # fmt: skip
 
     @app.post("/v1/attention", summary="every attention map of one translation, with words and an alignment")
     async def attention(req: AttentionRequest) -> dict[str, Any]:

@@ -10,7 +10,9 @@ Requests are queued as jobs; one worker thread owns the model. Two kinds of jobs
 - A *stream* job (continuous batching, for beam search): jobs of one key share a :class:`Stream`
   that decodes step by step. Between two steps, waiting jobs join the stream (while their source
   tokens fit ``max_batch_tokens``) and each item leaves it as soon as it is finished, so the batch
-  stays full and no sentence waits for the longest one of its group.
+  stays full and no sentence waits for the longest one of its group. Joining has a cost per group
+  (the newcomers are encoded as one batch, and the running caches are copied once), so newcomers to
+  a running stream may wait up to ``join_wait_steps`` steps for ``join_group`` items to gather.
 
 Each job gets its results back, in order, through a ``concurrent.futures.Future`` that an async
 request handler awaits. One thread for all models: on a CPU two concurrent model calls only
@@ -56,6 +58,7 @@ class Job:
     future: Future = field(default_factory=Future)
     results: list[Any] = field(default_factory=list)  # stream jobs: filled as items finish
     waiting: int = 0  # stream jobs: items not finished yet
+    held_at: int = 0  # the worker's decode_steps when the job was taken from the queue
 
 
 @dataclass
@@ -85,13 +88,20 @@ class Batcher:
     Args:
         max_batch_tokens: source tokens in one call or in one stream; a single larger job runs alone.
         max_wait_ms: how long the first job waits for company when the worker is idle.
+        join_group, join_wait_steps: newcomers to a running stream join once ``join_group`` of its
+            items wait, or once the oldest has waited ``join_wait_steps`` steps (default: at once).
     """
 
-    def __init__(self, *, max_batch_tokens: int = 4000, max_wait_ms: float = 5.0):
+    def __init__(
+        self, *, max_batch_tokens: int = 4000, max_wait_ms: float = 5.0, join_group: int = 1, join_wait_steps: int = 0
+    ):
         if max_batch_tokens <= 0 or max_wait_ms < 0:
             raise ValueError("max_batch_tokens must be positive and max_wait_ms not negative")
+        if join_group < 1 or join_wait_steps < 0:
+            raise ValueError("join_group must be positive and join_wait_steps not negative")
         self.max_batch_tokens = max_batch_tokens
         self.max_wait = max_wait_ms / 1000.0
+        self.join_group, self.join_wait_steps = join_group, join_wait_steps
         self.stats = BatchStats()
         self._queue: queue.Queue[Job | None] = queue.Queue()
         self._held: list[Job] = []  # taken from the queue but not yet run or admitted
@@ -134,7 +144,7 @@ class Batcher:
                 if job is None:
                     stopping = True
                     continue
-                self._held.append(job)
+                self._hold(job)
                 stopping = self._gather(self._held[0])
             else:  # busy: whatever arrived joins at the next step
                 stopping = self._drain() or stopping
@@ -158,7 +168,7 @@ class Batcher:
                 break
             if job is None:
                 return True
-            self._held.append(job)
+            self._hold(job)
         return False
 
     def _drain(self) -> bool:
@@ -170,7 +180,11 @@ class Batcher:
                 return False
             if job is None:
                 return True
-            self._held.append(job)
+            self._hold(job)
+
+    def _hold(self, job: Job) -> None:
+        job.held_at = self.stats.decode_steps
+        self._held.append(job)
 
     def _budget_left(self, first: Job) -> int:
         return self.max_batch_tokens - sum(j.cost for j in self._held if j.key == first.key)
@@ -218,8 +232,9 @@ class Batcher:
         """Held stream jobs join their key's stream (started if needed) while the budget allows."""
         joining: dict[Hashable, list[Job]] = {}
         rest = []
+        due = self._due_keys()
         for job in self._held:
-            if job.stream is None:
+            if job.stream is None or job.key not in due:
                 rest.append(job)
                 continue
             if not job.items:
@@ -248,6 +263,25 @@ class Batcher:
             self.stats.model_calls += 1
             self.stats.largest_batch_jobs = max(self.stats.largest_batch_jobs, len(live.jobs))
             self._deliver(key, lambda: live.stream.add(pairs))
+
+    def _due_keys(self) -> set[Hashable]:
+        """Keys whose held stream jobs may join now: no stream running, or enough items waiting,
+        or the oldest of them has waited long enough."""
+        waiting: dict[Hashable, list[Job]] = {}
+        for job in self._held:
+            if job.stream is not None:
+                waiting.setdefault(job.key, []).append(job)
+        due = set()
+        for key, jobs in waiting.items():
+            live = self._live.get(key)
+            if (
+                live is None
+                or not len(live.stream)
+                or sum(len(j.items) for j in jobs) >= self.join_group
+                or self.stats.decode_steps - min(j.held_at for j in jobs) >= self.join_wait_steps
+            ):
+                due.add(key)
+        return due
 
     def _step(self, key: Hashable) -> None:
         live = self._live[key]
