@@ -118,7 +118,8 @@ def start_server(args) -> tuple[subprocess.Popen, str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     cmd = [sys.executable, "-m", "attnkit.cli", "serve", "--checkpoint", args.checkpoint, "--host", "127.0.0.1",
            "--port", str(port), "--device", "cpu", "--max-batch-tokens", str(args.max_batch_tokens),
-           "--max-wait-ms", str(args.max_wait_ms), "--threads", str(args.threads)]  # fmt: skip
+           "--max-wait-ms", str(args.max_wait_ms), "--threads", str(args.threads),
+           "--join-group", str(args.join_group), "--join-wait-steps", str(args.join_wait_steps)]  # fmt: skip
     proc = subprocess.Popen(cmd, env=env)
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):
@@ -157,6 +158,8 @@ def main() -> None:
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--max-batch-tokens", type=int, default=4000)
     p.add_argument("--max-wait-ms", type=float, default=5.0)
+    p.add_argument("--join-group", type=int, default=4, help="the server's --join-group")
+    p.add_argument("--join-wait-steps", type=int, default=4, help="the server's --join-wait-steps (0: join at once)")
     p.add_argument("--max-seconds", type=float, default=180, help="time bound per level")
     p.add_argument("--threads", type=int, default=1, help="torch threads, offline and in the server (default 1)")
     p.add_argument("--soak-minutes", type=float, default=0)
@@ -186,6 +189,7 @@ def main() -> None:
             level["cpu_efficiency_vs_offline"] = round(
                 result["offline"]["cpu_ms_per_sentence"] / level["server_cpu_ms_per_sentence"], 3
             )  # fmt: skip
+            level["load_average_1min"] = round(os.getloadavg()[0], 2)  # the host's load at the level's end
             result["levels"].append(level)
             print(level, flush=True)
         health = json.loads(urllib.request.urlopen(url + "/health").read())
