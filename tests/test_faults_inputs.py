@@ -179,6 +179,8 @@ CASES = [
     ("classify-random-ckpt", "classify --checkpoint {random.bin} --input {two.txt}", b"", ["random.bin"]),
     ("serve-port-out-of-range", "serve --checkpoint {ckpt} --port 99999", b"", ["--port"]),
     ("serve-negative-body", "serve --checkpoint {ckpt} --max-body-bytes -1", b"", ["--max-body-bytes"]),
+    ("serve-zero-join-group", "serve --checkpoint {ckpt} --join-group 0", b"", ["--join-group"]),
+    ("serve-negative-join-wait", "serve --checkpoint {ckpt} --join-wait-steps -1", b"", ["--join-wait-steps"]),
     # train: config file and overrides (each fails before any data is read)
     ("train-empty-config", "train --config {empty.yaml} --output-dir {out}", b"", ["empty.yaml", "empty"]),
     ("train-not-utf8-config", "train --config {not_utf8.yaml} --output-dir {out}", b"", ["not_utf8.yaml", "UTF-8"]),

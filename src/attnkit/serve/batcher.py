@@ -93,8 +93,9 @@ class Batcher:
     """
 
     def __init__(
-        self, *, max_batch_tokens: int = 4000, max_wait_ms: float = 5.0, join_group: int = 1, join_wait_steps: int = 0
-    ):
+        self, *, max_batch_tokens: int = 4000, max_wait_ms: float = 5.0,
+        join_group: int = 1, join_wait_steps: int = 0,
+    ):  # fmt: skip
         if max_batch_tokens <= 0 or max_wait_ms < 0:
             raise ValueError("max_batch_tokens must be positive and max_wait_ms not negative")
         if join_group < 1 or join_wait_steps < 0:
