@@ -94,9 +94,9 @@ async def load(url: str, texts: list[str], clients: int, beam: int, *, count: in
             latencies.append(time.perf_counter() - t0)
 
     async with httpx.AsyncClient(limits=limits, timeout=120) as c:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(*(client(c) for _ in range(clients)))
-        wall = time.perf_counter() - start
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     ms = [1000 * x for x in latencies]
     return {
         "clients": clients,
@@ -105,6 +105,8 @@ async def load(url: str, texts: list[str], clients: int, beam: int, *, count: in
         "first_errors": errors[:3],
         "seconds": round(wall, 3),
         "sentences_per_s": round(len(latencies) / wall, 2),
+        # the load generator's own CPU (it shares the machine with the server)
+        "client_cpu_ms_per_request": round(1000 * cpu / max(len(latencies) + len(errors), 1), 2),
         "p50_ms": round(percentile(ms, 50), 1) if ms else None,
         "p95_ms": round(percentile(ms, 95), 1) if ms else None,
         "p99_ms": round(percentile(ms, 99), 1) if ms else None,
