@@ -406,3 +406,15 @@ def test_serve_command_errors_are_one_line(capsys, ckpt, tmp_path):
     assert code == 2 and len(err) == 1 and "cannot listen on 127.0.0.1" in err[0], err
     code, err = run("--checkpoint", tmp_path / "missing.pt", "--port", free_port())
     assert code == 2 and len(err) == 1 and "checkpoint not found" in err[0], err
+
+
+@pytest.mark.parametrize("group, wait", [(1, 0), (3, 2)])
+def test_closed_loop_clients_get_what_offline_translation_gives(models, group, wait):
+    from bench.serve_pool import closed_loop
+
+    translator = models[0].translator
+    texts = SENTENCES * 2
+    run = closed_loop(translator, texts, clients=4, group=group, wait=wait, beam=2)
+    assert run["texts"] == [t.text for t in translator.translate(texts, beam=2)]
+    assert 0 < run["sentences_per_step"] <= 4
+    assert run["joins"] <= len(texts) - 3  # the 4 first join together

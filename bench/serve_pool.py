@@ -1,0 +1,93 @@
+"""The server's decoder without HTTP: closed-loop clients simulated in one process, CPU time.
+
+N clients each keep one test_2016_flickr sentence in a :class:`~attnkit.translate.TranslationStream`
+(the server's continuous beam search); a finished sentence is replaced by the next one at once.
+Newcomers join under the server's rule (``--join-group``/``--join-wait-steps``). Every rule and
+offline ``Translator.translate`` on the same sentences take turns, round after round, in the same
+process and torch thread; the report is CPU ms per sentence and offline's CPU time over each rule's
+(the "CPU efficiency" of docs/BENCHMARKS.md "Serving"), plus steps, joins and sentences per step.
+Each rule's translations are checked against offline's.
+
+    python -m bench.serve_pool --checkpoint CKPT --data-dir ../shared/data --rules 1/0,4/4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from attnkit.fast import packed_linears
+from attnkit.translate import Translator
+
+from .serve_load import sentences
+
+
+def closed_loop(translator: Translator, texts: list[str], clients: int, group: int, wait: int, beam: int) -> dict:
+    """Decode ``texts`` with ``clients`` in flight; returns the translations and the pool's counts."""
+    stream = translator.stream(beam=beam, nbest=1, length_penalty=0.6)
+    waiting = [(i, texts[i]) for i in range(min(clients, len(texts)))]
+    nxt, out, steps, joins, rows, held_since = len(waiting), {}, 0, 0, 0, 0
+    while len(out) < len(texts):
+        if waiting and (len(waiting) >= group or steps - held_since >= wait or len(stream) == 0):
+            stream.add(waiting)
+            joins, waiting = joins + 1, []
+        if not waiting:
+            held_since = steps
+        rows += len(stream)
+        for tag, result in stream.step():
+            out[tag] = result.text
+            if nxt < len(texts):
+                waiting.append((nxt, texts[nxt]))
+                nxt += 1
+        steps += 1
+    return {"texts": [out[i] for i in range(len(texts))], "steps": steps, "joins": joins,
+            "sentences_per_step": round(rows / steps, 2)}  # fmt: skip
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--data-dir", default=os.environ.get("ATTNKIT_DATA", "../shared/data"))
+    p.add_argument("--sentences", type=int, default=200)
+    p.add_argument("--clients", type=int, default=16)
+    p.add_argument("--beam", type=int, default=4)
+    p.add_argument("--rules", default="1/0,4/4", help="join rules GROUP/WAIT_STEPS, comma-separated")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--out")
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    texts = sentences(Path(args.data_dir), args.sentences)
+    translator = Translator.from_checkpoint(args.checkpoint, device="cpu")
+    rules = [tuple(int(x) for x in r.split("/")) for r in args.rules.split(",")]
+    with packed_linears(translator.model):  # as the server: packed once for its life
+        translator.translate(texts[:16], beam=args.beam)  # warm-up
+        cpu = {"offline": 0.0, **{r: 0.0 for r in rules}}
+        info: dict = {}
+        for _ in range(args.rounds):
+            start = time.process_time()
+            offline = [t.text for t in translator.translate(texts, beam=args.beam)]
+            cpu["offline"] += time.process_time() - start
+            for r in rules:
+                start = time.process_time()
+                info[r] = closed_loop(translator, texts, args.clients, *r, args.beam)
+                cpu[r] += time.process_time() - start
+                info[r]["same_as_offline"] = sum(a == b for a, b in zip(info[r].pop("texts"), offline))
+    n = len(texts) * args.rounds
+    result = {"sentences": len(texts), "clients": args.clients, "rounds": args.rounds,
+              "offline_cpu_ms_per_sentence": round(1000 * cpu["offline"] / n, 2), "rules": []}  # fmt: skip
+    for r in rules:
+        result["rules"].append({"join_group": r[0], "join_wait_steps": r[1], **info[r],
+                                "cpu_ms_per_sentence": round(1000 * cpu[r] / n, 2),
+                                "cpu_efficiency_vs_offline": round(cpu["offline"] / cpu[r], 3)})  # fmt: skip
+    print(json.dumps(result, indent=2))
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
