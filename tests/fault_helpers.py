@@ -21,6 +21,7 @@ from attnkit.checkpoint import save_checkpoint
 from attnkit.cli import main
 from attnkit.data.tokenizer import SubwordTokenizer
 from attnkit.model import Transformer, TransformerConfig
+from cli_helpers import assert_user_error  # noqa: F401 (re-exported: the fault tests import it from here)
 
 WORDS = (
     "ein mann eine frau zwei hunde spielen im schnee auf der straße mit einem roten hut sitzt bank "
@@ -86,16 +87,6 @@ def process_env() -> dict:
 
 def attnkit_cmd(*argv) -> list[str]:
     return [sys.executable, "-m", "attnkit.cli", *map(str, argv)]
-
-
-def assert_user_error(code: int, err: str, *fragments: str) -> None:
-    """Exit code 2 and exactly one stderr line, no traceback, naming every fragment."""
-    assert code == 2, f"exit code {code}, stderr:\n{err}"
-    assert "Traceback" not in err, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, f"expected one line on stderr, got:\n{err}"
-    for fragment in fragments:
-        assert fragment in lines[0], f"{fragment!r} not in {lines[0]!r}"
 
 
 def stray_files(folder: Path) -> list[str]:

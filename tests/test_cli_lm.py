@@ -113,6 +113,7 @@ def test_generate_prompts_of_different_lengths_from_a_file(ckpts, tmp_path):
         (["--num-samples", "3"], ["--num-samples"]),
         (["--top-p", "0"], ["--top-p", "(0, 1]"]),
         (["--temperature", "-1"], ["--temperature"]),
+        (["--temperature", "inf"], ["--temperature", "positive number"]),
         (["--max-new-tokens", "0"], ["--max-new-tokens"]),
         (["--top-k", "x"], ["--top-k"]),
     ],

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from .checkpoint import load_checkpoint, model_from_checkpoint
+from .data.batching import collate_lm
 from .data.tokenizer import SubwordTokenizer
 from .decoding import beam_decode, greedy_decode
 from .decoding.sampling import SamplingConfig, sample_decode
@@ -139,12 +140,7 @@ class LanguageModel:
         seqs.sort(key=len)
         for start in range(0, len(seqs), batch_size):
             batch = seqs[start : start + batch_size]
-            T = max(len(s) for s in batch) + 1
-            inp = torch.full((len(batch), T), cfg.pad_id, dtype=torch.long)
-            out = torch.full((len(batch), T), cfg.pad_id, dtype=torch.long)
-            for r, s in enumerate(batch):
-                inp[r, : len(s) + 1] = torch.tensor([cfg.bos_id, *s])
-                out[r, : len(s) + 1] = torch.tensor([*s, cfg.eos_id])
+            inp, out = collate_lm(batch, pad_id=cfg.pad_id, bos_id=cfg.bos_id, eos_id=cfg.eos_id)  # (B, T)
             logits = self.model(inp.to(self.device)).float()  # (B, T, V)
             nll += torch.nn.functional.cross_entropy(
                 logits.view(-1, logits.size(-1)),

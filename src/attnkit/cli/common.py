@@ -43,13 +43,27 @@ def int_at_most(limit: int):
 
 def finite_float(text: str) -> float:
     """A float that is a number: nan and inf are refused (they poison every score they touch)."""
+    return _float_where(text, lambda v: True, "a finite number")
+
+
+def _float_where(text: str, ok, what: str) -> float:
+    """A finite float for which ``ok(value)`` holds; else an argparse error saying ``what`` was expected."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if not (math.isfinite(value) and ok(value)):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
     return value
+
+
+def positive_float(text: str) -> float:
+    return _float_where(text, lambda v: v > 0, "a positive number")
+
+
+def probability(text: str) -> float:
+    """A probability mass in (0, 1] (top-p)."""
+    return _float_where(text, lambda v: 0 < v <= 1, "a number in (0, 1]")
 
 
 def device(text: str) -> str:

@@ -6,29 +6,9 @@ import argparse
 import sys
 
 from ..errors import ConfigError
-from .common import device, positive_int, read_input
+from .common import device, positive_float, positive_int, probability, read_input
 
 NAME = "generate"
-
-
-def probability(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
 
 
 def add_sampling_flags(p: argparse.ArgumentParser) -> None:

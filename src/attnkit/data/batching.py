@@ -74,6 +74,21 @@ def collate(
     return Batch(src, tgt_in, tgt_out, n_src, n_tgt)
 
 
+def collate_lm(
+    seqs: Sequence[Sequence[int]], *, pad_id: int, bos_id: int, eos_id: int
+) -> tuple[Tensor, Tensor]:
+    """Pad texts for a language model: inputs ``bos s`` and targets ``s eos``, both (B, T = longest + 1)."""
+    if len(seqs) == 0:
+        raise DataError("cannot collate an empty list of examples")
+    T = max(len(s) for s in seqs) + 1
+    tokens = torch.full((len(seqs), T), pad_id, dtype=torch.long)  # (B, T)
+    targets = torch.full((len(seqs), T), pad_id, dtype=torch.long)  # (B, T)
+    for r, s in enumerate(seqs):
+        tokens[r, : len(s) + 1] = torch.as_tensor([bos_id, *s], dtype=torch.long)
+        targets[r, : len(s) + 1] = torch.as_tensor([*s, eos_id], dtype=torch.long)
+    return tokens, targets
+
+
 class TokenBatchSampler:
     """Batches of example indices whose padded size stays within ``max_tokens``.
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ..data.batching import TokenBatchSampler
+from ..data.batching import TokenBatchSampler, collate_lm
 from ..data.tokenizer import SubwordTokenizer
 from ..errors import DataError
 from ..loss import LossOutput, label_smoothed_cross_entropy
@@ -82,12 +82,7 @@ class LanguageModelTask(SplitTask):
 
     def collate(self, examples: Sequence[list[int]], tokenizer: SubwordTokenizer) -> LMBatch:
         v = tokenizer.vocabulary
-        T = max(len(s) for s in examples) + 1
-        tokens = torch.full((len(examples), T), v.pad_id, dtype=torch.long)
-        targets = torch.full((len(examples), T), v.pad_id, dtype=torch.long)
-        for r, s in enumerate(examples):
-            tokens[r, : len(s) + 1] = torch.tensor([v.bos_id, *s])
-            targets[r, : len(s) + 1] = torch.tensor([*s, v.eos_id])
+        tokens, targets = collate_lm(examples, pad_id=v.pad_id, bos_id=v.bos_id, eos_id=v.eos_id)  # (B, T)
         return LMBatch(tokens, targets, int((targets != v.pad_id).sum()))
 
     def loss(self, model, batch: LMBatch, tokenizer: SubwordTokenizer, *, epsilon: float = 0.0,
