@@ -85,6 +85,8 @@ def main(argv=None) -> int:
 def run(args: argparse.Namespace) -> int:
     peer = PEERS[args.peer]
     python = args.benchenv / "bin" / "python"
+    if not (args.data_dir / "multi30k").is_dir():
+        raise PeerError(f"no Multi30k corpus: {args.data_dir / 'multi30k'} does not exist (give --data-dir)")
     check_benchenv(python, peer.MODULE)
     work = args.work.resolve()
     if (work / "model").exists():
