@@ -81,9 +81,13 @@ def train_sentencepiece(lines: list[str], prefix: Path, *, specials: dict[str, i
         character_coverage=1.0,
         num_threads=1,  # the machine is shared; unigram pieces depend on the thread count
         minloglevel=1,
+        hard_vocab_limit=False,  # an upper bound: the --smoke corpus is too small for 8,000 pieces
     )
     opts.update(specials or {})
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), **opts)
+    try:
+        spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), **opts)
+    except RuntimeError as err:
+        raise PeerError(f"training the SentencePiece model failed: {err}") from err
     return model
 
 
