@@ -138,11 +138,12 @@ def run_budgeted(cmd: list[str], env: dict, log: Path, minutes: float, *, cwd: P
     return dict(ended=ended, rc=proc.returncode, wall_min=(time.monotonic() - t0) / 60, after_sigint_s=0.0)
 
 
-def timed_run(cmd: list[str], env: dict, *, cwd: Path, stdin: Path | None, log: Path) -> float:
-    """Run a peer command to the end (its output to ``log``); seconds taken. Non-zero exit: PeerError."""
+def timed_run(cmd: list[str], env: dict, *, cwd: Path, stdin: Path | None, log: Path, stdout: Path | None = None) -> float:
+    """Run a peer command to the end (its output to ``log``, or stdout alone to ``stdout``); seconds
+    taken. Non-zero exit: PeerError."""
     t0 = time.monotonic()
-    with open(log, "w") as out, open(stdin or os.devnull, "rb") as inp:
-        rc = subprocess.run(cmd, env=env, cwd=cwd, stdin=inp, stdout=out, stderr=subprocess.STDOUT).returncode
+    with open(log, "w") as err, open(stdout or log, "a") as out, open(stdin or os.devnull, "rb") as inp:
+        rc = subprocess.run(cmd, env=env, cwd=cwd, stdin=inp, stdout=out, stderr=err).returncode
     if rc != 0:
         tail = log.read_text(errors="replace").strip().splitlines()[-3:]
         raise PeerError(f"{' '.join(cmd[:4])} ... failed (exit {rc}): {' | '.join(tail)}")

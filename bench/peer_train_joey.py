@@ -161,8 +161,10 @@ def translate(python: Path, cfg: dict, ckpt: Path, work: Path, beam: int, env: d
     cfg_path = work / f"translate_beam{beam}.yaml"
     cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     out = work / f"test.hyp.beam{beam}"
-    secs = run([str(python), "-m", "joeynmt", "translate", str(cfg_path), "-o", str(out)], env, cwd=work,
-               stdin=src_file, log=work / f"translate_beam{beam}.log")
+    # Hypotheses from stdout: JoeyNMT 2.3's `translate -o FILE` crashes (AttributeError: 'BaseConfig'
+    # object has no attribute 'n_best', prediction.py:630); its log goes to stderr.
+    secs = run([str(python), "-m", "joeynmt", "translate", str(cfg_path)], env, cwd=work,
+               stdin=src_file, log=work / f"translate_beam{beam}.log", stdout=out)
     return out, secs
 
 
