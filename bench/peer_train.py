@@ -57,6 +57,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="best by the peer's own validation (default; the last one if none ran), or the last")
     ap.add_argument("--case", choices=["recipe", "cased"], default="recipe",
                     help="JoeyNMT only: keep the recipe's lowercasing (default) or train cased")
+    ap.add_argument("--recipe", choices=["peer", "attnkit"], default="peer",
+                    help="JoeyNMT only: its own published recipe (default) or attnkit's best-recipe hyperparameters")
+    ap.add_argument("--at-minutes", type=float, default=None,
+                    help="score the best checkpoint saved within this many minutes of the start (a shorter "
+                         "budget read off a longer run; both peers' schedules do not depend on the budget)")
+    ap.add_argument("--score-only", action="store_true", help="skip preparation and training: score --work again")
     ap.add_argument("--greedy", action="store_true", help="also translate greedily (beam 1)")
     ap.add_argument("--test-sentences", type=int, default=None,
                     help="translate only the first N test sentences (smoke runs only; default all 1,000)")
@@ -89,42 +95,22 @@ def run(args: argparse.Namespace) -> int:
         raise PeerError(f"no Multi30k corpus: {args.data_dir / 'multi30k'} does not exist (give --data-dir)")
     check_benchenv(python, peer.MODULE)
     work = args.work.resolve()
-    if (work / "model").exists():
-        raise PeerError(f"{work} already holds a trained model: give a new --work directory")
-    work.mkdir(parents=True, exist_ok=True)
-    valid_every = args.valid_every or DEFAULT_VALID_EVERY[args.peer]
-
-    # 1. preparation (not timed)
-    t_prep = time.monotonic()
-    files = write_corpus(args.data_dir, args.src, args.tgt, work, limit=1000 if args.smoke else None)
-    sp_model, vocab = peer.prepare(files, args.src, args.tgt, work, python, args.case)
-    cfg, changes = peer.config(files, args.src, args.tgt, work, sp_model, vocab, case=args.case,
-                               valid_every=valid_every)
-    if args.smoke:
-        changes += peer.smoke(cfg)
-        (work / "SMOKE").write_text("--smoke run: a plumbing check, not a result\n")
-        files["valid"] = {lang: _head(path, 200) for lang, path in files["valid"].items()}
-    cfg_path = work / "config.yaml"
-    cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    env = thread_env(args.threads, work / "site")
-    peer.before_train(python, cfg_path, work, env) if hasattr(peer, "before_train") else None
-    prep_min = (time.monotonic() - t_prep) / 60
-    print(f"[{args.peer}] prepared in {prep_min:.1f} min (outside the budget): {sp_model} "
-          f"(joint unigram SentencePiece, 8,000 pieces, as configs/multi30k_de_en_best.yaml); config {cfg_path}")
-
-    # 2-3. training for the budget
-    print(f"[{args.peer}] training {args.minutes:g} min, {args.threads} thread(s); log {work / 'train.log'}")
-    trained = run_budgeted(peer.train_cmd(python, cfg_path), env, work / "train.log", args.minutes,
-                           cwd=work, grace_s=args.grace)
-    if trained["ended"] == "finished" and trained["rc"] != 0:
-        tail = (work / "train.log").read_text(errors="replace").strip().splitlines()[-1:]
-        raise PeerError(f"the {args.peer} trainer failed (exit {trained['rc']}): {' '.join(tail)}")
-    steps = peer.steps_done(work)
-    print(f"[{args.peer}] trainer {trained['ended']} after {trained['wall_min']:.2f} min "
-          f"({trained['after_sigint_s']:.0f} s after Ctrl-C), last step {steps}")
+    if args.score_only:
+        prior = json.loads((work / "result.json").read_text())
+        cfg = yaml.safe_load((work / "config.yaml").read_text())
+        env = thread_env(args.threads, work / "site")
+        changes, prep_min, valid_every = prior["changes"], prior["preparation_min"], prior["valid_every"]
+        trained = {k: prior[k2] for k, k2 in (("wall_min", "train_wall_min"), ("ended", "train_ended"),
+                                              ("rc", "train_rc"), ("after_sigint_s", "seconds_after_sigint"))}
+        steps, cfg_path, args.minutes = prior["last_step"], work / "config.yaml", prior["budget_min"]
+        sp_model = work / "sp.model"
+    else:
+        cfg, cfg_path, env, changes, prep_min, valid_every, sp_model, trained, steps = _prepare_and_train(args, peer, python, work)
 
     # 4. translation and scores
-    ckpt, ckpt_step, why = peer.checkpoint(work, args.checkpoint)
+    started = float((work / "train_started").read_text())
+    deadline = started + 60 * (args.at_minutes or args.minutes)
+    ckpt, ckpt_step, why = peer.checkpoint(work, args.checkpoint, deadline)
     src_file, ref = test_files(work, args.src, args.tgt, args.test_sentences)
     n_test = len(read_lines(src_file))
     beams = [peer.RECIPE_BEAM if hasattr(peer, "RECIPE_BEAM") else cfg["testing"]["beam_size"]]
@@ -141,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         peer=args.peer, version=peer.version(python), pair=args.pair, recipe=peer.RECIPE_SOURCE,
         recipe_settings=peer.RECIPE, changes=changes, config=str(cfg_path), case=args.case,
         vocabulary=f"joint SentencePiece {sp_model.name}: unigram, 8000 pieces, trained on Multi30k train src+tgt",
-        preparation_min=round(prep_min, 2), budget_min=args.minutes, threads=args.threads,
+        preparation_min=round(prep_min, 2), budget_min=args.minutes, recipe_choice=args.recipe, threads=args.threads,
         train_wall_min=round(trained["wall_min"], 2), train_ended=trained["ended"], train_rc=trained["rc"],
         seconds_after_sigint=round(trained["after_sigint_s"], 1), last_step=steps,
         checkpoint=str(ckpt), checkpoint_step=ckpt_step, checkpoint_choice=why, valid_every=valid_every,
@@ -149,10 +135,57 @@ def run(args: argparse.Namespace) -> int:
         test_sentences=n_test, smoke=args.smoke, decoding=decoded,
         machine=f"{platform.node()} {platform.processor() or platform.machine()}, {_cpu_name()}",
     )
-    (work / "result.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(f"[{args.peer}] wrote {work / 'result.json'}")
+    result.update(at_minutes=args.at_minutes)
+    name = f"result_at{args.at_minutes:g}min.json" if args.at_minutes else "result.json"
+    (work / name).write_text(json.dumps(result, indent=2) + "\n")
+    print(f"[{args.peer}] wrote {work / name}")
     print(markdown_row(result))
     return 0
+
+
+def _prepare_and_train(args, peer, python: Path, work: Path):
+    """Stages 1-3: inputs, config, training for the budget."""
+    if (work / "model").exists():
+        raise PeerError(f"{work} already holds a trained model: give a new --work directory")
+    work.mkdir(parents=True, exist_ok=True)
+    valid_every = args.valid_every or DEFAULT_VALID_EVERY[args.peer]
+
+    # 1. preparation (not timed)
+    t_prep = time.monotonic()
+    files = write_corpus(args.data_dir, args.src, args.tgt, work, limit=1000 if args.smoke else None)
+    if args.recipe == "attnkit":
+        args.case = "cased"  # attnkit trains on cased text
+    sp_model, vocab = peer.prepare(files, args.src, args.tgt, work, python, args.case,
+                                   **({"pretokenizer": "none"} if args.recipe == "attnkit" else {}))
+    cfg, changes = peer.config(files, args.src, args.tgt, work, sp_model, vocab, case=args.case,
+                               valid_every=valid_every)
+    if args.recipe == "attnkit":
+        changes += peer.attnkit_recipe(cfg)
+    if args.smoke:
+        changes += peer.smoke(cfg)
+        (work / "SMOKE").write_text("--smoke run: a plumbing check, not a result\n")
+        files["valid"] = {lang: _head(path, 200) for lang, path in files["valid"].items()}
+    cfg_path = work / "config.yaml"
+    cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    env = thread_env(args.threads, work / "site")
+    peer.before_train(python, cfg_path, work, env) if hasattr(peer, "before_train") else None
+    prep_min = (time.monotonic() - t_prep) / 60
+    print(f"[{args.peer}] prepared in {prep_min:.1f} min (outside the budget): {sp_model} "
+          f"(joint unigram SentencePiece, 8,000 pieces, as configs/multi30k_de_en_best.yaml); config {cfg_path}")
+
+    # 2-3. training for the budget
+    print(f"[{args.peer}] training {args.minutes:g} min, {args.threads} thread(s); log {work / 'train.log'}")
+    (work / "train_started").write_text(f"{time.time()}\n")
+    trained = run_budgeted(peer.train_cmd(python, cfg_path), env, work / "train.log", args.minutes,
+                           cwd=work, grace_s=args.grace)
+    if trained["ended"] == "finished" and trained["rc"] != 0:
+        tail = (work / "train.log").read_text(errors="replace").strip().splitlines()[-1:]
+        raise PeerError(f"the {args.peer} trainer failed (exit {trained['rc']}): {' '.join(tail)}")
+    steps = peer.steps_done(work)
+    print(f"[{args.peer}] trainer {trained['ended']} after {trained['wall_min']:.2f} min "
+          f"({trained['after_sigint_s']:.0f} s after Ctrl-C), last step {steps}")
+
+    return cfg, cfg_path, env, changes, prep_min, valid_every, sp_model, trained, steps
 
 
 def _head(path: Path, n: int) -> Path:

@@ -142,7 +142,8 @@ def timed_run(cmd: list[str], env: dict, *, cwd: Path, stdin: Path | None, log: 
     """Run a peer command to the end (its output to ``log``, or stdout alone to ``stdout``); seconds
     taken. Non-zero exit: PeerError."""
     t0 = time.monotonic()
-    with open(log, "w") as err, open(stdout or log, "a") as out, open(stdin or os.devnull, "rb") as inp:
+    with open(log, "w") as err, open(stdout or log, "w" if stdout else "a") as out, \
+            open(stdin or os.devnull, "rb") as inp:
         rc = subprocess.run(cmd, env=env, cwd=cwd, stdin=inp, stdout=out, stderr=err).returncode
     if rc != 0:
         tail = log.read_text(errors="replace").strip().splitlines()[-3:]

@@ -47,15 +47,16 @@ SPECIALS = dict(unk_id=0, pad_id=1, bos_id=2, eos_id=3, unk_piece="<unk>", pad_p
 _PREPROCESS = """
 import sys
 from joeynmt.tokenizers import BasicTokenizer
-lang, lowercase, src, dst = sys.argv[1], sys.argv[2] == "1", sys.argv[3], sys.argv[4]
-tok = BasicTokenizer(level="bpe", lowercase=lowercase, normalize=False, pretokenizer="moses", lang=lang)
+lang, lowercase, src, dst, pretok = sys.argv[1], sys.argv[2] == "1", sys.argv[3], sys.argv[4], sys.argv[5]
+tok = BasicTokenizer(level="bpe", lowercase=lowercase, normalize=False, pretokenizer=pretok, lang=lang)
 with open(src, encoding="utf-8") as f, open(dst, "w", encoding="utf-8") as g:
     for line in f:
         g.write(tok.pre_process(line.rstrip("\\n")) + "\\n")
 """
 
 
-def prepare(files: dict, src: str, tgt: str, work: Path, python: Path, case: str) -> tuple[Path, Path]:
+def prepare(files: dict, src: str, tgt: str, work: Path, python: Path, case: str,
+            pretokenizer: str = "moses") -> tuple[Path, Path]:
     """The joint 8k SentencePiece model, trained (as JoeyNMT's build_vocab does) on the training text
     after JoeyNMT's own pre-processing (Moses tokenization, + lowercasing when the recipe's);
     and JoeyNMT's vocabulary file (one piece per line, in id order). Returns (model, vocab)."""
@@ -65,7 +66,7 @@ def prepare(files: dict, src: str, tgt: str, work: Path, python: Path, case: str
         pre = work / f"train.pre.{lang}"
         if not pre.is_file():
             res = subprocess.run([str(python), "-c", _PREPROCESS, lang, "1" if lowercase else "0",
-                                  str(files["train"][lang]), str(pre)], capture_output=True, text=True)
+                                  str(files["train"][lang]), str(pre), pretokenizer], capture_output=True, text=True)
             if res.returncode != 0:
                 raise PeerError(f"JoeyNMT pre-processing failed: {(res.stderr.strip().splitlines() or ['?'])[-1]}")
         lines += read_lines(pre)
@@ -94,6 +95,8 @@ def config(files: dict, src: str, tgt: str, work: Path, sp_model: Path, vocab: P
         f"training.validation_freq {valid_every} (recipe 1000: chosen so it validates a few times in the budget)",
         f"training.logging_freq {log_every} (recipe 100; JoeyNMT requires it to divide validation_freq)",
         "training.model_dir = the work dir (paths)",
+        "training.keep_best_ckpts -1 (recipe 5): keep every validation's checkpoint, so that the best one saved "
+        "before a deadline can be chosen (a shorter budget read off a longer run)",
     ]
     for side, lang in (("src", src), ("trg", tgt)):
         d = cfg["data"][side]
@@ -109,9 +112,37 @@ def config(files: dict, src: str, tgt: str, work: Path, sp_model: Path, vocab: P
     cfg["name"] = f"multi30k_{src}{tgt}_iwslt14_deen_sp_recipe"
     cfg["joeynmt_version"] = "2.0.0"  # the recipe's own line
     t = cfg["training"]
-    t.update(use_cuda=False, fp16=False, validation_freq=valid_every, logging_freq=log_every,
+    t.update(use_cuda=False, fp16=False, validation_freq=valid_every, logging_freq=log_every, keep_best_ckpts=-1,
              model_dir=str(work / "model"))
     return cfg, changes
+
+
+# attnkit's configs/multi30k_<pair>_best.yaml in JoeyNMT's terms (--recipe attnkit): the same model,
+# batches, optimizer and schedule, so that only the two implementations and trainers differ.
+ATTNKIT_RECIPE = {
+    "stack": dict(num_layers=3, num_heads=4, hidden_size=256, ff_size=1024, dropout=0.3, layer_norm="post"),
+    "embedding": dict(embedding_dim=256, scale=True, dropout=0.3),
+    "training": dict(learning_rate=0.001, learning_rate_warmup=1000, batch_size=4096, adam_betas=[0.9, 0.98],
+                     clip_grad_norm=1.0, label_smoothing=0.1, scheduling="warmupinversesquareroot"),
+    "testing": dict(beam_size=4, beam_alpha=0.6),
+}
+
+
+def attnkit_recipe(cfg: dict) -> list[str]:
+    """--recipe attnkit: attnkit's best-recipe hyperparameters (cased text, no Moses pre-tokenization,
+    no subword sampling, as attnkit trains), in place of JoeyNMT's IWSLT14 ones."""
+    for side in ("encoder", "decoder"):
+        cfg["model"][side].update(ATTNKIT_RECIPE["stack"])
+        cfg["model"][side]["embeddings"].update(ATTNKIT_RECIPE["embedding"])
+    cfg["training"].update(ATTNKIT_RECIPE["training"])
+    cfg["testing"].update(ATTNKIT_RECIPE["testing"])
+    cfg["testing"]["sacrebleu_cfg"]["lowercase"] = False  # its validation BLEU cased, as attnkit's
+    for side in ("src", "trg"):
+        cfg["data"][side]["lowercase"] = False
+        cfg["data"][side]["tokenizer_cfg"].update(pretokenizer="none", alpha=0.0)
+    cfg["name"] = cfg["name"].replace("iwslt14_deen_sp_recipe", "attnkit_best_recipe")
+    return ["--recipe attnkit (NOT JoeyNMT's recipe): attnkit's configs/multi30k_*_best.yaml hyperparameters: "
+            f"{json.dumps(ATTNKIT_RECIPE)}; cased text, no Moses pre-tokenization, no subword sampling"]
 
 
 def smoke(cfg: dict) -> list[str]:
@@ -131,20 +162,30 @@ def train_cmd(python: Path, cfg_path: Path) -> list[str]:
     return [str(python), "-m", "joeynmt", "train", str(cfg_path), "--skip-test"]
 
 
-def checkpoint(work: Path, which: str) -> tuple[Path, int, str]:
-    """(checkpoint file, its step, how it was chosen): best.ckpt by JoeyNMT's own validation criterion
-    (its early_stopping_metric), else latest.ckpt (the one it saves on Ctrl-C)."""
+# The checkpoint JoeyNMT writes on Ctrl-C at the deadline lands a second or two after it.
+DEADLINE_SLACK_S = 30.0
+
+
+def checkpoint(work: Path, which: str, deadline: float | None = None) -> tuple[Path, int, str]:
+    """(checkpoint file, its step, how it was chosen) among the checkpoints written before ``deadline``
+    (a time.time() value; None: any): the best by JoeyNMT's own validation BLEU (validations.txt), or
+    the newest (``which='latest'``, or when no validation ran in time)."""
     model_dir = work / "model"
-    order = ["best.ckpt", "latest.ckpt"] if which == "best" else ["latest.ckpt"]
-    for name in order:
-        link = model_dir / name
-        if link.exists():
-            real = link.resolve()
-            why = "best validation BLEU (JoeyNMT's best.ckpt)" if name == "best.ckpt" else "last saved (latest.ckpt)"
-            if which == "best" and name == "latest.ckpt":
-                why += ": no validation ran before the deadline"
-            return real, int(real.stem), why
-    raise PeerError(f"JoeyNMT saved no checkpoint in {model_dir} (see {work / 'train.log'})")
+    saved = {int(p.stem): p for p in model_dir.glob("*.ckpt") if p.stem.isdigit() and not p.is_symlink()
+             and (deadline is None or p.stat().st_mtime <= deadline + DEADLINE_SLACK_S)}
+    if not saved:
+        raise PeerError(f"JoeyNMT saved no checkpoint in {model_dir} in time (see {work / 'train.log'})")
+    bleu = {}
+    report = model_dir / "validations.txt"
+    for line in report.read_text().splitlines() if report.is_file() else []:
+        fields = dict(f.split(": ", 1) for f in line.split("\t") if ": " in f)
+        if "Steps" in fields and "bleu" in fields and int(fields["Steps"]) in saved:
+            bleu[int(fields["Steps"])] = float(fields["bleu"])
+    if which == "best" and bleu:
+        step = max(bleu, key=lambda s: (bleu[s], s))
+        return saved[step], step, f"best validation BLEU {bleu[step]:.2f} (JoeyNMT's validations.txt) saved in time"
+    step = max(saved)
+    return saved[step], step, "the newest checkpoint saved in time" + ("" if which == "latest" else ": no validation")
 
 
 def steps_done(work: Path) -> int | None:

@@ -109,10 +109,10 @@ def _saved(work: Path) -> list[tuple[int, Path]]:
     return sorted(out)
 
 
-def checkpoint(work: Path, which: str) -> tuple[Path, int, str]:
+def checkpoint(work: Path, which: str, deadline: float | None = None) -> tuple[Path, int, str]:
     """OpenNMT-py keeps no best checkpoint (its validation reports perplexity and accuracy only):
-    the last one it saved before the deadline."""
-    saved = _saved(work)
+    the last one it saved before the deadline (a time.time() value; None: any)."""
+    saved = [(s, p) for s, p in _saved(work) if deadline is None or p.stat().st_mtime <= deadline]
     if not saved:
         raise PeerError(f"OpenNMT-py saved no checkpoint before the deadline in {work / 'model'} "
                         "(lower --valid-every; see train.log)")
