@@ -95,3 +95,20 @@ def test_compare_divides_attnkit_by_the_yardstick_of_the_same_run():
     assert rows == {"training random": (1.5, 1.5), "decoding greedy": (0.75, 0.75)}
     text = compare.table({"before": run(300.0, 200.0, 400.0), "after": {"train": {}, "decode": {}}})
     assert "| training random vs HF Marian | 1.50x (best 1.50x) | n/a |" in text
+
+
+def test_decode_study_orders_checkpoints_by_step_and_bolds_the_best_per_split(tmp_path):
+    from bench.decode_study import markdown, step_checkpoints
+
+    for step in (1000, 200, 30):  # lexical order would put 1000 before 200 and 30 last
+        (tmp_path / f"checkpoint_step{step}.pt").write_bytes(b"")
+    (tmp_path / "checkpoint_last.pt").write_bytes(b"")
+    assert [p.name for p in step_checkpoints(tmp_path)] == [
+        "checkpoint_step30.pt", "checkpoint_step200.pt", "checkpoint_step1000.pt"
+    ]
+    score = lambda b: {"bleu": b, "bleu_lc": b + 0.2, "chrf": 60.0}  # noqa: E731
+    rows = [{"average": 1, "beam": 4, "length_penalty": 0.6, "val": score(40.0), "test": score(39.0)},
+            {"average": 5, "beam": 4, "length_penalty": 1.0, "val": score(41.0), "test": score(38.5)}]
+    table = markdown(rows, ["val", "test"]).splitlines()
+    assert "| 1 | 4 | 0.6 | 40.0 |" in table[2] and "**39.0**" in table[2]  # test's best is row 1
+    assert "**41.0**" in table[3] and "| 38.5 |" in table[3]  # val's best is row 2
