@@ -30,15 +30,16 @@ from pathlib import Path
 import yaml
 
 from . import peer_train_joey, peer_train_onmt
+from .report import machine_info
 from .peer_train_common import PeerError, check_benchenv, fail, read_lines, run_budgeted, score, thread_env, \
     timed_run, write_corpus
 
 PEERS = {"joeynmt": peer_train_joey, "opennmt": peer_train_onmt}
-# Validation every N steps by default, for a few validations in 30 minutes on 2 threads. These are
-# ESTIMATES, not measurements (the smoke runs shared a saturated machine): JoeyNMT's recipe steps
-# over 8192 tokens of a 6+6-layer d-512 model (~1 min/step expected), OpenNMT-py's over 4 x 4096
-# tokens (~2 min/step); OpenNMT-py also checkpoints at this frequency and saves nothing on Ctrl-C.
-# Set --valid-every after a short probe run (result.json: last_step / train_wall_min).
+# Validation every N steps by default, for a few validations in 30 minutes of the peer's own recipe.
+# Measured on one thread (2-core EPYC): JoeyNMT's recipe (6+6 layers, d 512, 8,192-token batches)
+# takes ~40 s a step; with --recipe attnkit ~2.25 s, so pass --valid-every 200 there. OpenNMT-py's
+# (4 x 4096 tokens, same model) is not measured yet; it also checkpoints at this frequency and saves
+# nothing on Ctrl-C. result.json's last_step / train_wall_min tells what a probe run managed.
 DEFAULT_VALID_EVERY = {"joeynmt": 8, "opennmt": 4}
 
 
@@ -133,9 +134,8 @@ def run(args: argparse.Namespace) -> int:
         checkpoint=str(ckpt), checkpoint_step=ckpt_step, checkpoint_choice=why, valid_every=valid_every,
         test="test_2016_flickr" if args.test_sentences is None else f"test_2016_flickr, first {n_test}",
         test_sentences=n_test, smoke=args.smoke, decoding=decoded,
-        machine=f"{platform.node()} {platform.processor() or platform.machine()}, {_cpu_name()}",
+        machine=f"{platform.node()}, {machine_info('cpu')['cpu']}", at_minutes=args.at_minutes,
     )
-    result.update(at_minutes=args.at_minutes)
     name = f"result_at{args.at_minutes:g}min.json" if args.at_minutes else "result.json"
     (work / name).write_text(json.dumps(result, indent=2) + "\n")
     print(f"[{args.peer}] wrote {work / name}")
@@ -213,16 +213,6 @@ def markdown_row(r: dict) -> str:
                      f"{r['last_step']} (ckpt {r['checkpoint_step']}) | {beam} | {d['bleu']:.2f} | "
                      f"{d['bleu_lc']:.2f} | {d['chrf']:.2f} | {d['sentences_per_s']:.1f} |")
     return "\n".join(cells)
-
-
-def _cpu_name() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "cpu ?"
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ their own environment (``--benchenv``) as subprocesses.
 
 from __future__ import annotations
 
-import gzip
 import os
 import signal
 import subprocess
@@ -40,29 +39,26 @@ def check_benchenv(python: Path, module: str) -> None:
 
 
 def write_corpus(data_dir: Path, src: str, tgt: str, out: Path, limit: int | None = None) -> dict[str, dict[str, Path]]:
-    """Multi30k's gz files -> plain text out/{train,valid,test}.{src,tgt}, unchanged line by line
-    (``limit``: only the first lines of train and val, for --smoke)."""
-    m30k = data_dir / "multi30k"
+    """Multi30k, read by attnkit's own loader (which checks the files and their alignment), as plain
+    text out/{train,valid,test}.{src,tgt}, line for line (``limit``: the first lines of train and val
+    only, for --smoke)."""
+    from attnkit.data.multi30k import load_multi30k
+    from attnkit.errors import AttnkitError
+
     files: dict[str, dict[str, Path]] = {}
     out.mkdir(parents=True, exist_ok=True)
     for split, name in SPLITS.items():
-        files[split] = {}
-        for lang in (src, tgt):
-            gz = m30k / f"{name}.{lang}.gz"
-            if not gz.is_file():
-                raise PeerError(f"missing corpus file {gz} (--data-dir must hold multi30k/, see its README)")
-            dst = out / f"{split}.{lang}"
-            if not dst.is_file():
-                with gzip.open(gz, "rt", encoding="utf-8") as f:
-                    text = f.read()
-                if limit is not None and split != "test":
-                    text = "".join(line + "\n" for line in text.split("\n")[:limit])
-                dst.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
-            files[split][lang] = dst
-    n = {s: sum(1 for _ in open(files[s][src], encoding="utf-8")) for s in files}
-    for s in files:
-        if sum(1 for _ in open(files[s][tgt], encoding="utf-8")) != n[s]:
-            raise PeerError(f"{s}: {src} and {tgt} files differ in line count")
+        files[split] = {lang: out / f"{split}.{lang}" for lang in (src, tgt)}
+        if all(p.is_file() for p in files[split].values()):
+            continue
+        try:
+            pairs = load_multi30k(name, src, tgt, data_dir=data_dir, download=False)
+        except AttnkitError as err:
+            raise PeerError(f"Multi30k {name}: {err}") from err
+        if limit is not None and split != "test":
+            pairs = pairs[:limit]
+        for i, lang in enumerate((src, tgt)):
+            files[split][lang].write_text("".join(pair[i] + "\n" for pair in pairs), encoding="utf-8")
     return files
 
 
