@@ -64,13 +64,14 @@ def train_one(name: str, pair: str, args) -> dict:
             "train_minutes": (time.monotonic() - t0) / 60, "curve": curve}  # fmt: skip
 
 
-def score(checkpoint: str, pair: str, data_dir: str) -> dict:
-    """Greedy and beam-4 scores of one checkpoint on test_2016_flickr."""
+def score(checkpoint: str, pair: str, data_dir: str, beams: tuple[int, ...] = (1, 4)) -> dict:
+    """Greedy and beam-4 scores (or the ``beams`` asked for) of one checkpoint on test_2016_flickr."""
     src, tgt = pair.split("-")
     pairs = load_multi30k("test_2016_flickr", src, tgt, data_dir=data_dir)
     translator = Translator.from_checkpoint(checkpoint, device="auto")
     out = {"params": count_parameters(model_from_checkpoint(load_checkpoint(checkpoint)))}
-    for label, beam in (("greedy", 1), ("beam4", 4)):
+    for beam in beams:
+        label = "greedy" if beam == 1 else f"beam{beam}"
         t0 = time.monotonic()
         ev = evaluate(
             translator, [s for s, _ in pairs], [t for _, t in pairs], beam=beam, lowercase_bleu=True

@@ -112,3 +112,32 @@ def test_decode_study_orders_checkpoints_by_step_and_bolds_the_best_per_split(tm
     table = markdown(rows, ["val", "test"]).splitlines()
     assert "| 1 | 4 | 0.6 | 40.0 |" in table[2] and "**39.0**" in table[2]  # test's best is row 1
     assert "**41.0**" in table[3] and "| 38.5 |" in table[3]  # val's best is row 2
+
+
+def test_recipe_study_rows_are_valid_configs_and_deltas_are_against_the_base():
+    from attnkit.checkpoint import ARCHS
+    from attnkit.train import load_config
+    from bench.recipe_study import ROOT, ROWS, markdown
+
+    for name, (_, overrides) in ROWS.items():  # a bad key or value fails here, not an hour into a run
+        cfg = load_config(ROOT / "configs/multi30k_de_en_tiny.yaml", overrides)
+        for item in overrides:
+            section, rest = item.split(".", 1)
+            key, value = rest.split("=", 1)
+            part = getattr(cfg, section)  # the model section stays a mapping until the arch builds it
+            if isinstance(part, dict):
+                assert key in ARCHS[cfg.arch][1].field_names(), (name, item)
+            got = part[key] if isinstance(part, dict) else getattr(part, key)
+            assert str(got).lower() == value.lower(), (name, item)
+
+    def row(name, lc):
+        greedy = {"bleu": lc - 0.3, "bleu_lowercase": lc, "chrf": 55.0}
+        return {"row": name, "change": ROWS[name][0], "params": 1000, "steps": 900, "val_bleu": 30.0,
+                "greedy": greedy}  # fmt: skip
+
+    meta = dict(pair="de-en", config="c.yaml", minutes=8, threads=1, jobs=2, machine="m", command="x")
+    table = markdown([row("base", 30.0), row("seed2", 30.4), row("dropout_0.3", 28.5)], meta)
+    lines = table.splitlines()
+    assert lines[4].startswith("| base |") and lines[4].endswith("|  |")  # no delta for the base itself
+    assert lines[5].endswith("| +0.40 |") and lines[6].endswith("| -1.50 |")
+    assert "Seed noise (|seed2 - base|, lc BLEU): 0.40." in table
