@@ -59,9 +59,9 @@ def run_row(name: str, args) -> dict:
     """Train one row under the budget and score its best checkpoint (runs in a child process)."""
     import torch
 
-    from bench.quality import score
     from attnkit.fast import flush_denormals
     from attnkit.train import load_config, train
+    from bench.quality import score
 
     torch.set_num_threads(args.threads)
     flush_denormals()

@@ -115,9 +115,10 @@ def test_decode_study_orders_checkpoints_by_step_and_bolds_the_best_per_split(tm
 
 
 def test_recipe_study_rows_are_valid_configs_and_deltas_are_against_the_base():
+    from bench.recipe_study import ROOT, ROWS, markdown
+
     from attnkit.checkpoint import ARCHS
     from attnkit.train import load_config
-    from bench.recipe_study import ROOT, ROWS, markdown
 
     for name, (_, overrides) in ROWS.items():  # a bad key or value fails here, not an hour into a run
         cfg = load_config(ROOT / "configs/multi30k_de_en_tiny.yaml", overrides)
