@@ -38,8 +38,9 @@ from attnkit.translate import Translator
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def train_one(name: str, pair: str, args) -> dict:
-    """Train one model under the budget; returns its run folder and validation curve."""
+def train_one(name: str, pair: str, args, config: str, extra: list[str]) -> dict:
+    """Train ``config`` with the ``extra`` overrides under the budget of ``args`` (minutes, validation,
+    data and work folders); returns its run folder, best checkpoint and validation curve."""
     src, tgt = pair.split("-")
     out = Path(args.work) / f"{pair}_{name}"
     overrides = [
@@ -47,9 +48,8 @@ def train_one(name: str, pair: str, args) -> dict:
         f"train.max_minutes={args.minutes}", f"valid.every={args.valid_every}",
         f"valid.max_sentences={args.valid_sentences}", "valid.beam_size=1", "valid.patience=0",
         f"output_dir={out}", "train.progress=false", f"train.log_every={args.valid_every}",
-        *args.override, *getattr(args, f"{name}_set"),
+        *extra,
     ]  # fmt: skip
-    config = getattr(args, f"{name}_config").format(pair=pair.replace("-", "_"))
     cfg = load_config(ROOT / config, overrides)
     t0 = time.monotonic()
     result = train(cfg, overwrite=True, log=lambda m: print(f"[{name}] {m}", flush=True))
@@ -60,7 +60,7 @@ def train_one(name: str, pair: str, args) -> dict:
                 curve.append((float(row["elapsed_s"]) / 60, float(row["val_bleu"])))
     shown = [o for o in overrides if not o.startswith(("data.data_dir=", "output_dir="))]
     return {"config": config, "overrides": shown, "run": str(out),
-            "best": str(result.best_checkpoint), "steps": result.step,
+            "best": str(result.best_checkpoint), "best_score": result.best_score, "steps": result.step,
             "train_minutes": (time.monotonic() - t0) / 60, "curve": curve}  # fmt: skip
 
 
@@ -155,7 +155,8 @@ def main() -> None:
     }
     results = {}
     for name in args.models.split(","):
-        run = train_one(name, args.pair, args)
+        config = getattr(args, f"{name}_config").format(pair=args.pair.replace("-", "_"))
+        run = train_one(name, args.pair, args, config, [*args.override, *getattr(args, f"{name}_set")])
         results[name] = {**run, **score(run["best"], args.pair, args.data_dir)}
         print(json.dumps({name: results[name]}, indent=1), flush=True)
     out = Path(args.out)

@@ -60,27 +60,15 @@ def run_row(name: str, args) -> dict:
     import torch
 
     from attnkit.fast import flush_denormals
-    from attnkit.train import load_config, train
-    from bench.quality import score
+    from bench.quality import score, train_one
 
     torch.set_num_threads(args.threads)
     flush_denormals()
-    src, tgt = args.pair.split("-")
-    out = Path(args.work) / f"{args.pair}_{name}"
-    overrides = [
-        f"data.src_lang={src}", f"data.tgt_lang={tgt}", f"data.data_dir={args.data_dir}",
-        f"train.max_minutes={args.minutes}", "train.max_steps=1000000", f"valid.every={args.valid_every}",
-        f"valid.max_sentences={args.valid_sentences}", "valid.beam_size=1", "valid.patience=0",
-        f"output_dir={out}", "train.progress=false", f"train.log_every={args.valid_every}",
-        *ROWS[name][1],
-    ]  # fmt: skip
-    cfg = load_config(ROOT / args.config, overrides)
-    t0 = time.monotonic()
-    result = train(cfg, overwrite=True, log=lambda m: print(f"[{name}] {m}", flush=True))
-    train_minutes = (time.monotonic() - t0) / 60
-    scores = score(str(result.best_checkpoint), args.pair, args.data_dir, beams=(1,))
-    return {"row": name, "change": ROWS[name][0], "overrides": ROWS[name][1], "steps": result.step,
-            "train_minutes": round(train_minutes, 2), "val_bleu": round(result.best_score, 2),
+    # max_steps far out of reach: the wall-clock budget alone ends every row
+    run = train_one(name, args.pair, args, args.config, ["train.max_steps=1000000", *ROWS[name][1]])
+    scores = score(run["best"], args.pair, args.data_dir, beams=(1,))
+    return {"row": name, "change": ROWS[name][0], "overrides": ROWS[name][1], "steps": run["steps"],
+            "train_minutes": round(run["train_minutes"], 2), "val_bleu": round(run["best_score"], 2),
             **scores}  # fmt: skip
 
 
@@ -144,13 +132,12 @@ def main() -> None:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     pending, running, results = list(names), [], {}
-    child_args = [a for a in sys.argv[1:]]
     while pending or running:
         while pending and len(running) < args.jobs:
             name = pending.pop(0)
             result_path = work / f"{args.pair}_{name}.json"
             log = open(work / f"{args.pair}_{name}.log", "w")
-            cmd = [sys.executable, "-m", "bench.recipe_study", *child_args, "--row", name, "--result", str(result_path)]
+            cmd = [sys.executable, "-m", "bench.recipe_study", *sys.argv[1:], "--row", name, "--result", str(result_path)]
             running.append((name, result_path, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log))
         time.sleep(2)
         for item in list(running):
