@@ -51,17 +51,33 @@ def offline_throughput(checkpoint: str, texts: list[str], beam: int) -> dict:
             "cpu_seconds": round(cpu, 3), "cpu_ms_per_sentence": round(1000 * cpu / len(texts), 2)}  # fmt: skip
 
 
+def family(pid: int) -> list[int]:
+    """The process and its descendants (the server and its decoding process)."""
+    pids, i = [pid], 0
+    while i < len(pids):
+        for task in Path(f"/proc/{pids[i]}/task").glob("*"):
+            pids += [int(c) for c in (task / "children").read_text().split()]
+        i += 1
+    return pids
+
+
 def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    """Resident memory of the process and its descendants."""
+    total = 0
+    for p in family(pid):
+        for line in Path(f"/proc/{p}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1])
+    return total / 1024
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process, all its threads."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def cpu_seconds(pid: int, *, descendants: bool = True) -> float:
+    """User + system CPU time of a process, all its threads (and its descendants')."""
+    total = 0
+    for p in family(pid) if descendants else [pid]:
+        fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -121,7 +137,8 @@ def start_server(args) -> tuple[subprocess.Popen, str]:
     cmd = [sys.executable, "-m", "attnkit.cli", "serve", "--checkpoint", args.checkpoint, "--host", "127.0.0.1",
            "--port", str(port), "--device", "cpu", "--max-batch-tokens", str(args.max_batch_tokens),
            "--max-wait-ms", str(args.max_wait_ms), "--threads", str(args.threads),
-           "--join-group", str(args.join_group), "--join-wait-steps", str(args.join_wait_steps)]  # fmt: skip
+           "--join-group", str(args.join_group), "--join-wait-steps", str(args.join_wait_steps),
+           "--decoder", args.decoder]  # fmt: skip
     proc = subprocess.Popen(cmd, env=env)
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):
@@ -164,6 +181,7 @@ def main() -> None:
     p.add_argument("--join-wait-steps", type=int, default=4, help="the server's --join-wait-steps (0: join at once)")
     p.add_argument("--max-seconds", type=float, default=180, help="time bound per level")
     p.add_argument("--threads", type=int, default=1, help="torch threads, offline and in the server (default 1)")
+    p.add_argument("--decoder", choices=("process", "thread"), default="process", help="the server's --decoder")
     p.add_argument("--soak-minutes", type=float, default=0)
     p.add_argument("--out", help="write the results here as JSON")
     args = p.parse_args()
@@ -182,12 +200,17 @@ def main() -> None:
     try:
         asyncio.run(load(url, texts, 4, args.beam, count=32, seconds=60))  # warm-up
         for clients in (int(c) for c in args.clients.split(",")):
-            cpu = cpu_seconds(proc.pid)
+            cpu, http_cpu = cpu_seconds(proc.pid), cpu_seconds(proc.pid, descendants=False)
             level = asyncio.run(load(url, texts, clients, args.beam, count=len(texts), seconds=args.max_seconds))
             level["vs_offline"] = round(level["sentences_per_s"] / offline_rate, 3)
             # The server's CPU per answered sentence (all its threads) against offline's: what the
             # machine's other load cannot move much, unlike sentences per second.
-            level["server_cpu_ms_per_sentence"] = round(1000 * (cpu_seconds(proc.pid) - cpu) / max(level["answered"], 1), 2)
+            answered = max(level["answered"], 1)
+            level["server_cpu_ms_per_sentence"] = round(1000 * (cpu_seconds(proc.pid) - cpu) / answered, 2)
+            # of which the HTTP process's own (all of it with --decoder thread)
+            level["http_process_cpu_ms_per_sentence"] = round(
+                1000 * (cpu_seconds(proc.pid, descendants=False) - http_cpu) / answered, 2
+            )  # fmt: skip
             level["cpu_efficiency_vs_offline"] = round(
                 result["offline"]["cpu_ms_per_sentence"] / level["server_cpu_ms_per_sentence"], 3
             )  # fmt: skip

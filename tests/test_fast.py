@@ -87,6 +87,19 @@ def test_packed_linears_decode_exactly_as_plain_linears(kind):
     torch.testing.assert_close(logits, model(src, random_tokens(3, 4)), atol=1e-5, rtol=1e-5)
 
 
+def test_only_products_big_enough_run_packed_and_they_equal_plain_ones():
+    """Small decoding products skip packing (its per-call cost outweighs it); the vocabulary
+    projection and large batches pack, with the plain product's values."""
+    assert fast.packs(4, 4000) and fast.packs(512, 128) and fast.packs(64, 1024)
+    assert not fast.packs(4, 128) and not fast.packs(64, 512) and not fast.packs(256, 128)
+    torch.manual_seed(0)
+    layer = nn.Linear(16, 1024)
+    x = torch.randn(3, 1, 16)  # one decoding step of 3 rows
+    with torch.no_grad(), fast.packed_linears(layer):
+        packed = layer(x)
+    torch.testing.assert_close(packed, nn.functional.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5)
+
+
 def test_packed_weights_follow_optimizer_updates():
     """Inference after a (fused) optimizer step must use the new weights: packing is per block."""
     torch.manual_seed(0)

@@ -180,7 +180,7 @@ def _concurrently(app, bodies: list[dict]) -> list[httpx.Response]:
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://serve") as c:
-                return await asyncio.gather(*(c.post("/v1/translate", json=b) for b in bodies)), app.state.batcher.stats
+                return await asyncio.gather(*(c.post("/v1/translate", json=b) for b in bodies)), app.state.decoder.stats
 
     return asyncio.run(go())
 

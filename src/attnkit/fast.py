@@ -11,6 +11,10 @@ version (tests/test_fast.py):
   and only for decoding steps (one position per row, x (N, 1, D)): oneDNN builds, and keeps, a
   primitive for every new row count (a few ms each; a server's memory grew with every new shape),
   so the encoder's (B, S, D) inputs, whose B * S changes with every batch, go through plain sgemm.
+  A packed product also costs ~10-40 us more per call, which small products do not earn back: a
+  server's step of 4-64 rows through a 128 x 128 weight ran 1.4-3x slower packed. So only products
+  with an output of ``_PACK_MIN_OUT`` features (the vocabulary projection) or ``_PACK_MIN_WORK``
+  output values are packed (development timings on the 2-core CI-like machine, one thread).
 - :func:`fast_dropout`: on a CPU ``F.dropout`` draws its mask with ``bernoulli_``, about twice the
   cost of ``rand >= p``; in a training step of the benchmark model the masks took 7% of the time.
 - :func:`label_smoothed_cross_entropy`: the loss with its gradient written out (autograd's path
@@ -31,6 +35,8 @@ from torch import Tensor, nn
 from .loss import LossOutput
 
 _TYPICAL_ROWS = 64  # rows per product the blocked layout is tuned for (a decoding batch)
+_PACK_MIN_OUT = 1024  # output features from which packing pays at any row count
+_PACK_MIN_WORK = 65536  # rows x output features from which it pays for the smaller weights
 _PACKING = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
@@ -53,13 +59,18 @@ def _patched(modules: list[nn.Module], make_forward) -> Iterator[None]:
             del m.forward
 
 
+def packs(rows: int, out_features: int) -> bool:
+    """Whether a decoding step of ``rows`` rows through a weight of ``out_features`` outputs runs packed."""
+    return out_features >= _PACK_MIN_OUT or rows * out_features >= _PACK_MIN_WORK
+
+
 def _packed_forward(m: nn.Linear):
     packed = torch.ops.mkldnn._reorder_linear_weight(m.weight.detach(), _TYPICAL_ROWS)
 
     def forward(x: Tensor) -> Tensor:
         if (
             torch.is_grad_enabled() or x.dtype != torch.float32 or x.dim() != 3 or x.size(1) != 1
-            or torch.is_autocast_enabled("cpu")
+            or torch.is_autocast_enabled("cpu") or not packs(x.size(0), m.out_features)
         ):  # fmt: skip
             return F.linear(x, m.weight, m.bias)
         return torch.ops.mkldnn._linear_pointwise(x, packed, m.bias, "none", [], "")

@@ -40,6 +40,11 @@ def add_parser(sub) -> None:
         "--threads", type=positive_int,
         help="CPU threads for the model (default: torch's); 1 is fastest on a CPU shared with other work",
     )  # fmt: skip
+    p.add_argument(
+        "--decoder", choices=("process", "thread"), default="process",
+        help="where the models run: a decoding process of their own (default; HTTP work and decoding "
+        "then use separate cores), or a thread of the server's process (one copy of the weights)",
+    )  # fmt: skip
 
 
 def run(args) -> None:
@@ -52,7 +57,8 @@ def run(args) -> None:
         from ..serve.schemas import Limits
     except ImportError as e:
         raise ConfigError(f"attnkit serve needs the serve extra: pip install 'attnkit[serve]' ({e})") from None
-    from ..serve.tasks import load_models
+    from ..serve.decoder import ProcessDecoder, WorkerSpec
+    from ..serve.tasks import load_models, release_weights
 
     if not 1 <= args.port <= 65535:
         raise ConfigError(f"--port must be between 1 and 65535, got {args.port}")
@@ -65,16 +71,22 @@ def run(args) -> None:
         import torch
 
         torch.set_num_threads(args.threads)
-    models = load_models(args.checkpoint, device=args.device)
-    app = create_app(
-        models, max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms,
-        join_group=args.join_group, join_wait_steps=args.join_wait_steps,
-        limits=Limits(max_body_bytes=args.max_body_bytes, max_sentences=args.max_sentences),
-    )  # fmt: skip
+    batching = dict(max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms,
+                    join_group=args.join_group, join_wait_steps=args.join_wait_steps)  # fmt: skip
+    decoder = None
+    if args.decoder == "process":  # the decoding process loads the models on the device; here they
+        # only check requests (names, tasks, token counts), so they load on the CPU and drop their weights
+        models = load_models(args.checkpoint, device="cpu")
+        release_weights(models)
+        decoder = ProcessDecoder(WorkerSpec(tuple(args.checkpoint), args.device, args.threads), **batching)
+    else:
+        models = load_models(args.checkpoint, device=args.device)
+    limits = Limits(max_body_bytes=args.max_body_bytes, max_sentences=args.max_sentences)
+    app = create_app(models, **batching, limits=limits, decoder=decoder)
     names = ", ".join(f"{m.name} ({m.task})" for m in models)
     print(f"attnkit serve: {names} on http://{args.host}:{args.port}/ (API docs at /docs)", flush=True)
     # uvicorn handles SIGTERM and SIGINT: it stops accepting, lets in-flight requests finish, then
-    # runs the app's shutdown (which drains the batcher) and returns.
+    # runs the app's shutdown (which drains the batcher, in the decoding process if any) and returns.
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
 
 

@@ -19,8 +19,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import AttnkitError
-from .attention import attention_payload
-from .batcher import Batcher
+from .decoder import Call, ProcessDecoder, ThreadDecoder
 from .page import render_page
 from .schemas import (
     AttentionRequest,
@@ -48,24 +47,28 @@ def create_app(
     join_group: int = 4,
     join_wait_steps: int = 4,
     limits: Limits | None = None,
+    decoder: ProcessDecoder | None = None,
 ) -> FastAPI:
     """An app serving ``models`` (the first of each task is that task's default); the batching
-    options are :class:`Batcher`'s."""
+    options are :class:`~.batcher.Batcher`'s. With a started ``decoder`` (a
+    :class:`~.decoder.ProcessDecoder`, built with the same options), the models run in its process and
+    ``models`` only answer the questions asked before decoding (names, tasks, limits, token counts);
+    without, they run on a thread of this process. The app closes the decoder when it shuts down."""
     limits = limits or Limits()
     by_name = {m.name: m for m in models}
-    batcher: Batcher | None = None
+    given, decoder = decoder, None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        nonlocal batcher
-        batcher = app.state.batcher = Batcher(
-            max_batch_tokens=max_batch_tokens, max_wait_ms=max_wait_ms, join_group=join_group,
+        nonlocal decoder
+        decoder = app.state.decoder = given or ThreadDecoder(
+            models, max_batch_tokens=max_batch_tokens, max_wait_ms=max_wait_ms, join_group=join_group,
             join_wait_steps=join_wait_steps,
         )  # fmt: skip
         try:
             yield
         finally:  # uvicorn has let in-flight requests finish; finish what is queued, then stop
-            await asyncio.to_thread(batcher.close)
+            await asyncio.to_thread(decoder.close)
 
     errors = {code: {"model": ErrorResponse} for code in (400, 404, 413, 422)}
     app = FastAPI(title="attnkit", version="1", lifespan=lifespan, responses=errors)
@@ -90,10 +93,10 @@ def create_app(
             )
         return model
 
-    async def run_job(key, items: list, cost: int, fn=None, *, stream=None) -> list:
-        if batcher is None:
+    async def run_job(call: Call, items: list, cost: int, *, alone: bool = False) -> list:
+        if decoder is None:
             raise ServeError(503, "the server is starting or stopping")
-        return await asyncio.wrap_future(batcher.submit(key, items, cost, fn, stream=stream))
+        return await asyncio.wrap_future(decoder.submit(call, items, cost, alone=alone))
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page() -> HTMLResponse:
@@ -101,7 +104,7 @@ def create_app(
 
     @app.get("/health", summary="liveness and batching counters")
     async def health() -> dict[str, Any]:
-        stats = batcher.stats if batcher else None
+        stats = decoder.stats if decoder else None
         return {
             "status": "ok",
             "models": list(by_name),
@@ -112,7 +115,7 @@ def create_app(
 
     @app.get("/v1/models", summary="the loaded models, their tasks and limits")
     async def list_models() -> dict[str, Any]:
-        return {"models": [m.describe() for m in models]}
+        return {"models": decoder.describe() if decoder else [m.describe() for m in models]}
 
     @app.post("/v1/translate", response_model=TranslateResponse, summary="translate one or more sentences")
     async def translate(req: TranslateRequest) -> JSONResponse:
@@ -125,17 +128,8 @@ def create_app(
         if req.nbest > req.beam:
             raise ServeError(422, f"nbest {req.nbest} is larger than beam {req.beam}")
         cost = sum(_check_sentence(model, s, i, limits) for i, s in enumerate(sentences))
-
-        def run(items: list[str]):
-            return model.translate(items, beam=req.beam, nbest=req.nbest, length_penalty=req.length_penalty,
-                                   batch_tokens=max_batch_tokens)  # fmt: skip
-
-        key = (model.name, "translate", req.beam, req.nbest, req.length_penalty)
-        options = dict(beam=req.beam, nbest=req.nbest, length_penalty=req.length_penalty)
-        if model.streams(beam=req.beam, nbest=req.nbest):  # continuous batching: sentences join a running search
-            results = await run_job(key, sentences, cost, stream=lambda: model.stream(**options))
-        else:
-            results = await run_job(key, sentences, cost, run)
+        call = Call.of(model.name, "translate", beam=req.beam, nbest=req.nbest, length_penalty=req.length_penalty)
+        results = await run_job(call, sentences, cost)  # beam search: continuous batching where the model can
         # Built here and returned as is: the response model only documents it (validating our own
         # output again cost ~0.1 ms of the event loop's time per request).
         return JSONResponse({
@@ -154,9 +148,7 @@ def create_app(
         if not req.text.strip():
             raise ServeError(422, "text is empty: there is no attention to show")
         cost = _check_sentence(model, req.text, 0, limits)
-        (payload,) = await run_job(
-            object(), [req.text], cost, lambda items: [attention_payload(model.translator, items[0], beam=req.beam)]
-        )
+        (payload,) = await run_job(Call.of(model.name, "attention", beam=req.beam), [req.text], cost, alone=True)
         return {"model": model.name, **payload}
 
     @app.post("/v1/generate", summary="continue a prompt (language-model checkpoints)")
@@ -171,7 +163,7 @@ def create_app(
         cost = _check_sentence(model, req.text, 0, limits) if req.text else 0
         options = dict(max_new_tokens=req.max_tokens, beam=req.beam, sample=req.sample, temperature=req.temperature,
                        top_k=req.top_k, top_p=req.top_p, num_samples=req.num_samples, seed=req.seed)  # fmt: skip
-        (gens,) = await run_job(object(), [req.text], cost, lambda items: model.generate(items, **options))
+        (gens,) = await run_job(Call.of(model.name, "generate", **options), [req.text], cost, alone=True)
         return {
             "model": model.name,
             "generations": [{"text": g.text, "continuation": g.continuation, "score": g.score} for g in gens],
@@ -190,8 +182,7 @@ def create_app(
             if not text.strip():
                 raise ServeError(422, f"text {i} is empty: nothing to classify")
         cost = sum(_check_sentence(model, t, i, limits) for i, t in enumerate(texts))
-        key = (model.name, "classify", req.top_k)
-        results = await run_job(key, texts, cost, lambda items: model.predict(items, top_k=req.top_k))
+        results = await run_job(Call.of(model.name, "classify", top_k=req.top_k), texts, cost)
         return {
             "model": model.name,
             "results": [{"labels": [{"label": a, "probability": p} for a, p in r]} for r in results],

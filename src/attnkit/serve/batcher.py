@@ -223,9 +223,9 @@ class Batcher:
             start += len(job.items)
 
     def _answer(self, job: Job, results: list[Any]) -> None:
-        job.future.set_result(results)
-        self.stats.jobs += 1
+        self.stats.jobs += 1  # counted first: the future's callbacks may read the counters
         self.stats.items += len(job.items)
+        job.future.set_result(results)
 
     # -- streams ---------------------------------------------------------------------------------
 

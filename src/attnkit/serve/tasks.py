@@ -189,3 +189,16 @@ def load_models(specs: list[str], *, device: str = "auto") -> list[ServedModel]:
     if not models:
         raise ConfigError("no checkpoint to serve: give --checkpoint PATH")
     return models
+
+
+def release_weights(models: list[ServedModel]) -> None:
+    """Free the weights of models that decode in another process; their tokenizers, configs and
+    labels stay (what the server checks requests against)."""
+    for m in models:
+        if isinstance(m, TranslationModel):
+            m._packing.close()  # the packed copies first
+            module = m.translator.model
+        else:
+            module = m.lm.model if isinstance(m, LanguageModelServed) else m.classifier.model
+        module.to("meta")
+

@@ -1,0 +1,119 @@
+"""The decoding process (``attnkit serve``'s default): the same answers as decoding on a thread, the
+batching counters from the child, errors carried back, and a child that dies costs only its
+in-flight requests (the next request starts a fresh one)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+
+import pytest
+import torch
+
+pytest.importorskip("fastapi", reason="attnkit serve needs the serve extra: pip install -e '.[serve]'")
+import httpx  # noqa: E402
+from fastapi.testclient import TestClient  # noqa: E402
+
+from attnkit.errors import ConfigError  # noqa: E402
+from attnkit.serve.app import create_app  # noqa: E402
+from attnkit.serve.decoder import Call, ProcessDecoder, WorkerSpec  # noqa: E402
+from attnkit.serve.tasks import load_models, release_weights  # noqa: E402
+from serve_helpers import tiny_checkpoint  # noqa: E402
+
+SENTENCES = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.", "Kinder spielen.", "Ein Hund."]
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    torch.set_num_threads(1)
+    return tiny_checkpoint(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def spec(ckpt):
+    return WorkerSpec((f"tiny={ckpt}",), "cpu", 1)
+
+
+@pytest.fixture(scope="module")
+def front(ckpt):
+    """What the server's own process keeps: the models without their weights."""
+    models = load_models([f"tiny={ckpt}"], device="cpu")
+    release_weights(models)
+    return models
+
+
+def test_the_process_answers_what_the_thread_answers(ckpt, spec, front):
+    bodies = [
+        ("/v1/translate", {"text": SENTENCES, "beam": 3, "nbest": 2}),  # continuous batching
+        ("/v1/translate", {"text": SENTENCES, "beam": 1}),  # one batched call
+        ("/v1/attention", {"text": SENTENCES[0], "beam": 2}),
+    ]
+    with TestClient(create_app(load_models([f"tiny={ckpt}"], device="cpu"))) as c:
+        expected = [c.post(path, json=body).json() for path, body in bodies]
+    assert all(p.device.type == "meta" for p in front[0].translator.model.parameters())  # no second copy here
+    with TestClient(create_app(front, decoder=ProcessDecoder(spec))) as c:
+        got = [c.post(path, json=body).json() for path, body in bodies]
+        models, health = c.get("/v1/models").json()["models"], c.get("/health").json()
+    for e, g in zip(expected[:2], got[:2]):
+        assert [t["text"] for t in g["translations"]] == [t["text"] for t in e["translations"]]
+        assert [t["nbest"] for t in g["translations"]] == [t["nbest"] for t in e["translations"]]
+    assert got[2] == expected[2]  # pieces, words, every attention map and the alignment
+    assert models[0]["device"] == "cpu" and models[0]["parameters"] > 0  # as the decoding process loaded it
+    assert health["model_calls"] >= 2 and health["decode_steps"] > 0 and health["requests_batched"] == 3
+
+
+def test_concurrent_requests_share_model_calls_in_the_process(spec, front):
+    bodies = [{"text": s, "beam": 2} for s in SENTENCES]
+
+    async def go(app):
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://serve") as c:
+                return await asyncio.gather(*(c.post("/v1/translate", json=b) for b in bodies)), app.state.decoder
+
+    responses, decoder = asyncio.run(go(create_app(front, max_wait_ms=300, decoder=ProcessDecoder(spec, max_wait_ms=300))))
+    assert [r.status_code for r in responses] == [200] * len(bodies)
+    assert 0 < decoder.stats.model_calls < len(bodies)
+    assert decoder._proc.exitcode == 0  # closed with the app, after answering everything
+
+
+def test_errors_come_back_and_a_dead_process_is_replaced(spec):
+    decoder = ProcessDecoder(spec)
+    try:
+        with pytest.raises(ValueError, match="unknown operation 'bogus'"):
+            decoder.submit(Call.of("tiny", "bogus"), ["x"], 1).result(60)
+        first = decoder._proc
+        os.kill(first.pid, signal.SIGKILL)
+        first.join(30)
+        deadline = time.monotonic() + 30
+        while decoder._pending and time.monotonic() < deadline:  # the reader has seen the pipe close
+            time.sleep(0.05)
+        call = Call.of("tiny", "translate", beam=2, nbest=1, length_penalty=0.6)
+        (result,) = decoder.submit(call, [SENTENCES[0]], 5).result(60)
+        assert decoder._proc is not first and decoder._proc.is_alive() and result.text
+    finally:
+        decoder.close(30)
+    assert not decoder._proc.is_alive()
+
+
+def test_requests_in_flight_when_the_process_dies_fail_with_a_clear_error(spec, front):
+    decoder = ProcessDecoder(spec, max_wait_ms=3000)  # the request waits in the child's batcher
+    with TestClient(create_app(front, max_wait_ms=3000, decoder=decoder), raise_server_exceptions=False) as c:
+
+        def kill_soon():
+            time.sleep(1.0)
+            os.kill(decoder._proc.pid, signal.SIGKILL)
+
+        threading.Thread(target=kill_soon).start()
+        r = c.post("/v1/translate", json={"text": SENTENCES[0], "beam": 2})
+        assert r.status_code == 500 and "decoding process stopped" in r.json()["error"]
+        again = c.post("/v1/translate", json={"text": SENTENCES[0], "beam": 2})
+        assert again.status_code == 200 and again.json()["translations"][0]["text"]
+
+
+def test_a_checkpoint_the_process_cannot_load_is_a_one_line_error(tmp_path):
+    with pytest.raises(ConfigError, match="could not load the models: .*not found"):
+        ProcessDecoder(WorkerSpec((str(tmp_path / "missing.pt"),), "cpu", 1))
