@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gzip
 import json
 import os
 import platform
 import socket
-import statistics
 import subprocess
 import sys
 import time
@@ -52,20 +52,29 @@ def offline_throughput(checkpoint: str, texts: list[str], beam: int) -> dict:
 
 
 def family(pid: int) -> list[int]:
-    """The process and its descendants (the server and its decoding process)."""
+    """The process and its descendants (the server, its decoding process and multiprocessing's
+    small resource tracker); one that exits during the walk is skipped."""
     pids, i = [pid], 0
     while i < len(pids):
         for task in Path(f"/proc/{pids[i]}/task").glob("*"):
-            pids += [int(c) for c in (task / "children").read_text().split()]
+            with contextlib.suppress(OSError):
+                pids += [int(c) for c in (task / "children").read_text().split()]
         i += 1
     return pids
+
+
+def _proc_file(pid: int, name: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/{name}").read_text()
+    except OSError:  # exited meanwhile
+        return ""
 
 
 def rss_mb(pid: int) -> float:
     """Resident memory of the process and its descendants."""
     total = 0
     for p in family(pid):
-        for line in Path(f"/proc/{p}/status").read_text().splitlines():
+        for line in _proc_file(p, "status").splitlines():
             if line.startswith("VmRSS:"):
                 total += int(line.split()[1])
     return total / 1024
@@ -75,8 +84,10 @@ def cpu_seconds(pid: int, *, descendants: bool = True) -> float:
     """User + system CPU time of a process, all its threads (and its descendants')."""
     total = 0
     for p in family(pid) if descendants else [pid]:
-        fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])
+        stat = _proc_file(p, "stat")
+        if stat:
+            fields = stat.rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
     return total / os.sysconf("SC_CLK_TCK")
 
 

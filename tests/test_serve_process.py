@@ -80,6 +80,13 @@ def test_concurrent_requests_share_model_calls_in_the_process(spec, front):
     assert decoder._proc.exitcode == 0  # closed with the app, after answering everything
 
 
+def _wait_for(condition, seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
 def test_errors_come_back_and_a_dead_process_is_replaced(spec):
     decoder = ProcessDecoder(spec)
     try:
@@ -87,31 +94,53 @@ def test_errors_come_back_and_a_dead_process_is_replaced(spec):
             decoder.submit(Call.of("tiny", "bogus"), ["x"], 1).result(60)
         first = decoder._proc
         os.kill(first.pid, signal.SIGKILL)
-        first.join(30)
-        deadline = time.monotonic() + 30
-        while decoder._pending and time.monotonic() < deadline:  # the reader has seen the pipe close
-            time.sleep(0.05)
+        _wait_for(lambda: decoder._proc is not first and decoder.down is None)  # restarted by its reader
         call = Call.of("tiny", "translate", beam=2, nbest=1, length_penalty=0.6)
         (result,) = decoder.submit(call, [SENTENCES[0]], 5).result(60)
-        assert decoder._proc is not first and decoder._proc.is_alive() and result.text
+        assert decoder._proc.is_alive() and result.text
     finally:
         decoder.close(30)
     assert not decoder._proc.is_alive()
 
 
 def test_requests_in_flight_when_the_process_dies_fail_with_a_clear_error(spec, front):
-    decoder = ProcessDecoder(spec, max_wait_ms=3000)  # the request waits in the child's batcher
-    with TestClient(create_app(front, max_wait_ms=3000, decoder=decoder), raise_server_exceptions=False) as c:
+    decoder = ProcessDecoder(spec, max_wait_ms=5000)  # the request waits in the child's batcher
+    with TestClient(create_app(front, max_wait_ms=5000, decoder=decoder), raise_server_exceptions=False) as c:
 
-        def kill_soon():
-            time.sleep(1.0)
+        def kill_once_sent():
+            _wait_for(lambda: decoder._pending)
             os.kill(decoder._proc.pid, signal.SIGKILL)
 
-        threading.Thread(target=kill_soon).start()
+        threading.Thread(target=kill_once_sent).start()
         r = c.post("/v1/translate", json={"text": SENTENCES[0], "beam": 2})
         assert r.status_code == 500 and "decoding process stopped" in r.json()["error"]
+        health = c.get("/health")  # a fresh process takes seconds to import torch and load the model
+        assert health.status_code == 503 and "a fresh one is starting" in health.json()["status"]
+        busy = c.post("/v1/translate", json={"text": SENTENCES[0], "beam": 2})
+        assert busy.status_code == 503 and "starting" in busy.json()["error"]
+        _wait_for(lambda: c.get("/health").status_code == 200)
         again = c.post("/v1/translate", json={"text": SENTENCES[0], "beam": 2})
         assert again.status_code == 200 and again.json()["translations"][0]["text"]
+
+
+def test_a_request_given_up_on_does_not_stop_the_batcher():
+    from attnkit.serve.batcher import Batcher
+
+    batcher = Batcher(max_wait_ms=0)
+    started = threading.Event()
+
+    def slow(items):
+        started.set()
+        time.sleep(0.3)
+        return items
+
+    first = batcher.submit("k1", ["a"], 1, slow)
+    started.wait(10)
+    second = batcher.submit("k2", ["b"], 1, lambda items: [x.upper() for x in items])
+    assert second.cancel()  # still queued: the client went away
+    third = batcher.submit("k3", ["c"], 1, lambda items: [x * 2 for x in items])
+    assert first.result(10) == ["a"] and third.result(10) == ["cc"]
+    batcher.close(10)
 
 
 def test_a_checkpoint_the_process_cannot_load_is_a_one_line_error(tmp_path):

@@ -19,7 +19,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import AttnkitError
-from .decoder import Call, ProcessDecoder, ThreadDecoder
+from .decoder import Call, DecoderUnavailable, ProcessDecoder, ThreadDecoder
 from .page import render_page
 from .schemas import (
     AttentionRequest,
@@ -96,22 +96,28 @@ def create_app(
     async def run_job(call: Call, items: list, cost: int, *, alone: bool = False) -> list:
         if decoder is None:
             raise ServeError(503, "the server is starting or stopping")
-        return await asyncio.wrap_future(decoder.submit(call, items, cost, alone=alone))
+        try:
+            future = decoder.submit(call, items, cost, alone=alone)
+        except DecoderUnavailable as e:
+            raise ServeError(503, str(e)) from None
+        return await asyncio.wrap_future(future)
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page() -> HTMLResponse:
         return HTMLResponse(render_page())
 
     @app.get("/health", summary="liveness and batching counters")
-    async def health() -> dict[str, Any]:
+    async def health() -> JSONResponse:
         stats = decoder.stats if decoder else None
-        return {
-            "status": "ok",
+        down = decoder.down if decoder else "the server is starting or stopping"
+        body = {
+            "status": "ok" if down is None else f"unavailable: {down}",
             "models": list(by_name),
             "model_calls": stats.model_calls if stats else 0,
             "decode_steps": stats.decode_steps if stats else 0,
             "requests_batched": stats.jobs if stats else 0,
         }
+        return JSONResponse(body, status_code=200 if down is None else 503)
 
     @app.get("/v1/models", summary="the loaded models, their tasks and limits")
     async def list_models() -> dict[str, Any]:

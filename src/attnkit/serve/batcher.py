@@ -25,7 +25,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Hashable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -46,6 +46,15 @@ class Stream(Protocol):
     def step(self) -> list[tuple[Hashable, Any]]:
         """One decoding step for every item in flight; returns (tag, result) for those finished."""
         ...
+
+
+def settle(future: Future, value: Any = None, error: BaseException | None = None) -> None:
+    """Resolve ``future`` unless it was cancelled meanwhile (a request given up on): a cancelled
+    future must not stop the thread that answers the others."""
+    try:
+        future.set_exception(error) if error is not None else future.set_result(value)
+    except InvalidStateError:
+        pass
 
 
 @dataclass(eq=False)  # compared and hashed by identity: its items are tagged (job, index)
@@ -125,6 +134,10 @@ class Batcher:
         job = Job(key, list(items), cost, run, stream)
         self._queue.put(job)
         return job.future
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
 
     def close(self, timeout: float | None = None) -> None:
         """Finish every queued job, then stop the worker."""
@@ -212,7 +225,7 @@ class Batcher:
                 raise RuntimeError(f"batch function returned {len(results)} results for {len(items)} items")
         except BaseException as e:  # the requests get the error; the worker lives on
             for job in batch:
-                job.future.set_exception(e)
+                settle(job.future, error=e)
             return
         finally:
             self.stats.model_calls += bool(items)
@@ -225,7 +238,7 @@ class Batcher:
     def _answer(self, job: Job, results: list[Any]) -> None:
         self.stats.jobs += 1  # counted first: the future's callbacks may read the counters
         self.stats.items += len(job.items)
-        job.future.set_result(results)
+        settle(job.future, results)
 
     # -- streams ---------------------------------------------------------------------------------
 
@@ -250,7 +263,7 @@ class Batcher:
                 try:
                     live = self._live[job.key] = _Live(job.stream())
                 except BaseException as e:
-                    job.future.set_exception(e)
+                    settle(job.future, error=e)
                     continue
             joining.setdefault(job.key, []).append(job)
         self._held = rest
@@ -301,7 +314,7 @@ class Batcher:
         except BaseException as e:
             for job in live.jobs:
                 if not job.future.done():
-                    job.future.set_exception(e)
+                    settle(job.future, error=e)
             del self._live[key]
             return
         for (job, i), result in finished:

@@ -17,6 +17,7 @@ can cross into another process. Both decoders give the app the same three things
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import multiprocessing as mp
 import pickle
@@ -29,7 +30,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .attention import attention_payload
-from .batcher import Batcher, BatchFn, BatchStats, Stream
+from .batcher import Batcher, BatchFn, BatchStats, Stream, settle
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,11 @@ class ThreadDecoder:
     def stats(self) -> BatchStats:
         return self.batcher.stats
 
+    @property
+    def down(self) -> str | None:
+        """Why requests cannot be decoded now; None while they can."""
+        return None if self.batcher.alive else "the decoding thread stopped"
+
     def describe(self) -> list[dict[str, Any]]:
         """The models as ``GET /v1/models`` lists them."""
         return [m.describe() for m in self.models.values()]
@@ -99,93 +105,144 @@ class WorkerSpec:
     threads: int | None = None
 
 
+class DecoderUnavailable(RuntimeError):
+    """The decoding process is gone and a fresh one is not ready (the app answers 503)."""
+
+
 class ProcessDecoder:
-    """The batcher and the models in a child process; requests and answers cross a pipe."""
+    """The batcher and the models in a child process; requests and answers cross a pipe.
+
+    One lock guards the pending map and the current process, another the pipe's sending end, so a
+    large request being sent never keeps the reader from taking answers (no cycle of full pipes).
+    A reader thread per child hands answers to futures; when its child dies it fails the child's
+    pending requests and starts a fresh child (off the event loop); until that one is ready,
+    requests get :class:`DecoderUnavailable`.
+    """
 
     def __init__(self, spec: WorkerSpec, **batching: Any):
         self.spec, self.batching = spec, batching
         self.stats = BatchStats()
-        self._lock = threading.Lock()  # guards the pipe's sending end, the process and the pending map
+        self._lock = threading.Lock()  # the pending map, the current process, ``_closed``
+        self._send_lock = threading.Lock()  # the pipe's sending end
         self._ids = itertools.count()
         self._closed = False
-        self._start()
+        self._down: str | None = None  # why no process serves now (None: one does)
+        self._conn, self._proc, self._pending, self.descriptions = self._spawn()
+        self._watch(self._conn, self._proc, self._pending)
+        atexit.register(self.close, 10)  # never leave a child behind, whoever forgets to close
 
-    def _start(self) -> None:
+    def _spawn(self):
+        """Start a child and wait until it has loaded the models (ConfigError if it cannot)."""
         ctx = mp.get_context("spawn")  # a fresh interpreter: no inherited threads or locks
         conn, child_conn = ctx.Pipe()
-        proc = ctx.Process(
-            target=_child_main,
-            args=(child_conn, self.spec, self.batching),
-            name="attnkit-decoder",
-            daemon=True,
-        )
+        proc = ctx.Process(target=_child_main, args=(child_conn, self.spec, self.batching), name="attnkit-decoder",
+                           daemon=True)  # fmt: skip
         proc.start()
         child_conn.close()
         try:
             hello = conn.recv()
         except EOFError:
             proc.join(5)
-            raise ConfigError(
-                f"the decoding process exited while loading the models (exit code {proc.exitcode})"
-            ) from None
+            raise ConfigError(f"the decoding process exited while loading the models (exit code {proc.exitcode})") from None
         if hello[0] != "ready":
             proc.join(5)
             raise ConfigError(f"the decoding process could not load the models: {hello[1]}")
-        self.descriptions: list[dict[str, Any]] = hello[1]
-        pending: dict[int, Future] = {}
-        self._conn, self._proc, self._pending = conn, proc, pending
-        threading.Thread(
-            target=self._read, args=(conn, proc, pending), name="attnkit-decoder-reader", daemon=True
-        ).start()
+        return conn, proc, {}, hello[1]
+
+    def _watch(self, conn, proc, pending: dict[int, Future]) -> None:
+        threading.Thread(target=self._read, args=(conn, proc, pending), name="attnkit-decoder-reader",
+                         daemon=True).start()  # fmt: skip
 
     def describe(self) -> list[dict[str, Any]]:
         """The models as the decoding process loaded them (its device included)."""
         return self.descriptions
+
+    @property
+    def down(self) -> str | None:
+        """Why requests cannot be decoded now; None while they can."""
+        if self._down is None and not self._proc.is_alive():
+            return "the decoding process stopped; a fresh one is starting"
+        return self._down
 
     def submit(self, call: Call, items: list[Any], cost: int, *, alone: bool = False) -> Future:
         future: Future = Future()
         with self._lock:
             if self._closed:
                 raise RuntimeError("the decoder is closed")
-            if not self._proc.is_alive():  # it died (its requests were failed): start a fresh one
-                self._start()
-            job = next(self._ids)
-            self._pending[job] = future
-            self._conn.send((job, call, list(items), cost, alone))
+            if self._down is not None:
+                raise DecoderUnavailable(self._down)
+            job, conn, pending = next(self._ids), self._conn, self._pending
+            pending[job] = future
+        try:
+            with self._send_lock:
+                conn.send((job, call, list(items), cost, alone))
+        except OSError:  # the child died just now: its reader fails the pending requests
+            with self._lock:
+                pending.pop(job, None)
+            raise DecoderUnavailable("the decoding process stopped; a fresh one is starting") from None
         return future
 
     def _read(self, conn, proc, pending: dict[int, Future]) -> None:
-        """Hand each answer to its future; when the pipe closes, fail what is still pending."""
+        """Hand each answer to its future; when the pipe closes, fail what is still pending and,
+        unless closing, start a fresh child."""
         while True:
             try:
-                job, ok, value, stats = pickle.loads(conn.recv_bytes())
+                job, payload = conn.recv()
             except (EOFError, OSError):
                 break
-            self.stats = BatchStats(*stats)
+            try:
+                ok, value, stats = pickle.loads(payload)
+                self.stats = BatchStats(*stats)
+            except Exception as e:  # noqa: BLE001 - an answer that cannot be read fails its request only
+                ok, value = False, RuntimeError(f"unreadable answer from the decoding process: {e}")
             with self._lock:
                 future = pending.pop(job, None)
             if future is not None:
-                future.set_result(value) if ok else future.set_exception(value)
+                settle(future, value if ok else None, None if ok else value)
         proc.join(5)
         with self._lock:
-            lost, _ = list(pending.values()), pending.clear()
+            lost = list(pending.values())
+            pending.clear()
+            restart = not self._closed
+            if restart:
+                self._down = f"the decoding process stopped (exit code {proc.exitcode}); a fresh one is starting"
         for future in lost:
-            future.set_exception(RuntimeError(f"the decoding process stopped (exit code {proc.exitcode})"))
+            settle(future, error=RuntimeError(f"the decoding process stopped (exit code {proc.exitcode})"))
+        if restart:
+            self._restart()
+
+    def _restart(self) -> None:
+        try:
+            conn, proc, pending, descriptions = self._spawn()
+        except Exception as e:  # noqa: BLE001 - reported to every request until the server restarts
+            with self._lock:
+                self._down = f"the decoding process could not restart: {e}"
+            return
+        with self._lock:
+            if self._closed:  # closed while it loaded
+                conn.send(None)
+                return
+            self._conn, self._proc, self._pending, self.descriptions = conn, proc, pending, descriptions
+            self._down = None
+        self._watch(conn, proc, pending)
 
     def close(self, timeout: float | None = None) -> None:
-        """Let the child answer everything queued, then stop it."""
+        """Let the child answer everything queued, then stop it (killed if it is not done in time)."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            try:
-                self._conn.send(None)
-            except OSError:
-                pass
-        self._proc.join(timeout)
-        if self._proc.is_alive():
-            self._proc.terminate()
-            self._proc.join(5)
+            conn, proc = self._conn, self._proc
+        atexit.unregister(self.close)
+        try:
+            with self._send_lock:
+                conn.send(None)
+        except OSError:
+            pass
+        proc.join(timeout)
+        if proc.is_alive():
+            proc.kill()  # the child ignores SIGTERM (the server decides when it stops)
+            proc.join(5)
 
 
 def _child_main(conn, spec: WorkerSpec, batching: dict[str, Any]) -> None:
@@ -209,20 +266,23 @@ def _child_main(conn, spec: WorkerSpec, batching: dict[str, Any]) -> None:
         error = future.exception()
         stats = tuple(getattr(decoder.stats, f.name) for f in fields(BatchStats))
         try:
-            payload = pickle.dumps((job, error is None, future.result() if error is None else error, stats))
+            payload = pickle.dumps((error is None, future.result() if error is None else error, stats))
             if error is not None:
-                pickle.loads(payload)  # an error the server could not rebuild would stop its reader
+                pickle.loads(payload)  # the server must be able to rebuild the error
         except Exception as e:  # noqa: BLE001 - the request gets a plain error instead
             failed = error if error is not None else e
-            payload = pickle.dumps((job, False, RuntimeError(f"{type(failed).__name__}: {failed}"), stats))
-        with send_lock:
-            conn.send_bytes(payload)
+            payload = pickle.dumps((False, RuntimeError(f"{type(failed).__name__}: {failed}"), stats))
+        try:
+            with send_lock:
+                conn.send((job, payload))
+        except OSError:  # the server is gone: nobody waits for this answer
+            pass
 
     conn.send(("ready", decoder.describe()))
     while True:
         try:
             message = conn.recv()
-        except EOFError:  # the server is gone
+        except (EOFError, OSError):  # the server is gone
             break
         if message is None:
             break
