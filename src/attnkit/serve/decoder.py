@@ -12,7 +12,7 @@ can cross into another process. Both decoders give the app the same three things
   per request had held the decoding thread back (docs/BENCHMARKS.md, "Serving"). The child ignores
   SIGINT/SIGTERM: the server finishes its in-flight requests first, then closes the child, which
   answers everything queued before it exits. Should the child die, its pending requests fail with
-  a clear error and the next request starts a fresh one.
+  a clear error and its reader thread starts a fresh one (requests get 503 until it is ready).
 """
 
 from __future__ import annotations
@@ -69,7 +69,6 @@ class ThreadDecoder:
 
     def __init__(self, models: list[Any], **batching: Any):
         self.models = {m.name: m for m in models}
-        self.max_batch_tokens = batching.get("max_batch_tokens", 4000)
         self.batcher = Batcher(**batching)
         self._alone = itertools.count()
 
@@ -88,7 +87,7 @@ class ThreadDecoder:
 
     def submit(self, call: Call, items: list[Any], cost: int, *, alone: bool = False) -> Future:
         """Queue ``items`` for ``call``; ``alone``: never share the model call (e.g. attention maps)."""
-        run, stream = functions(self.models[call.model], call, self.max_batch_tokens)
+        run, stream = functions(self.models[call.model], call, self.batcher.max_batch_tokens)
         key = ("alone", next(self._alone)) if alone else call
         return self.batcher.submit(key, items, cost, run, stream=stream)
 
