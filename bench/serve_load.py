@@ -39,9 +39,10 @@ def sentences(data_dir: Path, n: int) -> list[str]:
         return [line.rstrip("\n") for line in f][:n]
 
 
-def offline_throughput(checkpoint: str, texts: list[str], beam: int) -> dict:
+def offline_throughput(checkpoint: str, texts: list[str], beam: int, threads: int) -> dict:
     from attnkit.translate import Translator
 
+    torch.set_num_threads(threads)
     translator = Translator.from_checkpoint(checkpoint, device="cpu")
     translator.translate(texts[:16], beam=beam)  # warm-up
     start, cpu = time.perf_counter(), time.process_time()
@@ -149,7 +150,7 @@ def start_server(args) -> tuple[subprocess.Popen, str]:
            "--port", str(port), "--device", "cpu", "--max-batch-tokens", str(args.max_batch_tokens),
            "--max-wait-ms", str(args.max_wait_ms), "--threads", str(args.threads),
            "--join-group", str(args.join_group), "--join-wait-steps", str(args.join_wait_steps),
-           "--decoder", args.decoder]  # fmt: skip
+           "--decoder", args.decoder, "--workers", str(args.workers)]  # fmt: skip
     proc = subprocess.Popen(cmd, env=env)
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):
@@ -191,18 +192,25 @@ def main() -> None:
     p.add_argument("--join-group", type=int, default=4, help="the server's --join-group")
     p.add_argument("--join-wait-steps", type=int, default=4, help="the server's --join-wait-steps (0: join at once)")
     p.add_argument("--max-seconds", type=float, default=180, help="time bound per level")
-    p.add_argument("--threads", type=int, default=1, help="torch threads, offline and in the server (default 1)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads of each server worker (default 1)")
+    p.add_argument("--workers", type=int, default=1, help="the server's --workers (decoding processes)")
+    p.add_argument(
+        "--offline-threads", type=int,
+        help="torch threads offline (default: threads x workers, the cores the server decodes on)",
+    )  # fmt: skip
     p.add_argument("--decoder", choices=("process", "thread"), default="process", help="the server's --decoder")
     p.add_argument("--soak-minutes", type=float, default=0)
     p.add_argument("--out", help="write the results here as JSON")
     args = p.parse_args()
-    torch.set_num_threads(args.threads)
+    offline_threads = args.offline_threads or args.threads * args.workers
 
     texts = sentences(Path(args.data_dir), args.sentences)
     result = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible, torch threads {args.threads}",
-        "offline": offline_throughput(args.checkpoint, texts, args.beam),
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible",
+        "server": f"{args.workers} decoding worker(s) x {args.threads} torch thread(s), --decoder {args.decoder}",
+        "offline_threads": offline_threads,
+        "offline": offline_throughput(args.checkpoint, texts, args.beam, offline_threads),
         "levels": [],
     }
     print("offline Translator.translate:", result["offline"], flush=True)
@@ -238,7 +246,7 @@ def main() -> None:
         proc.terminate()
         proc.wait(60)
     if result["levels"]:  # again after the levels: the spread of the two shows the machine's drift
-        result["offline_after"] = offline_throughput(args.checkpoint, texts, args.beam)
+        result["offline_after"] = offline_throughput(args.checkpoint, texts, args.beam, offline_threads)
         print("offline Translator.translate, after:", result["offline_after"], flush=True)
         after = result["offline_after"]["sentences_per_s"]
         for level in result["levels"]:

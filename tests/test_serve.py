@@ -379,7 +379,7 @@ def test_attention_of_empty_text_is_refused(client):
 
 
 def test_sigterm_finishes_in_flight_requests_then_exits(ckpt):
-    with live_server(ckpt, extra=("--max-wait-ms", "1500")) as (url, proc):
+    with live_server(ckpt, extra=("--max-wait-ms", "1500", "--workers", "2")) as (url, proc):
         answer = {}
         t = threading.Thread(target=lambda: answer.update(r=post(url + "/v1/translate", {"text": SENTENCES})))
         t.start()
@@ -406,6 +406,8 @@ def test_serve_command_errors_are_one_line(capsys, ckpt, tmp_path):
     assert code == 2 and len(err) == 1 and "cannot listen on 127.0.0.1" in err[0], err
     code, err = run("--checkpoint", tmp_path / "missing.pt", "--port", free_port())
     assert code == 2 and len(err) == 1 and "checkpoint not found" in err[0], err
+    code, err = run("--checkpoint", ckpt, "--port", free_port(), "--decoder", "thread", "--workers", 2)
+    assert code == 2 and len(err) == 1 and "--workers needs --decoder process" in err[0], err
 
 
 @pytest.mark.parametrize("group, wait", [(1, 0), (3, 2)])

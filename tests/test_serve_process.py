@@ -77,7 +77,7 @@ def test_concurrent_requests_share_model_calls_in_the_process(spec, front):
     responses, decoder = asyncio.run(go(create_app(front, max_wait_ms=300, decoder=ProcessDecoder(spec, max_wait_ms=300))))
     assert [r.status_code for r in responses] == [200] * len(bodies)
     assert 0 < decoder.stats.model_calls < len(bodies)
-    assert decoder._proc.exitcode == 0  # closed with the app, after answering everything
+    assert decoder.workers[0].proc.exitcode == 0  # closed with the app, after answering everything
 
 
 def _wait_for(condition, seconds: float = 60.0) -> None:
@@ -92,15 +92,15 @@ def test_errors_come_back_and_a_dead_process_is_replaced(spec):
     try:
         with pytest.raises(ValueError, match="unknown operation 'bogus'"):
             decoder.submit(Call.of("tiny", "bogus"), ["x"], 1).result(60)
-        first = decoder._proc
+        first = decoder.workers[0].proc
         os.kill(first.pid, signal.SIGKILL)
-        _wait_for(lambda: decoder._proc is not first and decoder.down is None)  # restarted by its reader
+        _wait_for(lambda: decoder.workers[0].proc is not first and decoder.down is None)  # restarted by its reader
         call = Call.of("tiny", "translate", beam=2, nbest=1, length_penalty=0.6)
         (result,) = decoder.submit(call, [SENTENCES[0]], 5).result(60)
-        assert decoder._proc.is_alive() and result.text
+        assert decoder.workers[0].proc.is_alive() and result.text
     finally:
         decoder.close(30)
-    assert not decoder._proc.is_alive()
+    assert not decoder.workers[0].proc.is_alive()
 
 
 def test_requests_in_flight_when_the_process_dies_fail_with_a_clear_error(spec, front):
@@ -108,8 +108,8 @@ def test_requests_in_flight_when_the_process_dies_fail_with_a_clear_error(spec, 
     with TestClient(create_app(front, max_wait_ms=5000, decoder=decoder), raise_server_exceptions=False) as c:
 
         def kill_once_sent():
-            _wait_for(lambda: decoder._pending)
-            os.kill(decoder._proc.pid, signal.SIGKILL)
+            _wait_for(lambda: decoder.workers[0].pending)
+            os.kill(decoder.workers[0].proc.pid, signal.SIGKILL)
 
         threading.Thread(target=kill_once_sent).start()
         r = c.post("/v1/translate", json={"text": SENTENCES[0], "beam": 2})
@@ -121,6 +121,31 @@ def test_requests_in_flight_when_the_process_dies_fail_with_a_clear_error(spec, 
         _wait_for(lambda: c.get("/health").status_code == 200)
         again = c.post("/v1/translate", json={"text": SENTENCES[0], "beam": 2})
         assert again.status_code == 200 and again.json()["translations"][0]["text"]
+
+
+def test_two_workers_share_the_requests_and_one_dying_leaves_the_other_serving(spec, front):
+    call = Call.of("tiny", "translate", beam=2, nbest=1, length_penalty=0.6)
+    one = ProcessDecoder(spec)
+    try:
+        expected = [r.text for s in SENTENCES for r in one.submit(call, [s], 5).result(60)]
+    finally:
+        one.close(30)
+    decoder = ProcessDecoder(spec, workers=2, max_wait_ms=200)
+    with TestClient(create_app(front, max_wait_ms=200, decoder=decoder)) as c:
+        futures = [decoder.submit(call, [s], 5) for s in SENTENCES]  # at once: the least loaded takes each
+        assert [r.text for f in futures for r in f.result(60)] == expected
+        assert [w.stats.jobs for w in decoder.workers] == [2, 2] and decoder.stats.jobs == 4
+        first, other = decoder.workers
+        dead = first.proc
+        os.kill(dead.pid, signal.SIGKILL)
+        _wait_for(lambda: first.down is not None)
+        assert c.get("/health").status_code == 200  # the other worker still serves ...
+        for s in SENTENCES:  # ... every request meanwhile
+            r = c.post("/v1/translate", json={"text": s, "beam": 2})
+            assert r.status_code == 200
+        assert [t["text"] for s in SENTENCES for t in c.post("/v1/translate", json={"text": s, "beam": 2}).json()["translations"]] == expected
+        _wait_for(lambda: first.proc is not dead and first.down is None)
+    assert not first.proc.is_alive() and not other.proc.is_alive()  # both closed with the app
 
 
 def test_a_request_given_up_on_does_not_stop_the_batcher():
@@ -146,3 +171,13 @@ def test_a_request_given_up_on_does_not_stop_the_batcher():
 def test_a_checkpoint_the_process_cannot_load_is_a_one_line_error(tmp_path):
     with pytest.raises(ConfigError, match="could not load the models: .*not found"):
         ProcessDecoder(WorkerSpec((str(tmp_path / "missing.pt"),), "cpu", 1))
+
+
+def test_workers_auto_runs_one_single_threaded_process_per_core_on_a_cpu():
+    from attnkit.cli.serve import _workers_and_threads
+
+    assert _workers_and_threads("auto", None, "cpu", 2) == (2, 1)
+    assert _workers_and_threads("auto", None, "cpu", 1) == (1, 1)
+    assert _workers_and_threads("auto", None, "cpu", 16) == (4, 4)  # at most 4 copies of the weights
+    assert _workers_and_threads(3, None, "cpu", 2) == (3, 1)
+    assert _workers_and_threads("auto", 2, "cpu", 2) == (2, 2)  # --threads is per process

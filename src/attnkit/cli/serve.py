@@ -37,14 +37,24 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--device", type=device, default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
     p.add_argument(
+        "--workers", type=workers, default="auto",
+        help="decoding processes side by side, each with its own copy of the models (default auto: on a CPU "
+        "one per core, at most 4; on a GPU one)",
+    )  # fmt: skip
+    p.add_argument(
         "--threads", type=positive_int,
-        help="CPU threads for the model (default: torch's); 1 is fastest on a CPU shared with other work",
+        help="CPU threads per decoding process (default: the cores divided among the workers)",
     )  # fmt: skip
     p.add_argument(
         "--decoder", choices=("process", "thread"), default="process",
         help="where the models run: a decoding process of their own (default; HTTP work and decoding "
         "then use separate cores), or a thread of the server's process (one copy of the weights)",
     )  # fmt: skip
+
+
+def workers(text: str) -> int | str:
+    """An argparse type: ``auto`` or a positive integer."""
+    return text if text == "auto" else positive_int(text)
 
 
 def run(args) -> None:
@@ -66,10 +76,13 @@ def run(args) -> None:
         raise ConfigError(f"--join-wait-steps must not be negative, got {args.join_wait_steps}")
     if args.max_wait_ms < 0:
         raise ConfigError(f"--max-wait-ms must not be negative, got {args.max_wait_ms}")
+    if args.workers != "auto" and args.workers > 1 and args.decoder != "process":
+        raise ConfigError("--workers needs --decoder process (the thread decoder is one worker)")
     _check_address(args.host, args.port)
-    if args.threads:
-        import torch
+    import torch
 
+    n_workers, threads = _workers_and_threads(args.workers, args.threads, args.device, torch.get_num_threads())
+    if args.threads:
         torch.set_num_threads(args.threads)
     batching = dict(max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms,
                     join_group=args.join_group, join_wait_steps=args.join_wait_steps)  # fmt: skip
@@ -78,7 +91,8 @@ def run(args) -> None:
         # only check requests (names, tasks, token counts), so they load on the CPU and drop their weights
         models = load_models(args.checkpoint, device="cpu")
         release_weights(models)
-        decoder = ProcessDecoder(WorkerSpec(tuple(args.checkpoint), args.device, args.threads), **batching)
+        spec = WorkerSpec(tuple(args.checkpoint), args.device, threads)
+        decoder = ProcessDecoder(spec, workers=n_workers, **batching)
     else:
         models = load_models(args.checkpoint, device=args.device)
     limits = Limits(max_body_bytes=args.max_body_bytes, max_sentences=args.max_sentences)
@@ -88,6 +102,19 @@ def run(args) -> None:
     # uvicorn handles SIGTERM and SIGINT: it stops accepting, lets in-flight requests finish, then
     # runs the app's shutdown (which drains the batcher, in the decoding process if any) and returns.
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+
+
+def _workers_and_threads(asked: int | str, threads: int | None, device: str, cores: int) -> tuple[int, int]:
+    """How many decoding processes, with how many threads each. A server's decoding steps carry a few
+    sentences, too small for a second thread to pay (measured on 2 cores, 16 clients: one process with
+    2 threads answered 69-76 sentences/s, with one thread 111-124, two one-thread processes 129-146;
+    docs/BENCHMARKS.md), so on a CPU ``auto`` runs one single-threaded process per core (at most 4,
+    each holds a copy of the weights); on a GPU, one."""
+    from ..translate import resolve_device
+
+    if asked == "auto":
+        asked = 1 if resolve_device(device).type != "cpu" else max(1, min(4, cores))
+    return asked, threads or max(1, cores // asked)
 
 
 def _check_address(host: str, port: int) -> None:

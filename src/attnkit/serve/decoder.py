@@ -6,13 +6,14 @@ can cross into another process. Both decoders give the app the same three things
 
 - :class:`ThreadDecoder`: the :class:`~.batcher.Batcher` in the server's process. Simple, and what
   ``create_app`` uses by default (tests, and a Python caller that builds the app from loaded models).
-- :class:`ProcessDecoder`: the batcher and its own copy of the models in a child process (``attnkit
-  serve`` uses it). On a CPU the server's HTTP work (parsing, validation, JSON) and decoding then no
+- :class:`ProcessDecoder`: the batcher and its own copy of the models in one or more child
+  processes (``attnkit serve`` uses it; ``--workers``). On a CPU the server's HTTP work (parsing, validation, JSON) and decoding then no
   longer take turns under one interpreter lock: measured on 2 cores, the event loop's ~4 ms of CPU
   per request had held the decoding thread back (docs/BENCHMARKS.md, "Serving"). The child ignores
   SIGINT/SIGTERM: the server finishes its in-flight requests first, then closes the child, which
-  answers everything queued before it exits. Should the child die, its pending requests fail with
-  a clear error and its reader thread starts a fresh one (requests get 503 until it is ready).
+  answers everything queued before it exits. Should a child die, its pending requests fail with
+  a clear error and its reader thread starts a fresh one; the other workers go on serving, and with
+  none left requests get 503 until it is ready.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ class ThreadDecoder:
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """What the decoding process loads: the ``--checkpoint`` specs, the device and CPU threads."""
+    """What each decoding process loads: the ``--checkpoint`` specs, the device and its CPU threads."""
 
     checkpoints: tuple[str, ...]
     device: str = "auto"
@@ -105,39 +106,45 @@ class WorkerSpec:
 
 
 class DecoderUnavailable(RuntimeError):
-    """The decoding process is gone and a fresh one is not ready (the app answers 503)."""
+    """No decoding process is up and a fresh one is not ready (the app answers 503)."""
 
 
-class ProcessDecoder:
-    """The batcher and the models in a child process; requests and answers cross a pipe.
+class _Worker:
+    """One decoding process: its pipe, its pending requests and the reader thread that answers them.
 
     One lock guards the pending map and the current process, another the pipe's sending end, so a
     large request being sent never keeps the reader from taking answers (no cycle of full pipes).
-    A reader thread per child hands answers to futures; when its child dies it fails the child's
-    pending requests and starts a fresh child (off the event loop); until that one is ready,
-    requests get :class:`DecoderUnavailable`.
+    When the child dies its reader fails the child's pending requests and starts a fresh child (off
+    the event loop); until that one is ready, ``down`` says why.
     """
 
-    def __init__(self, spec: WorkerSpec, **batching: Any):
+    def __init__(self, spec: WorkerSpec, batching: dict[str, Any]):
         self.spec, self.batching = spec, batching
         self.stats = BatchStats()
         self._lock = threading.Lock()  # the pending map, the current process, ``_closed``
         self._send_lock = threading.Lock()  # the pipe's sending end
-        self._ids = itertools.count()
         self._closed = False
-        self._down: str | None = None  # why no process serves now (None: one does)
-        self._conn, self._proc, self._pending, self.descriptions = self._spawn()
-        self._watch(self._conn, self._proc, self._pending)
-        atexit.register(self.close, 10)  # never leave a child behind, whoever forgets to close
+        self._down: str | None = None  # why this worker serves nothing now (None: it serves)
+        self.load = 0  # source tokens of the requests sent and not answered yet
+        self.conn, self.proc = self._start()
 
-    def _spawn(self):
-        """Start a child and wait until it has loaded the models (ConfigError if it cannot)."""
+    def _start(self):
         ctx = mp.get_context("spawn")  # a fresh interpreter: no inherited threads or locks
         conn, child_conn = ctx.Pipe()
         proc = ctx.Process(target=_child_main, args=(child_conn, self.spec, self.batching), name="attnkit-decoder",
                            daemon=True)  # fmt: skip
         proc.start()
         child_conn.close()
+        return conn, proc
+
+    def ready(self) -> None:
+        """Wait until the child has loaded the models (ConfigError if it cannot), then start reading."""
+        self.pending: dict[int, tuple[Future, int]] = {}
+        self.descriptions = self._hello(self.conn, self.proc)
+        self._watch(self.conn, self.proc, self.pending)
+
+    @staticmethod
+    def _hello(conn, proc) -> list[dict[str, Any]]:
         try:
             hello = conn.recv()
         except EOFError:
@@ -146,42 +153,39 @@ class ProcessDecoder:
         if hello[0] != "ready":
             proc.join(5)
             raise ConfigError(f"the decoding process could not load the models: {hello[1]}")
-        return conn, proc, {}, hello[1]
+        return hello[1]
 
-    def _watch(self, conn, proc, pending: dict[int, Future]) -> None:
+    def _watch(self, conn, proc, pending) -> None:
         threading.Thread(target=self._read, args=(conn, proc, pending), name="attnkit-decoder-reader",
                          daemon=True).start()  # fmt: skip
 
-    def describe(self) -> list[dict[str, Any]]:
-        """The models as the decoding process loaded them (its device included)."""
-        return self.descriptions
-
     @property
     def down(self) -> str | None:
-        """Why requests cannot be decoded now; None while they can."""
-        if self._down is None and not self._proc.is_alive():
+        if self._down is None and not self.proc.is_alive():
             return "the decoding process stopped; a fresh one is starting"
         return self._down
 
-    def submit(self, call: Call, items: list[Any], cost: int, *, alone: bool = False) -> Future:
+    def submit(self, job: int, call: Call, items: list[Any], cost: int, alone: bool) -> Future:
         future: Future = Future()
         with self._lock:
             if self._closed:
                 raise RuntimeError("the decoder is closed")
             if self._down is not None:
                 raise DecoderUnavailable(self._down)
-            job, conn, pending = next(self._ids), self._conn, self._pending
-            pending[job] = future
+            conn, pending = self.conn, self.pending
+            pending[job] = (future, cost)
+            self.load += cost
         try:
             with self._send_lock:
                 conn.send((job, call, list(items), cost, alone))
         except OSError:  # the child died just now: its reader fails the pending requests
             with self._lock:
-                pending.pop(job, None)
+                if pending.pop(job, None) is not None:
+                    self.load -= cost
             raise DecoderUnavailable("the decoding process stopped; a fresh one is starting") from None
         return future
 
-    def _read(self, conn, proc, pending: dict[int, Future]) -> None:
+    def _read(self, conn, proc, pending) -> None:
         """Hand each answer to its future; when the pipe closes, fail what is still pending and,
         unless closing, start a fresh child."""
         while True:
@@ -195,13 +199,15 @@ class ProcessDecoder:
             except Exception as e:  # noqa: BLE001 - an answer that cannot be read fails its request only
                 ok, value = False, RuntimeError(f"unreadable answer from the decoding process: {e}")
             with self._lock:
-                future = pending.pop(job, None)
+                future, cost = pending.pop(job, (None, 0))
+                self.load -= cost
             if future is not None:
                 settle(future, value if ok else None, None if ok else value)
         proc.join(5)
         with self._lock:
-            lost = list(pending.values())
+            lost = [future for future, _ in pending.values()]
             pending.clear()
+            self.load = 0
             restart = not self._closed
             if restart:
                 self._down = f"the decoding process stopped (exit code {proc.exitcode}); a fresh one is starting"
@@ -212,36 +218,103 @@ class ProcessDecoder:
 
     def _restart(self) -> None:
         try:
-            conn, proc, pending, descriptions = self._spawn()
+            conn, proc = self._start()
+            descriptions = self._hello(conn, proc)
         except Exception as e:  # noqa: BLE001 - reported to every request until the server restarts
             with self._lock:
                 self._down = f"the decoding process could not restart: {e}"
             return
+        pending: dict[int, tuple[Future, int]] = {}
         with self._lock:
             if self._closed:  # closed while it loaded
                 conn.send(None)
                 return
-            self._conn, self._proc, self._pending, self.descriptions = conn, proc, pending, descriptions
+            self.conn, self.proc, self.pending, self.descriptions = conn, proc, pending, descriptions
             self._down = None
         self._watch(conn, proc, pending)
 
-    def close(self, timeout: float | None = None) -> None:
-        """Let the child answer everything queued, then stop it (killed if it is not done in time)."""
+    def stop(self) -> None:
+        """Tell the child to answer everything queued and exit (``join`` waits for it)."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            conn, proc = self._conn, self._proc
-        atexit.unregister(self.close)
         try:
             with self._send_lock:
-                conn.send(None)
+                self.conn.send(None)
         except OSError:
             pass
-        proc.join(timeout)
-        if proc.is_alive():
-            proc.kill()  # the child ignores SIGTERM (the server decides when it stops)
-            proc.join(5)
+
+    def join(self, timeout: float | None) -> None:
+        self.proc.join(timeout)
+        if self.proc.is_alive():
+            self.proc.kill()  # the child ignores SIGTERM (the server decides when it stops)
+            self.proc.join(5)
+
+
+class ProcessDecoder:
+    """The batcher and the models in ``workers`` child processes; requests and answers cross pipes.
+
+    Each request goes to the live worker with the fewest source tokens in flight, so on a CPU with
+    several cores, small decoding steps (a few sentences each, mostly fixed cost per step) run side
+    by side instead of queueing behind one another; each worker uses ``spec.threads`` threads. A
+    worker that dies costs only its in-flight requests: the others go on serving while it restarts.
+    """
+
+    def __init__(self, spec: WorkerSpec, *, workers: int = 1, **batching: Any):
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, got {workers}")
+        self.spec, self.batching = spec, batching
+        self._ids = itertools.count()
+        self._closed = False
+        self.workers = [_Worker(spec, batching) for _ in range(workers)]  # they load side by side
+        try:
+            for w in self.workers:
+                w.ready()
+        except BaseException:
+            for w in self.workers:
+                w.stop()
+                w.join(5)
+            raise
+        atexit.register(self.close, 10)  # never leave a child behind, whoever forgets to close
+
+    @property
+    def stats(self) -> BatchStats:
+        """The workers' counters added up (the largest batch: the largest of any)."""
+        each = [w.stats for w in self.workers]
+        total = BatchStats(*(sum(getattr(s, f.name) for s in each) for f in fields(BatchStats)))
+        total.largest_batch_jobs = max(s.largest_batch_jobs for s in each)
+        return total
+
+    def describe(self) -> list[dict[str, Any]]:
+        """The models as the decoding processes loaded them (their device included)."""
+        return self.workers[0].descriptions
+
+    @property
+    def down(self) -> str | None:
+        """Why requests cannot be decoded now (no worker is up); None while one can."""
+        reasons = [w.down for w in self.workers]
+        return None if None in reasons else reasons[0]
+
+    def submit(self, call: Call, items: list[Any], cost: int, *, alone: bool = False) -> Future:
+        if self._closed:
+            raise RuntimeError("the decoder is closed")
+        up = [w for w in self.workers if w.down is None]
+        if not up:
+            raise DecoderUnavailable(self.down or "the decoding processes stopped; fresh ones are starting")
+        worker = min(up, key=lambda w: w.load)
+        return worker.submit(next(self._ids), call, items, cost, alone)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Let the children answer everything queued, then stop them (killed if not done in time)."""
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self.close)
+        for w in self.workers:
+            w.stop()
+        for w in self.workers:
+            w.join(timeout)
 
 
 def _child_main(conn, spec: WorkerSpec, batching: dict[str, Any]) -> None:
