@@ -103,6 +103,10 @@ def thread_env(threads: int, site_dir: Path) -> dict[str, str]:
         env[var] = str(threads)
     env["PYTHONPATH"] = str(site_dir)  # the peer's own packages only, plus the sitecustomize
     env["CUDA_VISIBLE_DEVICES"] = ""
+    # OpenNMT-py 3.5 reloads its own checkpoints (argparse.Namespace inside) with a plain torch.load,
+    # written before torch 2.6 made weights_only=True the default; this restores the old default for
+    # the peers' own files only (attnkit's process is not affected).
+    env["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
     return env
 
 

@@ -5,7 +5,8 @@ N clients each keep one test_2016_flickr sentence in a :class:`~attnkit.translat
 Newcomers join under the server's rule (``--join-group``/``--join-wait-steps``). Every rule and
 offline ``Translator.translate`` on the same sentences take turns, round after round, in the same
 process and torch thread; the report is CPU ms per sentence and offline's CPU time over each rule's
-(the "CPU efficiency" of docs/BENCHMARKS.md "Serving"), plus steps, joins and sentences per step.
+(the "CPU efficiency" of docs/BENCHMARKS.md "Serving"), plus steps, joins and sentences per step,
+and both sides' decoder calls, decoder rows (sentences x beams) and encoder calls.
 Each rule's translations are checked against offline's.
 
     python -m bench.serve_pool --checkpoint CKPT --data-dir ../shared/data --rules 1/0,4/4
@@ -25,6 +26,32 @@ from attnkit.fast import packed_linears
 from attnkit.translate import Translator
 
 from .serve_load import sentences
+
+
+class ModelCalls:
+    """Counts the model's decoder calls and rows (sentences x beams per step) and encoder calls."""
+
+    def __init__(self, model) -> None:
+        self.decoder_calls = self.decoder_rows = self.encoder_calls = 0
+        decode, encode = model.decode, model.encode
+
+        def counted_decode(tokens, *args, **kwargs):
+            self.decoder_calls, self.decoder_rows = self.decoder_calls + 1, self.decoder_rows + tokens.size(0)
+            return decode(tokens, *args, **kwargs)
+
+        def counted_encode(*args, **kwargs):
+            self.encoder_calls += 1
+            return encode(*args, **kwargs)
+
+        model.decode, model.encode = counted_decode, counted_encode
+
+    def take(self) -> dict:
+        """The counts since the last take."""
+        counts = {"decoder_calls": self.decoder_calls, "decoder_rows": self.decoder_rows,
+                  "rows_per_decoder_call": round(self.decoder_rows / max(self.decoder_calls, 1), 1),
+                  "encoder_calls": self.encoder_calls}  # fmt: skip
+        self.decoder_calls = self.decoder_rows = self.encoder_calls = 0
+        return counts
 
 
 def closed_loop(translator: Translator, texts: list[str], clients: int, group: int, wait: int, beam: int) -> dict:
@@ -68,18 +95,22 @@ def main() -> None:
         translator.translate(texts[:16], beam=args.beam)  # warm-up
         cpu = {"offline": 0.0, **{r: 0.0 for r in rules}}
         info: dict = {}
+        calls = ModelCalls(translator.model)  # the last round's counts are reported
         for _ in range(args.rounds):
             start = time.process_time()
             offline = [t.text for t in translator.translate(texts, beam=args.beam)]
             cpu["offline"] += time.process_time() - start
+            offline_calls = calls.take()
             for r in rules:
                 start = time.process_time()
                 info[r] = closed_loop(translator, texts, args.clients, *r, args.beam)
                 cpu[r] += time.process_time() - start
+                info[r].update(calls.take())
                 info[r]["same_as_offline"] = sum(a == b for a, b in zip(info[r].pop("texts"), offline))
     n = len(texts) * args.rounds
     result = {"sentences": len(texts), "clients": args.clients, "rounds": args.rounds,
-              "offline_cpu_ms_per_sentence": round(1000 * cpu["offline"] / n, 2), "rules": []}  # fmt: skip
+              "offline_cpu_ms_per_sentence": round(1000 * cpu["offline"] / n, 2), "offline_calls": offline_calls,
+              "rules": []}  # fmt: skip
     for r in rules:
         result["rules"].append({"join_group": r[0], "join_wait_steps": r[1], **info[r],
                                 "cpu_ms_per_sentence": round(1000 * cpu[r] / n, 2),

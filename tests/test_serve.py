@@ -8,10 +8,12 @@ problem and never takes the server down; SIGTERM lets in-flight requests finish.
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import socket
 import threading
 import time
+import urllib.request
 
 import pytest
 import torch
@@ -380,6 +382,8 @@ def test_attention_of_empty_text_is_refused(client):
 
 def test_sigterm_finishes_in_flight_requests_then_exits(ckpt):
     with live_server(ckpt, extra=("--max-wait-ms", "1500", "--workers", "2")) as (url, proc):
+        health = json.loads(urllib.request.urlopen(url + "/health").read())
+        assert (health["workers"], health["workers_up"]) == (2, 2)  # --workers reached the decoder
         answer = {}
         t = threading.Thread(target=lambda: answer.update(r=post(url + "/v1/translate", {"text": SENTENCES})))
         t.start()
@@ -408,6 +412,9 @@ def test_serve_command_errors_are_one_line(capsys, ckpt, tmp_path):
     assert code == 2 and len(err) == 1 and "checkpoint not found" in err[0], err
     code, err = run("--checkpoint", ckpt, "--port", free_port(), "--decoder", "thread", "--workers", 2)
     assert code == 2 and len(err) == 1 and "--workers needs --decoder process" in err[0], err
+    with pytest.raises(SystemExit) as bad:  # argparse: a usage line and exit 2
+        main(["serve", "--checkpoint", str(ckpt), "--workers", "0"])
+    assert bad.value.code == 2 and "expected auto or a positive integer, got '0'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("group, wait", [(1, 0), (3, 2)])

@@ -136,16 +136,32 @@ def test_two_workers_share_the_requests_and_one_dying_leaves_the_other_serving(s
         assert [r.text for f in futures for r in f.result(60)] == expected
         assert [w.stats.jobs for w in decoder.workers] == [2, 2] and decoder.stats.jobs == 4
         first, other = decoder.workers
-        dead = first.proc
+        dead, restart, hold = first.proc, first._restart, threading.Event()
+        first._restart = lambda: (hold.wait(60), restart())  # keep it down while we look
         os.kill(dead.pid, signal.SIGKILL)
         _wait_for(lambda: first.down is not None)
-        assert c.get("/health").status_code == 200  # the other worker still serves ...
-        for s in SENTENCES:  # ... every request meanwhile
-            r = c.post("/v1/translate", json={"text": s, "beam": 2})
-            assert r.status_code == 200
-        assert [t["text"] for s in SENTENCES for t in c.post("/v1/translate", json={"text": s, "beam": 2}).json()["translations"]] == expected
+        health = c.get("/health")
+        assert health.status_code == 200 and (health.json()["workers"], health.json()["workers_up"]) == (2, 1)
+        served = other.stats.jobs
+        got = [c.post("/v1/translate", json={"text": s, "beam": 2}) for s in SENTENCES]  # all to the other
+        assert [r.status_code for r in got] == [200] * 4 and other.stats.jobs == served + 4
+        assert [r.json()["translations"][0]["text"] for r in got] == expected
+        hold.set()
         _wait_for(lambda: first.proc is not dead and first.down is None)
-    assert not first.proc.is_alive() and not other.proc.is_alive()  # both closed with the app
+        assert first.stats.jobs == 2  # the dead child's counts are kept
+        assert c.get("/health").json()["workers_up"] == 2
+    assert first.proc.exitcode == 0 and other.proc.exitcode == 0  # both closed with the app
+
+
+def test_closing_while_a_worker_restarts_stops_the_fresh_child_too(spec):
+    decoder = ProcessDecoder(spec)
+    worker = decoder.workers[0]
+    dead = worker.proc
+    os.kill(dead.pid, signal.SIGKILL)
+    _wait_for(lambda: worker.proc is not dead)  # the fresh child is loading
+    fresh = worker.proc
+    decoder.close(60)
+    assert fresh.exitcode is not None and worker._reader is not None and not worker._reader.is_alive()
 
 
 def test_a_request_given_up_on_does_not_stop_the_batcher():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 from .common import device, positive_int
 
 NAME = "serve"
@@ -43,7 +45,8 @@ def add_parser(sub) -> None:
     )  # fmt: skip
     p.add_argument(
         "--threads", type=positive_int,
-        help="CPU threads per decoding process (default: the cores divided among the workers)",
+        help="CPU threads of each decoding process (default: the cores divided among the workers), or of "
+        "the server's process with --decoder thread (default: torch's)",
     )  # fmt: skip
     p.add_argument(
         "--decoder", choices=("process", "thread"), default="process",
@@ -54,7 +57,9 @@ def add_parser(sub) -> None:
 
 def workers(text: str) -> int | str:
     """An argparse type: ``auto`` or a positive integer."""
-    return text if text == "auto" else positive_int(text)
+    if text == "auto" or (text.isdigit() and int(text) > 0):
+        return text if text == "auto" else int(text)
+    raise argparse.ArgumentTypeError(f"expected auto or a positive integer, got {text!r}")
 
 
 def run(args) -> None:
@@ -107,9 +112,9 @@ def run(args) -> None:
 def _workers_and_threads(asked: int | str, threads: int | None, device: str, cores: int) -> tuple[int, int]:
     """How many decoding processes, with how many threads each. A server's decoding steps carry a few
     sentences, too small for a second thread to pay (measured on 2 cores, 16 clients: one process with
-    2 threads answered 69-76 sentences/s, with one thread 111-124, two one-thread processes 129-146;
-    docs/BENCHMARKS.md), so on a CPU ``auto`` runs one single-threaded process per core (at most 4,
-    each holds a copy of the weights); on a GPU, one."""
+    2 threads answered 69-81 sentences/s, with one thread 104-124, two one-thread processes 129-146;
+    docs/BENCHMARKS.md), so on a CPU ``auto`` runs one process per core, at most 4 (each holds a copy
+    of the weights), with the cores divided among them: single-threaded on up to 4 cores. On a GPU, one."""
     from ..translate import resolve_device
 
     if asked == "auto":

@@ -143,7 +143,6 @@ def beam_decode(
 
     step = 0
     while active.numel() > 0:
-        n = active.numel()
         logp, attn = step_log_probs(
             model, prefix[:, -1:], state, step=step, limits=limits[active].repeat_interleave(beams),
             min_len=min_len, need_weights=return_attention,

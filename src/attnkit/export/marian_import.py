@@ -30,7 +30,7 @@ from ..data.tokenizer import SubwordTokenizer
 from ..errors import CheckpointError
 from ..model import TransformerConfig
 from .huggingface import HF_ACTIVATIONS, hf_name_table, marian_feature_order, residual_axis, transformers_module
-from .spm_vocab import SPECIAL_ROLES, model_pieces, reorder_pieces
+from .spm_vocab import SPECIAL_ROLES, reorder_pieces
 from .weights import attnkit_state_dict
 
 NO_TOKEN_BIAS = -1e4  # exp(-1e4) underflows to 0: the token drops out of the softmax

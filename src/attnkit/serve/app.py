@@ -116,6 +116,8 @@ def create_app(
             "model_calls": stats.model_calls if stats else 0,
             "decode_steps": stats.decode_steps if stats else 0,
             "requests_batched": stats.jobs if stats else 0,
+            "workers": decoder.worker_count if decoder else 0,  # decoding workers, and how many serve now
+            "workers_up": decoder.workers_up if decoder else 0,
         }
         return JSONResponse(body, status_code=200 if down is None else 503)
 

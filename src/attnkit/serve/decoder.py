@@ -24,6 +24,7 @@ import multiprocessing as mp
 import pickle
 import signal
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, fields
@@ -82,6 +83,12 @@ class ThreadDecoder:
         """Why requests cannot be decoded now; None while they can."""
         return None if self.batcher.alive else "the decoding thread stopped"
 
+    worker_count = 1  # this process's batcher thread
+
+    @property
+    def workers_up(self) -> int:
+        return int(self.batcher.alive)
+
     def describe(self) -> list[dict[str, Any]]:
         """The models as ``GET /v1/models`` lists them."""
         return [m.describe() for m in self.models.values()]
@@ -109,22 +116,31 @@ class DecoderUnavailable(RuntimeError):
     """No decoding process is up and a fresh one is not ready (the app answers 503)."""
 
 
+def _added(a: BatchStats, b: BatchStats) -> BatchStats:
+    """Counters added up (the largest batch: the larger of the two)."""
+    total = BatchStats(*(getattr(a, f.name) + getattr(b, f.name) for f in fields(BatchStats)))
+    total.largest_batch_jobs = max(a.largest_batch_jobs, b.largest_batch_jobs)
+    return total
+
+
 class _Worker:
     """One decoding process: its pipe, its pending requests and the reader thread that answers them.
 
-    One lock guards the pending map and the current process, another the pipe's sending end, so a
-    large request being sent never keeps the reader from taking answers (no cycle of full pipes).
-    When the child dies its reader fails the child's pending requests and starts a fresh child (off
-    the event loop); until that one is ready, ``down`` says why.
+    One lock guards the pending map, the current process and ``_closed``; another the pipe's sending
+    end, so a large request being sent never keeps the reader from taking answers (no cycle of full
+    pipes). Only the reader thread waits for (reaps) its child, so no two threads race for its exit
+    status. When the child dies its reader fails the child's pending requests and starts a fresh
+    child (off the event loop); until that one is ready, ``down`` says why.
     """
 
     def __init__(self, spec: WorkerSpec, batching: dict[str, Any]):
         self.spec, self.batching = spec, batching
-        self.stats = BatchStats()
-        self._lock = threading.Lock()  # the pending map, the current process, ``_closed``
-        self._send_lock = threading.Lock()  # the pipe's sending end
+        self._stats, self._retired = BatchStats(), BatchStats()  # this child's counters; earlier children's
+        self._lock = threading.Lock()
+        self._send_lock = threading.Lock()
         self._closed = False
         self._down: str | None = None  # why this worker serves nothing now (None: it serves)
+        self._reader: threading.Thread | None = None
         self.load = 0  # source tokens of the requests sent and not answered yet
         self.conn, self.proc = self._start()
 
@@ -156,14 +172,20 @@ class _Worker:
         return hello[1]
 
     def _watch(self, conn, proc, pending) -> None:
-        threading.Thread(target=self._read, args=(conn, proc, pending), name="attnkit-decoder-reader",
-                         daemon=True).start()  # fmt: skip
+        reader = threading.Thread(target=self._read, args=(conn, proc, pending), name="attnkit-decoder-reader",
+                                  daemon=True)  # fmt: skip
+        with self._lock:
+            self._reader = reader
+        reader.start()
 
     @property
     def down(self) -> str | None:
-        if self._down is None and not self.proc.is_alive():
-            return "the decoding process stopped; a fresh one is starting"
         return self._down
+
+    @property
+    def stats(self) -> BatchStats:
+        """This worker's counters, its earlier (dead) children's included."""
+        return _added(self._retired, self._stats)
 
     def submit(self, job: int, call: Call, items: list[Any], cost: int, alone: bool) -> Future:
         future: Future = Future()
@@ -178,16 +200,18 @@ class _Worker:
         try:
             with self._send_lock:
                 conn.send((job, call, list(items), cost, alone))
-        except OSError:  # the child died just now: its reader fails the pending requests
+        except BaseException as e:
             with self._lock:
                 if pending.pop(job, None) is not None:
                     self.load -= cost
-            raise DecoderUnavailable("the decoding process stopped; a fresh one is starting") from None
+            if isinstance(e, OSError):  # the child died just now: its reader fails the pending requests
+                raise DecoderUnavailable("the decoding process stopped; a fresh one is starting") from None
+            raise
         return future
 
     def _read(self, conn, proc, pending) -> None:
-        """Hand each answer to its future; when the pipe closes, fail what is still pending and,
-        unless closing, start a fresh child."""
+        """Hand each answer to its future; when the pipe closes, reap the child, fail what is still
+        pending and, unless closing, start a fresh child."""
         while True:
             try:
                 job, payload = conn.recv()
@@ -195,7 +219,7 @@ class _Worker:
                 break
             try:
                 ok, value, stats = pickle.loads(payload)
-                self.stats = BatchStats(*stats)
+                self._stats = BatchStats(*stats)
             except Exception as e:  # noqa: BLE001 - an answer that cannot be read fails its request only
                 ok, value = False, RuntimeError(f"unreadable answer from the decoding process: {e}")
             with self._lock:
@@ -208,6 +232,7 @@ class _Worker:
             lost = [future for future, _ in pending.values()]
             pending.clear()
             self.load = 0
+            self._retired, self._stats = _added(self._retired, self._stats), BatchStats()
             restart = not self._closed
             if restart:
                 self._down = f"the decoding process stopped (exit code {proc.exitcode}); a fresh one is starting"
@@ -217,21 +242,28 @@ class _Worker:
             self._restart()
 
     def _restart(self) -> None:
+        """On the reader's thread: a fresh child, published before it loads so that ``close`` can
+        stop (or kill) it; it serves once it is ready, unless the worker was closed meanwhile."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                self.conn, self.proc = conn, proc = self._start()
+            except Exception as e:  # noqa: BLE001 - reported to every request until the server restarts
+                self._down = f"the decoding process could not restart: {e}"
+                return
         try:
-            conn, proc = self._start()
             descriptions = self._hello(conn, proc)
-        except Exception as e:  # noqa: BLE001 - reported to every request until the server restarts
+        except Exception as e:  # noqa: BLE001 - as above
             with self._lock:
                 self._down = f"the decoding process could not restart: {e}"
             return
         pending: dict[int, tuple[Future, int]] = {}
         with self._lock:
-            if self._closed:  # closed while it loaded
-                conn.send(None)
-                return
-            self.conn, self.proc, self.pending, self.descriptions = conn, proc, pending, descriptions
-            self._down = None
-        self._watch(conn, proc, pending)
+            self.pending, self.descriptions = pending, descriptions
+            if not self._closed:
+                self._down = None
+        self._watch(conn, proc, pending)  # closed meanwhile: the child was told to stop; this reaps it
 
     def stop(self) -> None:
         """Tell the child to answer everything queued and exit (``join`` waits for it)."""
@@ -239,17 +271,34 @@ class _Worker:
             if self._closed:
                 return
             self._closed = True
+            conn = self.conn
         try:
             with self._send_lock:
-                self.conn.send(None)
+                conn.send(None)
         except OSError:
             pass
 
-    def join(self, timeout: float | None) -> None:
-        self.proc.join(timeout)
-        if self.proc.is_alive():
-            self.proc.kill()  # the child ignores SIGTERM (the server decides when it stops)
-            self.proc.join(5)
+    def join(self, deadline: float | None) -> None:
+        """Wait until the reader has reaped the child (by ``deadline``, a ``time.monotonic()``), else kill it."""
+        while True:
+            reader = self._reader
+            if reader is None:  # never ready: no reader thread, so waiting here races with nobody
+                self.proc.join(_left(deadline))
+                if self.proc.exitcode is None:
+                    self.proc.kill()
+                    self.proc.join(5)
+                return
+            reader.join(_left(deadline))
+            if reader.is_alive():
+                break
+            if self._reader is reader:  # no restart began after it
+                return
+        self.proc.kill()  # the child ignores SIGTERM (the server decides when it stops)
+        self._reader.join(10)
+
+
+def _left(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
 class ProcessDecoder:
@@ -267,24 +316,32 @@ class ProcessDecoder:
         self.spec, self.batching = spec, batching
         self._ids = itertools.count()
         self._closed = False
-        self.workers = [_Worker(spec, batching) for _ in range(workers)]  # they load side by side
+        self.workers: list[_Worker] = []
         try:
+            for _ in range(workers):  # started one after another, they load side by side
+                self.workers.append(_Worker(spec, batching))
             for w in self.workers:
                 w.ready()
         except BaseException:
-            for w in self.workers:
-                w.stop()
-                w.join(5)
+            self._stop_all(time.monotonic() + 10)
             raise
         atexit.register(self.close, 10)  # never leave a child behind, whoever forgets to close
 
     @property
     def stats(self) -> BatchStats:
         """The workers' counters added up (the largest batch: the largest of any)."""
-        each = [w.stats for w in self.workers]
-        total = BatchStats(*(sum(getattr(s, f.name) for s in each) for f in fields(BatchStats)))
-        total.largest_batch_jobs = max(s.largest_batch_jobs for s in each)
+        total = BatchStats()
+        for w in self.workers:
+            total = _added(total, w.stats)
         return total
+
+    @property
+    def worker_count(self) -> int:
+        return len(self.workers)
+
+    @property
+    def workers_up(self) -> int:
+        return sum(w.down is None for w in self.workers)
 
     def describe(self) -> list[dict[str, Any]]:
         """The models as the decoding processes loaded them (their device included)."""
@@ -297,24 +354,31 @@ class ProcessDecoder:
         return None if None in reasons else reasons[0]
 
     def submit(self, call: Call, items: list[Any], cost: int, *, alone: bool = False) -> Future:
+        """Send to the least loaded worker that is up; one that went down just now passes it on."""
         if self._closed:
             raise RuntimeError("the decoder is closed")
-        up = [w for w in self.workers if w.down is None]
-        if not up:
-            raise DecoderUnavailable(self.down or "the decoding processes stopped; fresh ones are starting")
-        worker = min(up, key=lambda w: w.load)
-        return worker.submit(next(self._ids), call, items, cost, alone)
+        job, error = next(self._ids), None
+        for worker in sorted((w for w in self.workers if w.down is None), key=lambda w: w.load):
+            try:
+                return worker.submit(job, call, items, cost, alone)
+            except DecoderUnavailable as e:
+                error = e
+        raise error or DecoderUnavailable(self.down or "the decoding processes stopped; fresh ones are starting")
 
     def close(self, timeout: float | None = None) -> None:
-        """Let the children answer everything queued, then stop them (killed if not done in time)."""
+        """Let the children answer everything queued, then stop them (those not done by ``timeout``
+        seconds from now are killed)."""
         if self._closed:
             return
         self._closed = True
         atexit.unregister(self.close)
+        self._stop_all(None if timeout is None else time.monotonic() + timeout)
+
+    def _stop_all(self, deadline: float | None) -> None:
         for w in self.workers:
             w.stop()
         for w in self.workers:
-            w.join(timeout)
+            w.join(deadline)
 
 
 def _child_main(conn, spec: WorkerSpec, batching: dict[str, Any]) -> None:
