@@ -7,7 +7,7 @@ can cross into another process. Both decoders give the app the same three things
 - :class:`ThreadDecoder`: the :class:`~.batcher.Batcher` in the server's process. Simple, and what
   ``create_app`` uses by default (tests, and a Python caller that builds the app from loaded models).
 - :class:`ProcessDecoder`: the batcher and its own copy of the models in one or more child
-  processes (``attnkit serve`` uses it; ``--workers``). On a CPU the server's HTTP work (parsing, validation, JSON) and decoding then no
+  processes (``attnkit serve`` uses it; ``--workers``; each child is a :class:`~.worker.Worker`). On a CPU the server's HTTP work (parsing, validation, JSON) and decoding then no
   longer take turns under one interpreter lock: measured on 2 cores, the event loop's ~4 ms of CPU
   per request had held the decoding thread back (docs/BENCHMARKS.md, "Serving"). The child ignores
   SIGINT/SIGTERM: the server finishes its in-flight requests first, then closes the child, which
@@ -20,19 +20,17 @@ from __future__ import annotations
 
 import atexit
 import itertools
-import multiprocessing as mp
-import pickle
-import signal
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigError
 from .attention import attention_payload
-from .batcher import Batcher, BatchFn, BatchStats, Stream, settle
+from .batcher import Batcher, BatchFn, BatchStats, Stream
+from .worker import DecoderUnavailable, Worker, WorkerSpec, added
+
+__all__ = ["Call", "DecoderUnavailable", "ProcessDecoder", "ThreadDecoder", "WorkerSpec", "functions"]
 
 
 @dataclass(frozen=True)
@@ -103,204 +101,6 @@ class ThreadDecoder:
         self.batcher.close(timeout)
 
 
-@dataclass(frozen=True)
-class WorkerSpec:
-    """What each decoding process loads: the ``--checkpoint`` specs, the device and its CPU threads."""
-
-    checkpoints: tuple[str, ...]
-    device: str = "auto"
-    threads: int | None = None
-
-
-class DecoderUnavailable(RuntimeError):
-    """No decoding process is up and a fresh one is not ready (the app answers 503)."""
-
-
-def _added(a: BatchStats, b: BatchStats) -> BatchStats:
-    """Counters added up (the largest batch: the larger of the two)."""
-    total = BatchStats(*(getattr(a, f.name) + getattr(b, f.name) for f in fields(BatchStats)))
-    total.largest_batch_jobs = max(a.largest_batch_jobs, b.largest_batch_jobs)
-    return total
-
-
-class _Worker:
-    """One decoding process: its pipe, its pending requests and the reader thread that answers them.
-
-    One lock guards the pending map, the current process and ``_closed``; another the pipe's sending
-    end, so a large request being sent never keeps the reader from taking answers (no cycle of full
-    pipes). Only the reader thread waits for (reaps) its child, so no two threads race for its exit
-    status. When the child dies its reader fails the child's pending requests and starts a fresh
-    child (off the event loop); until that one is ready, ``down`` says why.
-    """
-
-    def __init__(self, spec: WorkerSpec, batching: dict[str, Any]):
-        self.spec, self.batching = spec, batching
-        self._stats, self._retired = BatchStats(), BatchStats()  # this child's counters; earlier children's
-        self._lock = threading.Lock()
-        self._send_lock = threading.Lock()
-        self._closed = False
-        self._down: str | None = None  # why this worker serves nothing now (None: it serves)
-        self._reader: threading.Thread | None = None
-        self.load = 0  # source tokens of the requests sent and not answered yet
-        self.conn, self.proc = self._start()
-
-    def _start(self):
-        ctx = mp.get_context("spawn")  # a fresh interpreter: no inherited threads or locks
-        conn, child_conn = ctx.Pipe()
-        proc = ctx.Process(target=_child_main, args=(child_conn, self.spec, self.batching), name="attnkit-decoder",
-                           daemon=True)  # fmt: skip
-        proc.start()
-        child_conn.close()
-        return conn, proc
-
-    def ready(self) -> None:
-        """Wait until the child has loaded the models (ConfigError if it cannot), then start reading."""
-        self.pending: dict[int, tuple[Future, int]] = {}
-        self.descriptions = self._hello(self.conn, self.proc)
-        self._watch(self.conn, self.proc, self.pending)
-
-    @staticmethod
-    def _hello(conn, proc) -> list[dict[str, Any]]:
-        try:
-            hello = conn.recv()
-        except EOFError:
-            proc.join(5)
-            raise ConfigError(f"the decoding process exited while loading the models (exit code {proc.exitcode})") from None
-        if hello[0] != "ready":
-            proc.join(5)
-            raise ConfigError(f"the decoding process could not load the models: {hello[1]}")
-        return hello[1]
-
-    def _watch(self, conn, proc, pending) -> None:
-        reader = threading.Thread(target=self._read, args=(conn, proc, pending), name="attnkit-decoder-reader",
-                                  daemon=True)  # fmt: skip
-        with self._lock:
-            self._reader = reader
-        reader.start()
-
-    @property
-    def down(self) -> str | None:
-        return self._down
-
-    @property
-    def stats(self) -> BatchStats:
-        """This worker's counters, its earlier (dead) children's included."""
-        return _added(self._retired, self._stats)
-
-    def submit(self, job: int, call: Call, items: list[Any], cost: int, alone: bool) -> Future:
-        future: Future = Future()
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("the decoder is closed")
-            if self._down is not None:
-                raise DecoderUnavailable(self._down)
-            conn, pending = self.conn, self.pending
-            pending[job] = (future, cost)
-            self.load += cost
-        try:
-            with self._send_lock:
-                conn.send((job, call, list(items), cost, alone))
-        except BaseException as e:
-            with self._lock:
-                if pending.pop(job, None) is not None:
-                    self.load -= cost
-            if isinstance(e, OSError):  # the child died just now: its reader fails the pending requests
-                raise DecoderUnavailable("the decoding process stopped; a fresh one is starting") from None
-            raise
-        return future
-
-    def _read(self, conn, proc, pending) -> None:
-        """Hand each answer to its future; when the pipe closes, reap the child, fail what is still
-        pending and, unless closing, start a fresh child."""
-        while True:
-            try:
-                job, payload = conn.recv()
-            except (EOFError, OSError):
-                break
-            try:
-                ok, value, stats = pickle.loads(payload)
-                self._stats = BatchStats(*stats)
-            except Exception as e:  # noqa: BLE001 - an answer that cannot be read fails its request only
-                ok, value = False, RuntimeError(f"unreadable answer from the decoding process: {e}")
-            with self._lock:
-                future, cost = pending.pop(job, (None, 0))
-                self.load -= cost
-            if future is not None:
-                settle(future, value if ok else None, None if ok else value)
-        proc.join(5)
-        with self._lock:
-            lost = [future for future, _ in pending.values()]
-            pending.clear()
-            self.load = 0
-            self._retired, self._stats = _added(self._retired, self._stats), BatchStats()
-            restart = not self._closed
-            if restart:
-                self._down = f"the decoding process stopped (exit code {proc.exitcode}); a fresh one is starting"
-        for future in lost:
-            settle(future, error=RuntimeError(f"the decoding process stopped (exit code {proc.exitcode})"))
-        if restart:
-            self._restart()
-
-    def _restart(self) -> None:
-        """On the reader's thread: a fresh child, published before it loads so that ``close`` can
-        stop (or kill) it; it serves once it is ready, unless the worker was closed meanwhile."""
-        with self._lock:
-            if self._closed:
-                return
-            try:
-                self.conn, self.proc = conn, proc = self._start()
-            except Exception as e:  # noqa: BLE001 - reported to every request until the server restarts
-                self._down = f"the decoding process could not restart: {e}"
-                return
-        try:
-            descriptions = self._hello(conn, proc)
-        except Exception as e:  # noqa: BLE001 - as above
-            with self._lock:
-                self._down = f"the decoding process could not restart: {e}"
-            return
-        pending: dict[int, tuple[Future, int]] = {}
-        with self._lock:
-            self.pending, self.descriptions = pending, descriptions
-            if not self._closed:
-                self._down = None
-        self._watch(conn, proc, pending)  # closed meanwhile: the child was told to stop; this reaps it
-
-    def stop(self) -> None:
-        """Tell the child to answer everything queued and exit (``join`` waits for it)."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            conn = self.conn
-        try:
-            with self._send_lock:
-                conn.send(None)
-        except OSError:
-            pass
-
-    def join(self, deadline: float | None) -> None:
-        """Wait until the reader has reaped the child (by ``deadline``, a ``time.monotonic()``), else kill it."""
-        while True:
-            reader = self._reader
-            if reader is None:  # never ready: no reader thread, so waiting here races with nobody
-                self.proc.join(_left(deadline))
-                if self.proc.exitcode is None:
-                    self.proc.kill()
-                    self.proc.join(5)
-                return
-            reader.join(_left(deadline))
-            if reader.is_alive():
-                break
-            if self._reader is reader:  # no restart began after it
-                return
-        self.proc.kill()  # the child ignores SIGTERM (the server decides when it stops)
-        self._reader.join(10)
-
-
-def _left(deadline: float | None) -> float | None:
-    return None if deadline is None else max(0.0, deadline - time.monotonic())
-
-
 class ProcessDecoder:
     """The batcher and the models in ``workers`` child processes; requests and answers cross pipes.
 
@@ -316,10 +116,10 @@ class ProcessDecoder:
         self.spec, self.batching = spec, batching
         self._ids = itertools.count()
         self._closed = False
-        self.workers: list[_Worker] = []
+        self.workers: list[Worker] = []
         try:
             for _ in range(workers):  # started one after another, they load side by side
-                self.workers.append(_Worker(spec, batching))
+                self.workers.append(Worker(spec, batching))
             for w in self.workers:
                 w.ready()
         except BaseException:
@@ -332,7 +132,7 @@ class ProcessDecoder:
         """The workers' counters added up (the largest batch: the largest of any)."""
         total = BatchStats()
         for w in self.workers:
-            total = _added(total, w.stats)
+            total = added(total, w.stats)
         return total
 
     @property
@@ -379,54 +179,3 @@ class ProcessDecoder:
             w.stop()
         for w in self.workers:
             w.join(deadline)
-
-
-def _child_main(conn, spec: WorkerSpec, batching: dict[str, Any]) -> None:
-    """The decoding process: load the models, then feed the pipe's calls to a batcher until told to stop."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when decoding stops
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    try:
-        import torch
-
-        from .tasks import load_models
-
-        if spec.threads:
-            torch.set_num_threads(spec.threads)
-        decoder = ThreadDecoder(load_models(list(spec.checkpoints), device=spec.device), **batching)
-    except BaseException as e:  # noqa: BLE001 - reported to the server, which exits with it
-        conn.send(("failed", str(e) or type(e).__name__))
-        return
-    send_lock = threading.Lock()
-
-    def answer(job: int, future: Future) -> None:
-        error = future.exception()
-        stats = tuple(getattr(decoder.stats, f.name) for f in fields(BatchStats))
-        try:
-            payload = pickle.dumps((error is None, future.result() if error is None else error, stats))
-            if error is not None:
-                pickle.loads(payload)  # the server must be able to rebuild the error
-        except Exception as e:  # noqa: BLE001 - the request gets a plain error instead
-            failed = error if error is not None else e
-            payload = pickle.dumps((False, RuntimeError(f"{type(failed).__name__}: {failed}"), stats))
-        try:
-            with send_lock:
-                conn.send((job, payload))
-        except OSError:  # the server is gone: nobody waits for this answer
-            pass
-
-    conn.send(("ready", decoder.describe()))
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):  # the server is gone
-            break
-        if message is None:
-            break
-        job, call, items, cost, alone = message
-        try:
-            future = decoder.submit(call, items, cost, alone=alone)
-        except BaseException as e:  # noqa: BLE001 - the request gets the error
-            future = Future()
-            future.set_exception(e)
-        future.add_done_callback(lambda f, job=job: answer(job, f))
-    decoder.close()
