@@ -7,8 +7,9 @@ can cross into another process. Both decoders give the app the same three things
 - :class:`ThreadDecoder`: the :class:`~.batcher.Batcher` in the server's process. Simple, and what
   ``create_app`` uses by default (tests, and a Python caller that builds the app from loaded models).
 - :class:`ProcessDecoder`: the batcher and its own copy of the models in one or more child
-  processes (``attnkit serve`` uses it; ``--workers``; each child is a :class:`~.worker.Worker`). On a CPU the server's HTTP work (parsing, validation, JSON) and decoding then no
-  longer take turns under one interpreter lock: measured on 2 cores, the event loop's ~4 ms of CPU
+  processes (``attnkit serve`` uses it; ``--workers``; each child is a :class:`~.worker.Worker`).
+  On a CPU the server's HTTP work (parsing, validation, JSON) and decoding then no longer take
+  turns under one interpreter lock: measured on 2 cores, the event loop's ~4 ms of CPU
   per request had held the decoding thread back (docs/BENCHMARKS.md, "Serving"). The child ignores
   SIGINT/SIGTERM: the server finishes its in-flight requests first, then closes the child, which
   answers everything queued before it exits. Should a child die, its pending requests fail with
