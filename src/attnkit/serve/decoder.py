@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import atexit
 import itertools
+import pickle
+import signal
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from .attention import attention_payload
@@ -120,7 +123,7 @@ class ProcessDecoder:
         self.workers: list[Worker] = []
         try:
             for _ in range(workers):  # started one after another, they load side by side
-                self.workers.append(Worker(spec, batching))
+                self.workers.append(Worker(spec, batching, decoding_process))
             for w in self.workers:
                 w.ready()
         except BaseException:
@@ -180,3 +183,54 @@ class ProcessDecoder:
             w.stop()
         for w in self.workers:
             w.join(deadline)
+
+
+def decoding_process(conn, spec: WorkerSpec, batching: dict[str, Any]) -> None:
+    """The decoding process: load the models, then feed the pipe's calls to a batcher until told to stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when decoding stops
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        import torch
+
+        from .tasks import load_models
+
+        if spec.threads:
+            torch.set_num_threads(spec.threads)
+        decoder = ThreadDecoder(load_models(list(spec.checkpoints), device=spec.device), **batching)
+    except BaseException as e:  # noqa: BLE001 - reported to the server, which exits with it
+        conn.send(("failed", str(e) or type(e).__name__))
+        return
+    send_lock = threading.Lock()
+
+    def answer(job: int, future: Future) -> None:
+        error = future.exception()
+        stats = tuple(getattr(decoder.stats, f.name) for f in fields(BatchStats))
+        try:
+            payload = pickle.dumps((error is None, future.result() if error is None else error, stats))
+            if error is not None:
+                pickle.loads(payload)  # the server must be able to rebuild the error
+        except Exception as e:  # noqa: BLE001 - the request gets a plain error instead
+            failed = error if error is not None else e
+            payload = pickle.dumps((False, RuntimeError(f"{type(failed).__name__}: {failed}"), stats))
+        try:
+            with send_lock:
+                conn.send((job, payload))
+        except OSError:  # the server is gone: nobody waits for this answer
+            pass
+
+    conn.send(("ready", decoder.describe()))
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):  # the server is gone
+            break
+        if message is None:
+            break
+        job, call, items, cost, alone = message
+        try:
+            future = decoder.submit(call, items, cost, alone=alone)
+        except BaseException as e:  # noqa: BLE001 - the request gets the error
+            future = Future()
+            future.set_exception(e)
+        future.add_done_callback(lambda f, job=job: answer(job, f))
+    decoder.close()

@@ -2,26 +2,24 @@
 
 :class:`~.decoder.ProcessDecoder` holds one :class:`Worker` per ``--workers``. The child runs a
 :class:`~.decoder.ThreadDecoder` over its own copy of the models and ignores SIGINT/SIGTERM (the
-server decides when decoding stops); requests cross the pipe as :class:`~.decoder.Call`s and answers
-come back pickled.
+server decides when decoding stops); requests cross the pipe as :class:`~.decoder.Call`\ s and answers
+come back pickled. What the child runs is passed in (``decoder.decoding_process``), so this module
+does not import the decoders.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import pickle
-import signal
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import ConfigError
 from .batcher import BatchStats, settle
-
-if TYPE_CHECKING:
-    from .decoder import Call
 
 
 @dataclass(frozen=True)
@@ -54,8 +52,9 @@ class Worker:
     child (off the event loop); until that one is ready, ``down`` says why.
     """
 
-    def __init__(self, spec: WorkerSpec, batching: dict[str, Any]):
-        self.spec, self.batching = spec, batching
+    def __init__(self, spec: WorkerSpec, batching: dict[str, Any], main: Callable[..., None]):
+        """``main(conn, spec, batching)``: what the child runs (``decoder.decoding_process``)."""
+        self.spec, self.batching, self.main = spec, batching, main
         self._stats, self._retired = BatchStats(), BatchStats()  # this child's counters; earlier children's
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
@@ -68,7 +67,7 @@ class Worker:
     def _start(self):
         ctx = mp.get_context("spawn")  # a fresh interpreter: no inherited threads or locks
         conn, child_conn = ctx.Pipe()
-        proc = ctx.Process(target=_child_main, args=(child_conn, self.spec, self.batching), name="attnkit-decoder",
+        proc = ctx.Process(target=self.main, args=(child_conn, self.spec, self.batching), name="attnkit-decoder",
                            daemon=True)  # fmt: skip
         proc.start()
         child_conn.close()
@@ -108,7 +107,7 @@ class Worker:
         """This worker's counters, its earlier (dead) children's included."""
         return added(self._retired, self._stats)
 
-    def submit(self, job: int, call: Call, items: list[Any], cost: int, alone: bool) -> Future:
+    def submit(self, job: int, call: Any, items: list[Any], cost: int, alone: bool) -> Future:
         future: Future = Future()
         with self._lock:
             if self._closed:
@@ -220,55 +219,3 @@ class Worker:
 
 def left(deadline: float | None) -> float | None:
     return None if deadline is None else max(0.0, deadline - time.monotonic())
-
-
-def _child_main(conn, spec: WorkerSpec, batching: dict[str, Any]) -> None:
-    """The decoding process: load the models, then feed the pipe's calls to a batcher until told to stop."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when decoding stops
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    try:
-        import torch
-
-        from .decoder import ThreadDecoder  # here, not at the top: decoder.py imports this module
-        from .tasks import load_models
-
-        if spec.threads:
-            torch.set_num_threads(spec.threads)
-        decoder = ThreadDecoder(load_models(list(spec.checkpoints), device=spec.device), **batching)
-    except BaseException as e:  # noqa: BLE001 - reported to the server, which exits with it
-        conn.send(("failed", str(e) or type(e).__name__))
-        return
-    send_lock = threading.Lock()
-
-    def answer(job: int, future: Future) -> None:
-        error = future.exception()
-        stats = tuple(getattr(decoder.stats, f.name) for f in fields(BatchStats))
-        try:
-            payload = pickle.dumps((error is None, future.result() if error is None else error, stats))
-            if error is not None:
-                pickle.loads(payload)  # the server must be able to rebuild the error
-        except Exception as e:  # noqa: BLE001 - the request gets a plain error instead
-            failed = error if error is not None else e
-            payload = pickle.dumps((False, RuntimeError(f"{type(failed).__name__}: {failed}"), stats))
-        try:
-            with send_lock:
-                conn.send((job, payload))
-        except OSError:  # the server is gone: nobody waits for this answer
-            pass
-
-    conn.send(("ready", decoder.describe()))
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):  # the server is gone
-            break
-        if message is None:
-            break
-        job, call, items, cost, alone = message
-        try:
-            future = decoder.submit(call, items, cost, alone=alone)
-        except BaseException as e:  # noqa: BLE001 - the request gets the error
-            future = Future()
-            future.set_exception(e)
-        future.add_done_callback(lambda f, job=job: answer(job, f))
-    decoder.close()
