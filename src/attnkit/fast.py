@@ -13,8 +13,10 @@ version (tests/test_fast.py):
   so the encoder's (B, S, D) inputs, whose B * S changes with every batch, go through plain sgemm.
   A packed product also costs ~10-40 us more per call, which small products do not earn back: a
   server's step of 4-64 rows through a 128 x 128 weight ran 1.4-3x slower packed. So only products
-  with an output of ``_PACK_MIN_OUT`` features (the vocabulary projection) or ``_PACK_MIN_WORK``
-  output values are packed (development timings on the 2-core CI-like machine, one thread).
+  with an output of ``_PACK_MIN_OUT`` features (the vocabulary projection), an input of
+  ``_PACK_MIN_IN`` features (the feed-forward's second matrix when d_ff >= 1024: plain sgemm ran it
+  at 0.6-0.8x the packed speed at 8-28 rows) or ``_PACK_MIN_WORK`` output values are packed
+  (development timings on the 2-core CI-like machine, one thread).
 - :func:`fast_dropout`: on a CPU ``F.dropout`` draws its mask with ``bernoulli_``, about twice the
   cost of ``rand >= p``; in a training step of the benchmark model the masks took 7% of the time.
 - :func:`label_smoothed_cross_entropy`: the loss with its gradient written out (autograd's path
@@ -36,6 +38,7 @@ from .loss import LossOutput
 
 _TYPICAL_ROWS = 64  # rows per product the blocked layout is tuned for (a decoding batch)
 _PACK_MIN_OUT = 1024  # output features from which packing pays at any row count
+_PACK_MIN_IN = 1024  # input features from which it pays at any row count
 _PACK_MIN_WORK = 65536  # rows x output features from which it pays for the smaller weights
 _PACKING = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
@@ -59,9 +62,9 @@ def _patched(modules: list[nn.Module], make_forward) -> Iterator[None]:
             del m.forward
 
 
-def packs(rows: int, out_features: int) -> bool:
-    """Whether a decoding step of ``rows`` rows through a weight of ``out_features`` outputs runs packed."""
-    return out_features >= _PACK_MIN_OUT or rows * out_features >= _PACK_MIN_WORK
+def packs(rows: int, out_features: int, in_features: int = 0) -> bool:
+    """Whether a decoding step of ``rows`` rows through an ``in_features`` -> ``out_features`` weight runs packed."""
+    return out_features >= _PACK_MIN_OUT or in_features >= _PACK_MIN_IN or rows * out_features >= _PACK_MIN_WORK
 
 
 def _packed_forward(m: nn.Linear):
@@ -70,7 +73,7 @@ def _packed_forward(m: nn.Linear):
     def forward(x: Tensor) -> Tensor:
         if (
             torch.is_grad_enabled() or x.dtype != torch.float32 or x.dim() != 3 or x.size(1) != 1
-            or torch.is_autocast_enabled("cpu") or not packs(x.size(0), m.out_features)
+            or torch.is_autocast_enabled("cpu") or not packs(x.size(0), m.out_features, m.in_features)
         ):  # fmt: skip
             return F.linear(x, m.weight, m.bias)
         return torch.ops.mkldnn._linear_pointwise(x, packed, m.bias, "none", [], "")
