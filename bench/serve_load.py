@@ -31,7 +31,18 @@ from pathlib import Path
 import httpx
 import torch
 
+from .http_client import Connection, HTTPError
+
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_async(coro):
+    """Run the load generator on uvloop where installed (the server's loop too): less CPU per request."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
 
 
 def sentences(data_dir: Path, n: int) -> list[str]:
@@ -97,37 +108,62 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
 
 
-async def load(url: str, texts: list[str], clients: int, beam: int, *, count: int, seconds: float) -> dict:
-    """``clients`` closed-loop clients until ``count`` requests are answered or ``seconds`` pass."""
+async def load(
+    url: str, texts: list[str], clients: int, beam: int, *, count: int, seconds: float, client: str = "lean"
+) -> dict:
+    """``clients`` closed-loop clients until ``count`` requests are answered or ``seconds`` pass.
+
+    ``client``: "lean" (bench.http_client: one keep-alive connection each, bytes written by hand) or
+    "httpx" (its async client, as before round 6), to show what the load generator itself costs.
+    """
     latencies: list[float] = []
     errors: list[str] = []
     next_index = 0
     deadline = time.perf_counter() + seconds
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    bodies = [json.dumps({"text": t, "beam": beam}).encode() for t in texts]  # prepared outside the timing
 
-    async def client(c: httpx.AsyncClient):
+    async def run(post):
         nonlocal next_index
         while next_index < count and time.perf_counter() < deadline:
-            text = texts[next_index % len(texts)]
+            body = bodies[next_index % len(bodies)]
             next_index += 1
             t0 = time.perf_counter()
             try:
-                r = await c.post(url + "/v1/translate", json={"text": text, "beam": beam})
-                if r.status_code != 200:
-                    errors.append(f"HTTP {r.status_code}: {r.text[:200]}")
-                    continue
-            except httpx.HTTPError as e:
+                status, answer = await post(body)
+            except (HTTPError, httpx.HTTPError) as e:
                 errors.append(f"{type(e).__name__}: {e}")
+                continue
+            if status != 200:
+                errors.append(f"HTTP {status}: {answer[:200]!r}")
                 continue
             latencies.append(time.perf_counter() - t0)
 
-    async with httpx.AsyncClient(limits=limits, timeout=120) as c:
-        start, cpu = time.perf_counter(), time.process_time()
-        await asyncio.gather(*(client(c) for _ in range(clients)))
-        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    start, cpu = time.perf_counter(), time.process_time()
+    if client == "lean":
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        connections = [Connection(host, int(port)) for _ in range(clients)]
+
+        def lean_post(c: Connection):
+            return lambda body: c.post("/v1/translate", body)
+
+        try:
+            await asyncio.gather(*(run(lean_post(c)) for c in connections))
+        finally:
+            await asyncio.gather(*(c.close() for c in connections))
+    else:
+        limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+        async with httpx.AsyncClient(limits=limits, timeout=120) as c:
+
+            async def httpx_post(body: bytes) -> tuple[int, bytes]:
+                r = await c.post(url + "/v1/translate", content=body, headers={"content-type": "application/json"})
+                return r.status_code, r.content
+
+            await asyncio.gather(*(run(httpx_post) for _ in range(clients)))
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     ms = [1000 * x for x in latencies]
     return {
         "clients": clients,
+        "client": client,
         "answered": len(latencies),
         "errors": len(errors),
         "first_errors": errors[:3],
@@ -165,14 +201,14 @@ def start_server(args) -> tuple[subprocess.Popen, str]:
     raise SystemExit("server did not start")
 
 
-def soak(url: str, pid: int, texts: list[str], beam: int, minutes: float) -> dict:
+def soak(url: str, pid: int, texts: list[str], beam: int, minutes: float, client: str) -> dict:
     samples = [(0.0, round(rss_mb(pid), 1))]
     totals = {"answered": 0, "errors": 0}
     end = time.perf_counter() + 60 * minutes
     start = time.perf_counter()
     while time.perf_counter() < end:
         chunk = min(30.0, end - time.perf_counter())
-        r = asyncio.run(load(url, texts, 16, beam, count=10**9, seconds=chunk))
+        r = run_async(load(url, texts, 16, beam, count=10**9, seconds=chunk, client=client))
         totals["answered"] += r["answered"]
         totals["errors"] += r["errors"]
         samples.append((round(time.perf_counter() - start, 1), round(rss_mb(pid), 1)))
@@ -199,6 +235,8 @@ def main() -> None:
         help="torch threads offline (default: threads x workers, the cores the server decodes on)",
     )  # fmt: skip
     p.add_argument("--decoder", choices=("process", "thread"), default="process", help="the server's --decoder")
+    p.add_argument("--client", choices=("lean", "httpx"), default="lean",
+                   help="the load generator's HTTP client (lean: bench.http_client)")
     p.add_argument("--soak-minutes", type=float, default=0)
     p.add_argument("--out", help="write the results here as JSON")
     args = p.parse_args()
@@ -217,10 +255,12 @@ def main() -> None:
     offline_rate = result["offline"]["sentences_per_s"]
     proc, url = start_server(args)
     try:
-        asyncio.run(load(url, texts, 4, args.beam, count=32, seconds=60))  # warm-up
+        run_async(load(url, texts, 4, args.beam, count=32, seconds=60, client=args.client))  # warm-up
         for clients in (int(c) for c in args.clients.split(",")):
             cpu, http_cpu = cpu_seconds(proc.pid), cpu_seconds(proc.pid, descendants=False)
-            level = asyncio.run(load(url, texts, clients, args.beam, count=len(texts), seconds=args.max_seconds))
+            level = run_async(
+                load(url, texts, clients, args.beam, count=len(texts), seconds=args.max_seconds, client=args.client)
+            )
             level["vs_offline"] = round(level["sentences_per_s"] / offline_rate, 3)
             # The server's CPU per answered sentence (all its threads) against offline's: what the
             # machine's other load cannot move much, unlike sentences per second.
@@ -240,7 +280,7 @@ def main() -> None:
         result["server_model_calls"], result["server_requests"] = health["model_calls"], health["requests_batched"]
         result["server_decode_steps"] = health.get("decode_steps")
         if args.soak_minutes > 0:
-            result["soak"] = soak(url, proc.pid, texts, args.beam, args.soak_minutes)
+            result["soak"] = soak(url, proc.pid, texts, args.beam, args.soak_minutes, args.client)
             print({k: v for k, v in result["soak"].items() if k != "rss_samples"}, flush=True)
     finally:
         proc.terminate()
