@@ -2,7 +2,7 @@
 
 :class:`~.decoder.ProcessDecoder` holds one :class:`Worker` per ``--workers``. The child runs a
 :class:`~.decoder.ThreadDecoder` over its own copy of the models and ignores SIGINT/SIGTERM (the
-server decides when decoding stops); requests cross the pipe as :class:`~.decoder.Call`\ s and answers
+server decides when decoding stops); requests cross the pipe as :class:`~.decoder.Call` objects and answers
 come back pickled. What the child runs is passed in (``decoder.decoding_process``), so this module
 does not import the decoders.
 """
@@ -24,11 +24,13 @@ from .batcher import BatchStats, settle
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """What each decoding process loads: the ``--checkpoint`` specs, the device and its CPU threads."""
+    """What each decoding process loads: the ``--checkpoint`` specs, the device and its CPU threads;
+    and how much it yields the CPU to the HTTP process (``niceness``, added to the server's own)."""
 
     checkpoints: tuple[str, ...]
     device: str = "auto"
     threads: int | None = None
+    niceness: int = 0
 
 
 class DecoderUnavailable(RuntimeError):
