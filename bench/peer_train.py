@@ -59,7 +59,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--case", choices=["recipe", "cased"], default="recipe",
                     help="JoeyNMT only: keep the recipe's lowercasing (default) or train cased")
     ap.add_argument("--recipe", choices=["peer", "attnkit"], default="peer",
-                    help="JoeyNMT only: its own published recipe (default) or attnkit's best-recipe hyperparameters")
+                    help="the peer's own published recipe (default) or attnkit's best-recipe hyperparameters")
     ap.add_argument("--at-minutes", type=float, default=None,
                     help="score the best checkpoint saved within this many minutes of the start (a shorter "
                          "budget read off a longer run; both peers' schedules do not depend on the budget)")
@@ -114,7 +114,10 @@ def run(args: argparse.Namespace) -> int:
     ckpt, ckpt_step, why = peer.checkpoint(work, args.checkpoint, deadline)
     src_file, ref = test_files(work, args.src, args.tgt, args.test_sentences)
     n_test = len(read_lines(src_file))
-    beams = [peer.RECIPE_BEAM if hasattr(peer, "RECIPE_BEAM") else cfg["testing"]["beam_size"]]
+    if args.recipe == "attnkit":
+        beams = [4]  # attnkit's recipe: beam 4, length penalty 0.6
+    else:
+        beams = [peer.RECIPE_BEAM if hasattr(peer, "RECIPE_BEAM") else cfg["testing"]["beam_size"]]
     beams += [1] if args.greedy and beams[0] != 1 else []
     decoded = {}
     for beam in beams:
@@ -160,7 +163,7 @@ def _prepare_and_train(args, peer, python: Path, work: Path):
     cfg, changes = peer.config(files, args.src, args.tgt, work, sp_model, vocab, case=args.case,
                                valid_every=valid_every)
     if args.recipe == "attnkit":
-        changes += peer.attnkit_recipe(cfg)
+        changes += peer.attnkit_recipe(cfg, work)
     if args.smoke:
         changes += peer.smoke(cfg)
         (work / "SMOKE").write_text("--smoke run: a plumbing check, not a result\n")

@@ -128,7 +128,7 @@ ATTNKIT_RECIPE = {
 }
 
 
-def attnkit_recipe(cfg: dict) -> list[str]:
+def attnkit_recipe(cfg: dict, work: Path) -> list[str]:
     """--recipe attnkit: attnkit's best-recipe hyperparameters (cased text, no Moses pre-tokenization,
     no subword sampling, as attnkit trains), in place of JoeyNMT's IWSLT14 ones."""
     for side in ("encoder", "decoder"):

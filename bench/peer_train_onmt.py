@@ -39,12 +39,14 @@ RECIPE = dict(
 )
 
 
-def prepare(files: dict, src: str, tgt: str, work: Path, python: Path, case: str) -> tuple[Path, Path]:
+def prepare(files: dict, src: str, tgt: str, work: Path, python: Path, case: str,
+            pretokenizer: str = "none") -> tuple[Path, Path]:
     """The joint 8k unigram SentencePiece model on the raw training text (source + target), as
-    OpenNMT-py's sentencepiece transform expects (it tokenizes raw text); returns (model, vocab path
-    that ``before_train`` fills with onmt_build_vocab)."""
-    if case != "recipe":
-        raise PeerError("--case applies to JoeyNMT only (OpenNMT-py's recipe keeps case)")
+    OpenNMT-py's sentencepiece transform expects (it tokenizes raw text, with no pre-tokenizer:
+    ``pretokenizer`` must be "none"); returns (model, vocab path that ``before_train`` fills with
+    onmt_build_vocab)."""
+    if case not in ("recipe", "cased") or pretokenizer != "none":
+        raise PeerError("--case applies to JoeyNMT only (OpenNMT-py's recipe keeps case, with no pre-tokenizer)")
     lines = read_lines(files["train"][src]) + read_lines(files["train"][tgt])
     return train_sentencepiece(lines, work / "sp"), work / "onmt.vocab"
 
@@ -79,6 +81,30 @@ def config(files: dict, src: str, tgt: str, work: Path, sp_model: Path, vocab: P
                src_subword_model=str(sp_model), tgt_subword_model=str(sp_model), data=data,
                save_model=str(work / "model" / "model"), log_file=str(work / "onmt_train.log"), **cfg)
     return cfg, changes
+
+
+# attnkit's configs/multi30k_<pair>_best.yaml in OpenNMT-py's terms (--recipe attnkit). Its noam
+# schedule, lr * d^-0.5 * min(step^-0.5, step * warmup^-1.5), equals attnkit's linear warmup to 1e-3
+# at step 1,000 and inverse-square-root decay when lr = 1e-3 * sqrt(256) * sqrt(1000).
+ATTNKIT_RECIPE = dict(
+    enc_layers=3, dec_layers=3, heads=4, hidden_size=256, word_vec_size=256, transformer_ff=1024,
+    dropout=[0.3], attention_dropout=[0.1], add_qkvbias=True, add_ffnbias=True,
+    share_embeddings=True, share_decoder_embeddings=True,
+    optim="adam", adam_beta1=0.9, adam_beta2=0.98, decay_method="noam", warmup_steps=1000,
+    learning_rate=round(1e-3 * 256**0.5 * 1000**0.5, 5), max_grad_norm=1.0, label_smoothing=0.1,
+    batch_type="tokens", batch_size=4096, accum_count=[1], valid_batch_size=4096,
+)
+ATTNKIT_DECODING = dict(beam_size=4, length_penalty="wu", alpha=0.6)  # GNMT's penalty, as attnkit's
+
+
+def attnkit_recipe(cfg: dict, work: Path) -> list[str]:
+    """--recipe attnkit: attnkit's best-recipe hyperparameters in place of the FAQ's base setup."""
+    cfg.update(copy.deepcopy(ATTNKIT_RECIPE))
+    (work / "RECIPE_ATTNKIT").write_text(json.dumps(ATTNKIT_DECODING) + "\n")  # read by translate()
+    return ["--recipe attnkit (NOT OpenNMT-py's recipe): attnkit's configs/multi30k_*_best.yaml hyperparameters: "
+            f"{json.dumps(ATTNKIT_RECIPE)}; decoding {json.dumps(ATTNKIT_DECODING)}. Differences that remain: "
+            "OpenNMT-py 3.5's Transformer is pre-norm only (attnkit's recipe is post-norm), LayerNorm eps 1e-6, "
+            "its token batches count padded max(src, tgt) lengths"]
 
 
 def smoke(cfg: dict) -> list[str]:
@@ -135,6 +161,8 @@ def translate(python: Path, cfg: dict, ckpt: Path, work: Path, beam: int, env: d
                 tgt_subword_model=cfg["tgt_subword_model"])  # onmt_translate defaults otherwise
     if (work / "SMOKE").exists():
         tcfg["max_length"] = 30
+    if (work / "RECIPE_ATTNKIT").exists():  # --recipe attnkit: its length penalty (the beam is given)
+        tcfg.update({k: v for k, v in json.loads((work / "RECIPE_ATTNKIT").read_text()).items() if k != "beam_size"})
     cfg_path = work / f"translate_beam{beam}.yaml"
     cfg_path.write_text(yaml.safe_dump(tcfg, sort_keys=False))
     secs = run([str(python), "-m", "onmt.bin.translate", "-config", str(cfg_path)], env, cwd=work, stdin=None,
