@@ -186,7 +186,7 @@ def start_server(args) -> tuple[subprocess.Popen, str]:
            "--port", str(port), "--device", "cpu", "--max-batch-tokens", str(args.max_batch_tokens),
            "--max-wait-ms", str(args.max_wait_ms), "--threads", str(args.threads),
            "--join-group", str(args.join_group), "--join-wait-steps", str(args.join_wait_steps),
-           "--decoder", args.decoder, "--workers", str(args.workers), "--worker-nice", str(args.worker_nice)]  # fmt: skip
+           "--decoder", args.decoder, "--workers", str(args.workers)]  # fmt: skip
     proc = subprocess.Popen(cmd, env=env)
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):
@@ -235,7 +235,6 @@ def main() -> None:
         help="torch threads offline (default: threads x workers, the cores the server decodes on)",
     )  # fmt: skip
     p.add_argument("--decoder", choices=("process", "thread"), default="process", help="the server's --decoder")
-    p.add_argument("--worker-nice", type=int, default=0, help="the server's --worker-nice")
     p.add_argument("--client", choices=("lean", "httpx"), default="lean",
                    help="the load generator's HTTP client (lean: bench.http_client)")
     p.add_argument("--soak-minutes", type=float, default=0)

@@ -184,19 +184,6 @@ def test_a_request_given_up_on_does_not_stop_the_batcher():
     batcher.close(10)
 
 
-@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="POSIX priorities")
-def test_worker_niceness_lowers_the_decoding_processes_priority_only(ckpt):
-    call = Call.of("tiny", "translate", beam=2, nbest=1, length_penalty=0.6)
-    decoder = ProcessDecoder(WorkerSpec((f"tiny={ckpt}",), "cpu", 1, niceness=3))
-    try:
-        assert decoder.submit(call, [SENTENCES[0]], 5).result(60)[0].text  # it still answers
-        mine = os.getpriority(os.PRIO_PROCESS, 0)
-        child = os.getpriority(os.PRIO_PROCESS, decoder.workers[0].proc.pid)
-        assert child == min(mine + 3, 19) and os.getpriority(os.PRIO_PROCESS, 0) == mine
-    finally:
-        decoder.close(30)
-
-
 def test_a_checkpoint_the_process_cannot_load_is_a_one_line_error(tmp_path):
     with pytest.raises(ConfigError, match="could not load the models: .*not found"):
         ProcessDecoder(WorkerSpec((str(tmp_path / "missing.pt"),), "cpu", 1))

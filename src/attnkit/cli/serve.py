@@ -49,10 +49,6 @@ def add_parser(sub) -> None:
         "the server's process with --decoder thread (default: torch's)",
     )  # fmt: skip
     p.add_argument(
-        "--worker-nice", type=int, default=0, metavar="N",
-        help="run the decoding processes N points nicer than the server's (0-19; default 0)",
-    )  # fmt: skip
-    p.add_argument(
         "--decoder", choices=("process", "thread"), default="process",
         help="where the models run: a decoding process of their own (default; HTTP work and decoding "
         "then use separate cores), or a thread of the server's process (one copy of the weights)",
@@ -85,8 +81,6 @@ def run(args) -> None:
         raise ConfigError(f"--join-wait-steps must not be negative, got {args.join_wait_steps}")
     if args.max_wait_ms < 0:
         raise ConfigError(f"--max-wait-ms must not be negative, got {args.max_wait_ms}")
-    if not 0 <= args.worker_nice <= 19:
-        raise ConfigError(f"--worker-nice must be between 0 and 19, got {args.worker_nice}")
     if args.workers != "auto" and args.workers > 1 and args.decoder != "process":
         raise ConfigError("--workers needs --decoder process (the thread decoder is one worker)")
     _check_address(args.host, args.port)
@@ -102,7 +96,7 @@ def run(args) -> None:
         # only check requests (names, tasks, token counts), so they load on the CPU and drop their weights
         models = load_models(args.checkpoint, device="cpu")
         release_weights(models)
-        spec = WorkerSpec(tuple(args.checkpoint), args.device, threads, args.worker_nice)
+        spec = WorkerSpec(tuple(args.checkpoint), args.device, threads)
         decoder = ProcessDecoder(spec, workers=n_workers, **batching)
     else:
         models = load_models(args.checkpoint, device=args.device)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import atexit
 import itertools
-import os
 import pickle
 import signal
 import threading
@@ -197,8 +196,6 @@ def decoding_process(conn, spec: WorkerSpec, batching: dict[str, Any]) -> None:
 
         if spec.threads:
             torch.set_num_threads(spec.threads)
-        if spec.niceness and hasattr(os, "nice"):  # POSIX: the HTTP process wins the CPU when it wakes
-            os.nice(spec.niceness)
         decoder = ThreadDecoder(load_models(list(spec.checkpoints), device=spec.device), **batching)
     except BaseException as e:  # noqa: BLE001 - reported to the server, which exits with it
         conn.send(("failed", str(e) or type(e).__name__))

@@ -24,13 +24,11 @@ from .batcher import BatchStats, settle
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """What each decoding process loads: the ``--checkpoint`` specs, the device and its CPU threads;
-    and how much it yields the CPU to the HTTP process (``niceness``, added to the server's own)."""
+    """What each decoding process loads: the ``--checkpoint`` specs, the device and its CPU threads."""
 
     checkpoints: tuple[str, ...]
     device: str = "auto"
     threads: int | None = None
-    niceness: int = 0
 
 
 class DecoderUnavailable(RuntimeError):
