@@ -1,7 +1,8 @@
 """Load test of ``attnkit serve`` on loopback: throughput and latency at 1, 4, 16 and 64 clients.
 
 Each client sends one test_2016_flickr sentence per request (beam 4) and waits for the answer
-before sending the next; the server's dynamic batching groups concurrent requests. Beside it, the
+before sending the next (on a keep-alive connection of bench/http_client.py, the lean client, or
+httpx with --client httpx); the server's dynamic batching groups concurrent requests. Beside it, the
 offline throughput of ``Translator.translate`` (what ``attnkit translate`` runs) on the same
 sentences in the same process setup, measured before the load levels and again after them (on a
 shared machine the two bound the drift; each level's ratio is given against both). Optionally a soak: 16 clients for N minutes, the server's
