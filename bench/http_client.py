@@ -2,7 +2,7 @@
 
 On loopback the load generator shares the server's cores, so every millisecond it spends per
 request is taken from the server it measures. httpx's async client spent 1.4-2.2 ms of CPU per
-request in the round-5 runs (docs/BENCHMARKS.md, "client_cpu_ms_per_request"); wrk and hey, the
+request at 16 clients in the round-5 runs (6-7 ms at 64; docs/BENCHMARKS.md, "client_cpu_ms_per_request"); wrk and hey, the
 usual tools, are compiled. This client writes the request bytes itself and reads the answer by its
 Content-Length, nothing more: it is the measuring instrument, not something users call.
 """
@@ -25,10 +25,16 @@ class Connection:
         self._writer: asyncio.StreamWriter | None = None
 
     async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
-        """(status, body) of ``POST path`` with a JSON ``body``; reconnects once the server closed."""
+        """(status, body) of ``POST path`` with a JSON ``body``. After any failure the connection is
+        closed (its stream may be out of step) and the next request opens a fresh one; so does an
+        answer that says ``Connection: close``."""
         try:
             return await asyncio.wait_for(self._exchange(path, body), self.timeout)
-        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError) as e:
+        except HTTPError:
+            await self.close()
+            raise
+        except (OSError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
+                asyncio.TimeoutError) as e:  # fmt: skip
             await self.close()
             raise HTTPError(f"{type(e).__name__}: {e}") from e
 
@@ -40,6 +46,7 @@ class Connection:
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         )
         self._writer.write(head.encode("ascii") + body)
+        await self._writer.drain()
         lines = (await self._reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
         parts = lines[0].split(" ", 2)
         if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
@@ -51,7 +58,7 @@ class Connection:
         if "content-length" not in headers:
             raise HTTPError("the answer has no Content-Length (chunked answers are not read)")
         answer = await self._reader.readexactly(int(headers["content-length"]))
-        if headers.get("connection", "").lower() == "close":
+        if "close" in (t.strip() for t in headers.get("connection", "").lower().split(",")):
             await self.close()
         return int(parts[1]), answer
 

@@ -98,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
     work = args.work.resolve()
     if args.score_only:
         prior = json.loads((work / "result.json").read_text())
+        args.recipe = prior.get("recipe_choice", args.recipe)  # decode as the run was trained
         cfg = yaml.safe_load((work / "config.yaml").read_text())
         env = thread_env(args.threads, work / "site")
         changes, prep_min, valid_every = prior["changes"], prior["preparation_min"], prior["valid_every"]

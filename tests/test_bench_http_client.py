@@ -69,16 +69,24 @@ def test_a_closed_connection_is_reopened_and_unreadable_answers_raise(server):
         second = json.loads((await c.post("/ok", b"{}"))[1])["peer"]
         with pytest.raises(HTTPError, match="Content-Length"):
             await c.post("/chunked", b"{}")
+        after = await c.post("/ok", json.dumps({"after": "chunked"}).encode())  # not the chunk's leftovers
         await c.close()
-        return first, second
+        return first, second, after
 
-    first, second = asyncio.run(go())
+    first, second, after = asyncio.run(go())
     assert first != second  # the server said close: the next request opened a new connection
+    assert after[0] == 200 and json.loads(after[1])["echo"] == {"after": "chunked"}
 
 
 def test_a_refused_connection_raises_http_error():
+    import socket
+
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
     async def go():
-        c = Connection("127.0.0.1", 1, timeout=5)  # nothing listens on port 1
+        c = Connection("127.0.0.1", port, timeout=5)
         await c.post("/ok", b"{}")
 
     with pytest.raises(HTTPError):

@@ -99,6 +99,11 @@ def test_only_products_big_enough_run_packed_and_they_equal_plain_ones():
     with torch.no_grad(), fast.packed_linears(layer):
         packed = layer(x)
     torch.testing.assert_close(packed, nn.functional.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5)
+    wide_in = nn.Linear(1024, 64)  # a feed-forward's second matrix: packed through its input width
+    x = torch.randn(8, 1, 1024)
+    with torch.no_grad(), fast.packed_linears(wide_in):
+        packed = wide_in(x)
+    torch.testing.assert_close(packed, nn.functional.linear(x, wide_in.weight, wide_in.bias), atol=1e-4, rtol=1e-4)
 
 
 def test_packed_weights_follow_optimizer_updates():
