@@ -115,10 +115,7 @@ def run(args: argparse.Namespace) -> int:
     ckpt, ckpt_step, why = peer.checkpoint(work, args.checkpoint, deadline)
     src_file, ref = test_files(work, args.src, args.tgt, args.test_sentences)
     n_test = len(read_lines(src_file))
-    if args.recipe == "attnkit":
-        beams = [4]  # attnkit's recipe: beam 4, length penalty 0.6
-    else:
-        beams = [peer.RECIPE_BEAM if hasattr(peer, "RECIPE_BEAM") else cfg["testing"]["beam_size"]]
+    beams = [peer.beam(cfg, args.recipe)]
     beams += [1] if args.greedy and beams[0] != 1 else []
     decoded = {}
     for beam in beams:

@@ -194,6 +194,11 @@ def steps_done(work: Path) -> int | None:
     return max(ckpts) if ckpts else None
 
 
+def beam(cfg: dict, recipe: str) -> int:
+    """The beam the run decodes with: its config's testing beam (attnkit_recipe sets attnkit's 4)."""
+    return cfg["testing"]["beam_size"]
+
+
 def translate(python: Path, cfg: dict, ckpt: Path, work: Path, beam: int, env: dict, run, src_file: Path) -> tuple[Path, float]:
     """Translate ``src_file`` with JoeyNMT's own ``translate`` mode (stdin -> detokenized lines) from
     ``ckpt`` at beam ``beam`` (1 = greedy); returns (hypothesis file, seconds)."""

@@ -153,6 +153,11 @@ def steps_done(work: Path) -> int | None:
     return int(steps[-1]) if steps else None
 
 
+def beam(cfg: dict, recipe: str) -> int:
+    """The beam the run decodes with: its recipe's (attnkit's 4, or onmt_translate's default 5)."""
+    return ATTNKIT_DECODING["beam_size"] if recipe == "attnkit" else RECIPE_BEAM
+
+
 def translate(python: Path, cfg: dict, ckpt: Path, work: Path, beam: int, env: dict, run, src_file: Path) -> tuple[Path, float]:
     """onmt_translate with the sentencepiece transform (tokenizes the source, detokenizes the output)."""
     out = work / f"test.hyp.beam{beam}"

@@ -90,8 +90,9 @@ def test_packed_linears_decode_exactly_as_plain_linears(kind):
 def test_only_products_big_enough_run_packed_and_they_equal_plain_ones():
     """Small decoding products skip packing (its per-call cost outweighs it); the vocabulary
     projection and large batches pack, with the plain product's values."""
-    assert fast.packs(4, 4000) and fast.packs(512, 128) and fast.packs(64, 1024) and fast.packs(8, 256, 1024)
-    assert not fast.packs(4, 128) and not fast.packs(64, 512) and not fast.packs(256, 128)
+    assert fast.packs(4, 4000, 128) and fast.packs(512, 128, 128) and fast.packs(64, 1024, 128)
+    assert fast.packs(8, 256, 1024)  # a d_ff-1024 feed-forward's second matrix, at any row count
+    assert not fast.packs(4, 128, 128) and not fast.packs(64, 512, 128) and not fast.packs(256, 128, 512)
     assert not fast.packs(8, 256, 512)
     torch.manual_seed(0)
     layer = nn.Linear(16, 1024)

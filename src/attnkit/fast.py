@@ -62,7 +62,7 @@ def _patched(modules: list[nn.Module], make_forward) -> Iterator[None]:
             del m.forward
 
 
-def packs(rows: int, out_features: int, in_features: int = 0) -> bool:
+def packs(rows: int, out_features: int, in_features: int) -> bool:
     """Whether a decoding step of ``rows`` rows through an ``in_features`` -> ``out_features`` weight runs packed."""
     return out_features >= _PACK_MIN_OUT or in_features >= _PACK_MIN_IN or rows * out_features >= _PACK_MIN_WORK
 
