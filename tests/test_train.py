@@ -162,6 +162,24 @@ def test_noam_schedule_is_the_papers_formula():
     ) == pytest.approx(5e-4)
 
 
+def test_cooldown_scales_the_last_steps_linearly_towards_zero():
+    def at(step, cooldown):
+        kwargs = dict(schedule="inverse_sqrt", lr=1e-3, lr_scale=1, warmup_steps=100, d_model=1, max_steps=1000)
+        return lr_at(step, cooldown_steps=cooldown, **kwargs)
+
+    # Untouched before the cooldown starts (and everywhere without one).
+    for step in (1, 50, 100, 400, 800):
+        assert at(step, 200) == at(step, 0) == lr_at(
+            step, schedule="inverse_sqrt", lr=1e-3, lr_scale=1, warmup_steps=100, d_model=1
+        )
+    # Then the 1/sqrt(step) value times (steps left + 1) / cooldown: halfway is half, the last step 1/200.
+    assert at(801, 200) == pytest.approx(at(801, 0))
+    assert at(901, 200) == pytest.approx(at(901, 0) * 100 / 200)
+    assert at(1000, 200) == pytest.approx(at(1000, 0) / 200)
+    values = [at(step, 200) for step in range(800, 1001)]
+    assert all(b < a for a, b in zip(values, values[1:]))  # strictly falling through the cooldown
+
+
 def test_checkpoints_are_written_atomically_and_corruption_is_detected(tmp_path, monkeypatch):
     state = {"arch": "transformer", "model_config": {}, "model": {"w": torch.ones(2)}, "tokenizer": {}}
     path = save_checkpoint(state, tmp_path / "c.pt")

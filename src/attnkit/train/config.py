@@ -46,6 +46,8 @@ class TrainConfig(ConfigBase):
     schedule "noam": lr = lr_scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5);
     "inverse_sqrt": lr rises linearly to ``lr`` over warmup, then decays as 1/sqrt(step);
     "constant": ``lr`` after a linear warmup.
+    cooldown_steps: the last this many steps before max_steps bring the lr linearly down to ~0
+    (so with a cooldown the schedule depends on max_steps: raising it on --resume moves the cooldown).
     max_tokens: padded tokens per batch per process; accumulate: batches per optimizer step.
     """
 
@@ -57,6 +59,7 @@ class TrainConfig(ConfigBase):
     lr: float = 5e-4
     lr_scale: float = 1.0
     warmup_steps: int = 4000
+    cooldown_steps: int = 0  # 0 = no cooldown
     beta1: float = 0.9
     beta2: float = 0.98
     eps: float = 1e-9
@@ -75,6 +78,7 @@ class TrainConfig(ConfigBase):
         self._positive("max_tokens", "max_steps", "warmup_steps", "accumulate", "log_every")
         self._check(self.max_epochs >= 0, "max_epochs", "must be >= 0")
         self._check(self.max_minutes >= 0, "max_minutes", "must be >= 0")
+        self._check(0 <= self.cooldown_steps <= self.max_steps, "cooldown_steps", "must be in [0, max_steps]")
         self._choice("schedule", ("noam", "inverse_sqrt", "constant"))
         self._check(self.lr > 0, "lr", "must be positive")
         self._check(math.isfinite(self.lr), "lr", "must be a finite number")

@@ -114,7 +114,14 @@ class Trainer:
     def lr(self, step: int) -> float:
         t = self.cfg.train
         return lr_at(
-            step, schedule=t.schedule, lr=t.lr, lr_scale=t.lr_scale, warmup_steps=t.warmup_steps, d_model=self.s.d_model
+            step,
+            schedule=t.schedule,
+            lr=t.lr,
+            lr_scale=t.lr_scale,
+            warmup_steps=t.warmup_steps,
+            d_model=self.s.d_model,
+            max_steps=t.max_steps,
+            cooldown_steps=t.cooldown_steps,
         )
 
     def better(self, score: float) -> bool:
