@@ -8,9 +8,12 @@ follows each real step), one torch thread, best of 5
 repeats, with the weights packed as the server packs them, and fits time = fixed + per_row x N by
 least squares. With --compile it also times ``torch.compile(model.decode, dynamic=True)`` against
 eager on the same inputs, both with plain weights (compile cannot trace the packed products; compile
-the first compiled call's time is reported apart), and checks the logits agree.
+the first compiled call's time is reported apart), and checks the logits agree. --inductor sets
+Inductor options for it: cpp_wrapper (a C++ wrapper calls the kernels, not Python) and freezing
+(weights folded in as constants, which lets Inductor pack them for oneDNN itself).
 
-    python -m bench.decode_step --checkpoint CKPT [--rows 4,8,16,32,64,128,256] [--compile] [--out F]
+    python -m bench.decode_step --checkpoint CKPT [--rows 4,8,16,32,64,128,256] [--compile]
+        [--inductor cpp_wrapper,freezing] [--out F]
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import time
 from pathlib import Path
 
 import torch
+import torch._inductor.config
 
 from attnkit.decoding.beam import rank_extensions
 from attnkit.decoding.common import step_log_probs
@@ -91,11 +95,17 @@ def main() -> None:
     p.add_argument("--source-len", type=int, default=14)
     p.add_argument("--iters", type=int, default=200)
     p.add_argument("--compile", action="store_true", help="also time torch.compile(model.decode)")
+    p.add_argument("--inductor", default="", help="with --compile: Inductor options to switch on (cpp_wrapper,freezing)")
     p.add_argument("--out")
     args = p.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
     model = Translator.from_checkpoint(args.checkpoint, device="cpu").model
+    options = [o for o in args.inductor.split(",") if o]
+    for option in options:
+        if option not in ("cpp_wrapper", "freezing"):
+            p.error(f"--inductor: unknown option {option!r} (cpp_wrapper, freezing)")
+        setattr(torch._inductor.config, option, True)
     compiled = torch.compile(model.decode, dynamic=True) if args.compile else None
     result: dict = {"levels": []}
     with torch.no_grad():
@@ -110,7 +120,7 @@ def main() -> None:
         if key in result["levels"][0]:
             a, b = fit(xs, [lv[key] for lv in result["levels"]])
             result[f"{key}_fit"] = {"fixed_ms": round(a, 3), "per_row_us": round(1000 * b, 2)}
-    result.update(checkpoint=args.checkpoint, cache=args.cache, source_len=args.source_len, threads=1,
+    result.update(checkpoint=args.checkpoint, inductor=options, cache=args.cache, source_len=args.source_len, threads=1,
                   machine=f"{platform.processor() or platform.machine()}", torch=torch.__version__)  # fmt: skip
     print(json.dumps({k: v for k, v in result.items() if k.endswith("_fit")}, indent=2))
     if args.out:

@@ -7,20 +7,25 @@ offline ``Translator.translate`` on the same sentences take turns, round after r
 process and torch thread; the report is CPU ms per sentence and offline's CPU time over each rule's
 (the "CPU efficiency" of docs/BENCHMARKS.md "Serving"), plus steps, joins and sentences per step,
 and both sides' decoder calls, decoder rows (sentences x beams) and encoder calls.
-Each rule's translations are checked against offline's.
+Each rule's translations are checked against offline's. With --compile each rule also runs with
+``torch.compile(model.decode, dynamic=True)`` (plain weights: compile cannot trace the packed
+products; --inductor cpp_wrapper,freezing as in bench.decode_step), its compilations counted.
 
-    python -m bench.serve_pool --checkpoint CKPT --data-dir ../shared/data --rules 1/0,4/4
+    python -m bench.serve_pool --checkpoint CKPT --data-dir ../shared/data --rules 1/0,4/4 [--compile]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import time
 from pathlib import Path
 
 import torch
+import torch._dynamo.utils
+import torch._inductor.config
 
 from attnkit.fast import packed_linears
 from attnkit.translate import Translator
@@ -33,11 +38,11 @@ class ModelCalls:
 
     def __init__(self, model) -> None:
         self.decoder_calls = self.decoder_rows = self.encoder_calls = 0
-        decode, encode = model.decode, model.encode
+        self.decode, encode = model.decode, model.encode  # self.decode: swapped for a compiled one
 
         def counted_decode(tokens, *args, **kwargs):
             self.decoder_calls, self.decoder_rows = self.decoder_calls + 1, self.decoder_rows + tokens.size(0)
-            return decode(tokens, *args, **kwargs)
+            return self.decode(tokens, *args, **kwargs)
 
         def counted_encode(*args, **kwargs):
             self.encoder_calls += 1
@@ -85,36 +90,57 @@ def main() -> None:
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--rules", default="1/0,4/4", help="join rules GROUP/WAIT_STEPS, comma-separated")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--compile", action="store_true", help="also run each rule with model.decode compiled")
+    p.add_argument("--inductor", default="", help="with --compile: Inductor options to switch on (cpp_wrapper,freezing)")
     p.add_argument("--out")
     args = p.parse_args()
     torch.set_num_threads(1)
     texts = sentences(Path(args.data_dir), args.sentences)
     translator = Translator.from_checkpoint(args.checkpoint, device="cpu")
     rules = [tuple(int(x) for x in r.split("/")) for r in args.rules.split(",")]
-    with packed_linears(translator.model):  # as the server: packed once for its life
-        translator.translate(texts[:16], beam=args.beam)  # warm-up
-        cpu = {"offline": 0.0, **{r: 0.0 for r in rules}}
-        info: dict = {}
-        calls = ModelCalls(translator.model)  # the last round's counts are reported
-        for _ in range(args.rounds):
-            start = time.process_time()
-            offline = [t.text for t in translator.translate(texts, beam=args.beam)]
-            cpu["offline"] += time.process_time() - start
-            offline_calls = calls.take()
-            for r in rules:
+    arms = [(r, False) for r in rules] + [(r, True) for r in rules if args.compile]
+    calls = ModelCalls(translator.model)  # the last round's counts are reported
+    eager = calls.decode
+    if args.compile:
+        for option in (o for o in args.inductor.split(",") if o):
+            setattr(torch._inductor.config, option, True)
+        compiled = torch.compile(eager, dynamic=True)
+        calls.decode = compiled
+        closed_loop(translator, texts[:48], args.clients, *rules[0], args.beam)  # the first compilations, not timed
+        calls.decode = eager
+        calls.take()
+    cpu = {"offline": 0.0, **{arm: 0.0 for arm in arms}}
+    info: dict = {}
+    for _ in range(args.rounds):
+        for arm in [None, *arms]:
+            use_compiled = arm is not None and arm[1]
+            calls.decode = compiled if use_compiled else eager
+            # as the server: weights packed once for its life (plain for compile, which cannot trace them)
+            with contextlib.nullcontext() if use_compiled else packed_linears(translator.model):
+                translator.translate(texts[:4], beam=args.beam)  # warm the packed weights
+                calls.take()
                 start = time.process_time()
-                info[r] = closed_loop(translator, texts, args.clients, *r, args.beam)
-                cpu[r] += time.process_time() - start
-                info[r].update(calls.take())
-                info[r]["same_as_offline"] = sum(a == b for a, b in zip(info[r].pop("texts"), offline))
+                if arm is None:
+                    offline = [t.text for t in translator.translate(texts, beam=args.beam)]
+                    cpu["offline"] += time.process_time() - start
+                    offline_calls = calls.take()
+                    continue
+                info[arm] = closed_loop(translator, texts, args.clients, *arm[0], args.beam)
+                cpu[arm] += time.process_time() - start
+                info[arm].update(calls.take())
+                info[arm]["same_as_offline"] = sum(a == b for a, b in zip(info[arm].pop("texts"), offline))
     n = len(texts) * args.rounds
     result = {"sentences": len(texts), "clients": args.clients, "rounds": args.rounds,
               "offline_cpu_ms_per_sentence": round(1000 * cpu["offline"] / n, 2), "offline_calls": offline_calls,
               "rules": []}  # fmt: skip
-    for r in rules:
-        result["rules"].append({"join_group": r[0], "join_wait_steps": r[1], **info[r],
-                                "cpu_ms_per_sentence": round(1000 * cpu[r] / n, 2),
-                                "cpu_efficiency_vs_offline": round(cpu["offline"] / cpu[r], 3)})  # fmt: skip
+    for arm in arms:
+        (group, wait), use_compiled = arm
+        result["rules"].append({"join_group": group, "join_wait_steps": wait, "compiled": use_compiled, **info[arm],
+                                "cpu_ms_per_sentence": round(1000 * cpu[arm] / n, 2),
+                                "cpu_efficiency_vs_offline": round(cpu["offline"] / cpu[arm], 3)})  # fmt: skip
+    if args.compile:
+        result["inductor"] = [o for o in args.inductor.split(",") if o]
+        result["compilations"] = dict(torch._dynamo.utils.counters["stats"])
     print(json.dumps(result, indent=2))
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
