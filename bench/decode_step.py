@@ -102,6 +102,8 @@ def main() -> None:
     torch.manual_seed(0)
     model = Translator.from_checkpoint(args.checkpoint, device="cpu").model
     options = [o for o in args.inductor.split(",") if o]
+    if options and not args.compile:
+        p.error("--inductor needs --compile")
     for option in options:
         if option not in ("cpp_wrapper", "freezing"):
             p.error(f"--inductor: unknown option {option!r} (cpp_wrapper, freezing)")

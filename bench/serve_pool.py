@@ -100,15 +100,21 @@ def main() -> None:
     rules = [tuple(int(x) for x in r.split("/")) for r in args.rules.split(",")]
     arms = [(r, False) for r in rules] + [(r, True) for r in rules if args.compile]
     calls = ModelCalls(translator.model)  # the last round's counts are reported
-    eager = calls.decode
+    eager, compiled, options = calls.decode, None, [o for o in args.inductor.split(",") if o]
+    if options and not args.compile:
+        p.error("--inductor needs --compile")
+    for option in options:
+        if option not in ("cpp_wrapper", "freezing"):
+            p.error(f"--inductor: unknown option {option!r} (cpp_wrapper, freezing)")
+        setattr(torch._inductor.config, option, True)
+    graphs: list[int] = []  # Dynamo's compiled graphs after the warm-up and after each round
     if args.compile:
-        for option in (o for o in args.inductor.split(",") if o):
-            setattr(torch._inductor.config, option, True)
         compiled = torch.compile(eager, dynamic=True)
         calls.decode = compiled
         closed_loop(translator, texts[:48], args.clients, *rules[0], args.beam)  # the first compilations, not timed
         calls.decode = eager
         calls.take()
+        graphs.append(torch._dynamo.utils.counters["stats"]["unique_graphs"])
     cpu = {"offline": 0.0, **{arm: 0.0 for arm in arms}}
     info: dict = {}
     for _ in range(args.rounds):
@@ -117,7 +123,8 @@ def main() -> None:
             calls.decode = compiled if use_compiled else eager
             # as the server: weights packed once for its life (plain for compile, which cannot trace them)
             with contextlib.nullcontext() if use_compiled else packed_linears(translator.model):
-                translator.translate(texts[:4], beam=args.beam)  # warm the packed weights
+                if not use_compiled:  # warm the packed weights (the compiled arm has none to warm)
+                    translator.translate(texts[:4], beam=args.beam)
                 calls.take()
                 start = time.process_time()
                 if arm is None:
@@ -129,6 +136,8 @@ def main() -> None:
                 cpu[arm] += time.process_time() - start
                 info[arm].update(calls.take())
                 info[arm]["same_as_offline"] = sum(a == b for a, b in zip(info[arm].pop("texts"), offline))
+        if args.compile:
+            graphs.append(torch._dynamo.utils.counters["stats"]["unique_graphs"])
     n = len(texts) * args.rounds
     result = {"sentences": len(texts), "clients": args.clients, "rounds": args.rounds,
               "offline_cpu_ms_per_sentence": round(1000 * cpu["offline"] / n, 2), "offline_calls": offline_calls,
@@ -139,8 +148,9 @@ def main() -> None:
                                 "cpu_ms_per_sentence": round(1000 * cpu[arm] / n, 2),
                                 "cpu_efficiency_vs_offline": round(cpu["offline"] / cpu[arm], 3)})  # fmt: skip
     if args.compile:
-        result["inductor"] = [o for o in args.inductor.split(",") if o]
+        result["inductor"] = options
         result["compilations"] = dict(torch._dynamo.utils.counters["stats"])
+        result["graphs_after_warmup_and_each_round"] = graphs
     print(json.dumps(result, indent=2))
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")

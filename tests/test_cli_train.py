@@ -44,7 +44,8 @@ def test_train_prints_best_checkpoint_and_keeps_step_checkpoints(runs):
     [
         ("train.lrr=1", ["lrr"]),
         ("train.lr=-1", ["lr", "must be positive"]),
-        ("train.cooldown_steps=999999", ["cooldown_steps", "[0, max_steps]"]),
+        ("train.cooldown_steps=999999", ["cooldown_steps", "[0, max_steps]", "max_steps is"]),
+        ("train.cooldown_steps=-1", ["cooldown_steps", "[0, max_steps]"]),
         ("model.d_model=30", ["d_model", "n_heads=4"]),  # the tiny preset has 4 heads
         ("model.arch=lstm", ["model.arch", "lstm", "transformer, rnn"]),
         ("valid.every=often", ["every", "integer"]),

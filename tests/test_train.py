@@ -12,7 +12,7 @@ import torch
 
 from attnkit.checkpoint import average_checkpoints, load_checkpoint, save_checkpoint
 from attnkit.errors import CheckpointError, ConfigError
-from attnkit.train import load_config, train
+from attnkit.train import Trainer, load_config, train
 from attnkit.train.schedule import lr_at
 
 TINY = [
@@ -178,6 +178,21 @@ def test_cooldown_scales_the_last_steps_linearly_towards_zero():
     assert at(1000, 200) == pytest.approx(at(1000, 0) / 200)
     values = [at(step, 200) for step in range(800, 1001)]
     assert all(b < a for a, b in zip(values, values[1:]))  # strictly falling through the cooldown
+    with pytest.raises(ValueError, match="needs max_steps"):
+        lr_at(5, schedule="constant", lr=1e-3, lr_scale=1, warmup_steps=1, d_model=1, cooldown_steps=2)
+
+
+def test_the_trainer_follows_the_cooldown(tmp_path, tiny_config):
+    """The trainer's lr is the schedule's with the run's max_steps and cooldown_steps passed through."""
+    config = tiny_config(tmp_path / "run", "train.max_steps=20", "train.cooldown_steps=8")
+    trainer = Trainer.from_config(config, log=lambda m: None)
+    t = config.train
+    schedule = dict(schedule=t.schedule, lr=t.lr, lr_scale=t.lr_scale, warmup_steps=t.warmup_steps)
+    schedule["d_model"] = trainer.s.d_model
+    for step in (1, 12, 13, 16, 20):
+        assert trainer.lr(step) == pytest.approx(lr_at(step, max_steps=20, cooldown_steps=8, **schedule))
+    assert trainer.lr(20) == pytest.approx(lr_at(20, **schedule) / 8)
+    assert trainer.lr(12) == lr_at(12, **schedule)  # before the cooldown: untouched
 
 
 def test_checkpoints_are_written_atomically_and_corruption_is_detected(tmp_path, monkeypatch):
@@ -260,8 +275,6 @@ def test_trains_from_a_hugging_face_dataset_and_from_plain_files(tmp_path):
 
 
 def test_resume_from_the_end_of_an_epoch_starts_the_next_one(tmp_path, tiny_config):
-    from attnkit.train import Trainer
-
     small = ["data.max_train_pairs=100", "model.dropout=0.1"]
     n = len(Trainer.from_config(tiny_config(tmp_path / "probe", *small), log=lambda m: None).sampler)  # batches per epoch
     straight = train(

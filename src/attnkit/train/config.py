@@ -47,7 +47,8 @@ class TrainConfig(ConfigBase):
     "inverse_sqrt": lr rises linearly to ``lr`` over warmup, then decays as 1/sqrt(step);
     "constant": ``lr`` after a linear warmup.
     cooldown_steps: the last this many steps before max_steps bring the lr linearly down to ~0
-    (so with a cooldown the schedule depends on max_steps: raising it on --resume moves the cooldown).
+    (so with a cooldown the schedule depends on max_steps: raising it on --resume moves the cooldown;
+    a run that max_minutes, max_epochs or valid.patience stops earlier ends before or inside it).
     max_tokens: padded tokens per batch per process; accumulate: batches per optimizer step.
     """
 
@@ -78,7 +79,11 @@ class TrainConfig(ConfigBase):
         self._positive("max_tokens", "max_steps", "warmup_steps", "accumulate", "log_every")
         self._check(self.max_epochs >= 0, "max_epochs", "must be >= 0")
         self._check(self.max_minutes >= 0, "max_minutes", "must be >= 0")
-        self._check(0 <= self.cooldown_steps <= self.max_steps, "cooldown_steps", "must be in [0, max_steps]")
+        self._check(
+            0 <= self.cooldown_steps <= self.max_steps,
+            "cooldown_steps",
+            f"must be in [0, max_steps] (max_steps is {self.max_steps})",
+        )
         self._choice("schedule", ("noam", "inverse_sqrt", "constant"))
         self._check(self.lr > 0, "lr", "must be positive")
         self._check(math.isfinite(self.lr), "lr", "must be a finite number")

@@ -31,6 +31,8 @@ def _cooldown(step: int, max_steps: int, cooldown_steps: int) -> float:
     """1 until the cooldown starts, then (steps left + 1) / cooldown_steps: 1/cooldown_steps at max_steps."""
     if cooldown_steps <= 0:
         return 1.0
+    if max_steps <= 0:
+        raise ValueError(f"a cooldown of {cooldown_steps} steps needs max_steps, got {max_steps}")
     return min(1.0, max(0, max_steps - step + 1) / cooldown_steps)
 
 
