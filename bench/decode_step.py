@@ -87,6 +87,18 @@ def measure(model, rows: int, args, compiled) -> dict:
             "first_compiled_call_s": round(compile_s, 1), "compiled_same_logits": same}  # fmt: skip
 
 
+def inductor_options(p: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """Switch on the Inductor options named by --inductor (with --compile only); returns their names."""
+    options = [o for o in args.inductor.split(",") if o]
+    if options and not args.compile:
+        p.error("--inductor needs --compile")
+    for option in options:
+        if option not in ("cpp_wrapper", "freezing"):
+            p.error(f"--inductor: unknown option {option!r} (cpp_wrapper, freezing)")
+        setattr(torch._inductor.config, option, True)
+    return options
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--checkpoint", required=True)
@@ -101,13 +113,7 @@ def main() -> None:
     torch.set_num_threads(1)
     torch.manual_seed(0)
     model = Translator.from_checkpoint(args.checkpoint, device="cpu").model
-    options = [o for o in args.inductor.split(",") if o]
-    if options and not args.compile:
-        p.error("--inductor needs --compile")
-    for option in options:
-        if option not in ("cpp_wrapper", "freezing"):
-            p.error(f"--inductor: unknown option {option!r} (cpp_wrapper, freezing)")
-        setattr(torch._inductor.config, option, True)
+    options = inductor_options(p, args)
     compiled = torch.compile(model.decode, dynamic=True) if args.compile else None
     result: dict = {"levels": []}
     with torch.no_grad():

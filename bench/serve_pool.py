@@ -25,11 +25,11 @@ from pathlib import Path
 
 import torch
 import torch._dynamo.utils
-import torch._inductor.config
 
 from attnkit.fast import packed_linears
 from attnkit.translate import Translator
 
+from .decode_step import inductor_options
 from .serve_load import sentences
 
 
@@ -100,13 +100,7 @@ def main() -> None:
     rules = [tuple(int(x) for x in r.split("/")) for r in args.rules.split(",")]
     arms = [(r, False) for r in rules] + [(r, True) for r in rules if args.compile]
     calls = ModelCalls(translator.model)  # the last round's counts are reported
-    eager, compiled, options = calls.decode, None, [o for o in args.inductor.split(",") if o]
-    if options and not args.compile:
-        p.error("--inductor needs --compile")
-    for option in options:
-        if option not in ("cpp_wrapper", "freezing"):
-            p.error(f"--inductor: unknown option {option!r} (cpp_wrapper, freezing)")
-        setattr(torch._inductor.config, option, True)
+    eager, compiled, options = calls.decode, None, inductor_options(p, args)
     graphs: list[int] = []  # Dynamo's compiled graphs after the warm-up and after each round
     if args.compile:
         compiled = torch.compile(eager, dynamic=True)
