@@ -21,7 +21,7 @@ def lr_at(
     noam (paper eq. 3): lr_scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5);
     inverse_sqrt: lr * min(step / warmup, sqrt(warmup / step)); constant: lr after linear warmup.
     A cooldown scales the last ``cooldown_steps`` steps before ``max_steps`` linearly down towards
-    zero: a fixed-budget run ends in a sharper minimum than a 1/sqrt(step) tail leaves it in.
+    zero, so a fixed-budget run ends at a small lr rather than on a 1/sqrt(step) tail.
     """
     step = max(step, 1)
     return _base(step, schedule, lr, lr_scale, warmup_steps, d_model) * _cooldown(step, max_steps, cooldown_steps)
