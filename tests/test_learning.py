@@ -72,7 +72,10 @@ def test_tiny_transformer_learns(task):
         "tiny", d_model=64, n_heads=4, d_ff=128, src_vocab_size=vocab, tgt_vocab_size=vocab, share_vocab=True
     )
     model = Transformer(cfg)
-    train(model, task, steps=400, lr=2e-3, vocab=vocab)
+    # Reversal is learned late and, at 400 steps of 2e-3, not on every CPU kind (the summation
+    # order differs): 1000 steps of 1e-3 learned it for each of 6 seeds on an AVX-512 host.
+    steps, lr = (1000, 1e-3) if task == "reverse" else (400, 2e-3)
+    train(model, task, steps=steps, lr=lr, vocab=vocab)
     assert exact_match(model, task, vocab) >= 0.95
     assert exact_match(model, task, vocab, beam=3) >= 0.95
     # Without a length penalty, beam search never returns a less probable output than greedy search
