@@ -105,6 +105,32 @@ def test_self_attention_cache_equals_full_causal_pass():
     torch.testing.assert_close(torch.cat([a, b], 1), full, atol=1e-5, rtol=1e-5)
 
 
+def test_cache_records_moves_and_carries_them_out_in_the_next_append():
+    g = torch.Generator().manual_seed(0)
+    k, v = torch.randn(6, 2, 3, 4, generator=g), torch.randn(6, 2, 3, 4, generator=g)
+    cache = KVCache()
+    cache.append(k, v)
+    r1, r2 = torch.tensor([5, 0, 0, 2, 3, 1]), torch.tensor([1, 1, 4, 0])
+    cache.select(r1)
+    cache.select(r2)  # moves compose: row i is now k[r1][r2][i]
+    new_k, new_v = torch.randn(4, 2, 1, 4, generator=g), torch.randn(4, 2, 1, 4, generator=g)
+    got_k, got_v = cache.append(new_k, new_v)
+    want_k, want_v = torch.cat([k[r1][r2], new_k], dim=2), torch.cat([v[r1][r2], new_v], dim=2)
+    assert torch.equal(got_k, want_k) and torch.equal(got_v, want_v) and len(cache) == 4
+    cache.select(torch.tensor([3, 3]))
+    assert torch.equal(cache.k, want_k[[3, 3]]) and torch.equal(cache.v, want_v[[3, 3]])  # reading moves
+
+
+def test_cache_move_keeps_gradients_when_training():
+    k = torch.randn(3, 2, 2, 4, requires_grad=True)
+    cache = KVCache()
+    cache.append(k, k * 2)
+    cache.select(torch.tensor([2, 0]))
+    out_k, _ = cache.append(torch.zeros(2, 2, 1, 4), torch.zeros(2, 2, 1, 4))
+    out_k.sum().backward()
+    assert k.grad[:, 0, 0, 0].tolist() == [1.0, 0.0, 1.0]
+
+
 def test_cross_attention_with_keys_values_projected_once_equals_projecting_each_call():
     torch.manual_seed(0)
     mha = MultiHeadAttention(16, 2).eval()

@@ -120,3 +120,46 @@ def test_beam_wider_than_half_the_vocabulary_decodes(beam):
     for hyps, g in zip(found, greedy):
         assert 1 <= len(hyps) <= 3 and all(3 <= t < 20 for h in hyps for t in h.tokens)
         assert hyps[0].log_prob >= g.log_prob - 1e-4 or hyps[0].score >= g.score - 1e-4
+
+
+@pytest.mark.parametrize("beams", [1, 4])
+def test_ranking_by_vocabulary_blocks_equals_plain_topk(monkeypatch, beams):
+    """The block shortcut finds exactly the C best extensions that one top-k over all tokens finds."""
+    from attnkit.decoding import beam as beam_module
+
+    assert [beam_module.block_size(V) for V in (4000, 1024, 8000, 4099, 500)] == [50, 64, 64, None, None]
+    g = torch.Generator().manual_seed(0)
+    for trial in range(40):
+        B, V = 1 + trial % 9, (4000, 1024, 8000, 4096)[trial % 4]
+        logp = torch.log_softmax(torch.randn(B * beams, V, generator=g) * 3, dim=-1)
+        scores = torch.randn(B, beams, generator=g) * 5
+        if trial % 5 == 0:
+            scores[:, 1:] = float("-inf")  # a sentence's first step: one live row
+        if trial % 7 == 0:
+            logp[:, 5:] = float("-inf")  # rows at their length limit: only a few tokens possible
+        C = min(8, beams * V)
+        blocks = beam_module.top_extensions(scores, logp, C)
+        with monkeypatch.context() as m:
+            m.setattr(beam_module, "block_size", lambda V: None)
+            plain = beam_module.top_extensions(scores, logp, C)
+        assert torch.equal(blocks[0], plain[0])
+        finite = torch.isfinite(plain[0])  # impossible (-inf) candidates may be any of their ties
+        assert torch.equal(blocks[1][finite], plain[1][finite])
+        assert torch.equal(blocks[2][finite], plain[2][finite])
+
+
+def test_beam_search_over_a_large_vocabulary_is_unchanged_by_the_block_ranking(monkeypatch):
+    from attnkit.decoding import beam as beam_module
+
+    model = make_model("transformer", src_vocab_size=30, tgt_vocab_size=1200)
+    src = random_tokens(5, 6, vocab=30, seed=4)
+    src[1, 4:] = 0
+    assert beam_module.block_size(1200) == 60
+    fast = beam_search(model, src, beam_size=4, nbest=3)
+    monkeypatch.setattr(beam_module, "block_size", lambda V: None)
+    plain = beam_search(model, src, beam_size=4, nbest=3)
+
+    def outputs(results):
+        return [[(h.tokens, h.score) for h in hyps] for hyps in results]
+
+    assert outputs(fast) == outputs(plain)

@@ -7,7 +7,6 @@ that share one row of keys (the beams of one sentence in cross-attention).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -18,24 +17,78 @@ from .masks import causal_mask, combine_masks
 from .positions import AttentionPositions
 
 
-@dataclass
 class KVCache:
     """Self-attention keys and values of the positions decoded so far, kept by the caller.
 
-    Each decoding step appends its new keys/values along the time axis.
+    Each decoding step appends its new keys/values along the time axis. A beam search also moves
+    rows after every step (``select``); the move is only recorded, and the next ``append`` copies
+    the kept rows straight into the grown cache: one copy of the cache a step instead of two (a
+    reorder, then a concatenation). At large batches a step's time goes mostly to streaming these
+    caches through memory (docs/BENCHMARKS.md "Decoding step"). Reading ``k`` or ``v`` carries out
+    a recorded move first, so callers always see the rows in their current order.
     """
 
-    k: Tensor | None = None  # (B, H, Tk, Dh)
-    v: Tensor | None = None  # (B, H, Tk, Dh)
+    def __init__(self, k: Tensor | None = None, v: Tensor | None = None):
+        self._k, self._v = k, v  # (B, H, Tk, Dh) each, in the order of the last copy
+        self._rows: Tensor | None = None  # (B',) recorded move: current row i is stored row _rows[i]
 
     def __len__(self) -> int:
-        return 0 if self.k is None else self.k.size(2)
+        return 0 if self._k is None else self._k.size(2)
+
+    @property
+    def k(self) -> Tensor | None:
+        self._settle()
+        return self._k
+
+    @k.setter
+    def k(self, value: Tensor | None) -> None:
+        self._settle()
+        self._k = value
+
+    @property
+    def v(self) -> Tensor | None:
+        self._settle()
+        return self._v
+
+    @v.setter
+    def v(self, value: Tensor | None) -> None:
+        self._settle()
+        self._v = value
+
+    def _settle(self) -> None:
+        if self._rows is not None:
+            self._k, self._v = self._k.index_select(0, self._rows), self._v.index_select(0, self._rows)
+            self._rows = None
 
     def select(self, rows: Tensor) -> None:
         """Keep (and reorder) the batch rows ``rows`` (B',): beam search moves hypotheses."""
-        if self.k is not None:
-            self.k = self.k.index_select(0, rows)
-            self.v = self.v.index_select(0, rows)
+        if self._k is None:
+            return
+        rows = rows.to(self._k.device)
+        self._rows = rows if self._rows is None else self._rows.index_select(0, rows)
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Add the new positions k, v (B', H, T, Dh); returns the whole cache (B', H, Tk + T, Dh)."""
+        if self._k is None:
+            self._k, self._v = k, v
+        else:
+            self._k, self._v = _grow(self._k, k, self._rows), _grow(self._v, v, self._rows)
+            self._rows = None
+        return self._k, self._v
+
+
+def _grow(old: Tensor, new: Tensor, rows: Tensor | None) -> Tensor:
+    """old (B, H, t, Dh) with its rows ``rows`` (B',) picked (all when None), then new (B', H, T, Dh)
+    after them in time: (B', H, t + T, Dh), the picked rows copied once, straight into place."""
+    if rows is None:
+        return torch.cat([old, new], dim=2)
+    if torch.is_grad_enabled() and (old.requires_grad or new.requires_grad):  # out= has no gradient
+        return torch.cat([old.index_select(0, rows), new], dim=2)
+    t = old.size(2)
+    out = old.new_empty(rows.numel(), old.size(1), t + new.size(2), old.size(3))  # (B', H, t + T, Dh)
+    torch.index_select(old, 0, rows, out=out[:, :, :t])
+    out[:, :, t:] = new
+    return out
 
 
 class MultiHeadAttention(nn.Module):
@@ -127,10 +180,7 @@ class MultiHeadAttention(nn.Module):
             offset = len(cache) if cache is not None else 0  # new positions start after the cache
             q, k = self.positions.rotate(q, offset), self.positions.rotate(k, offset)
         if cache is not None:  # keys enter the cache already rotated
-            if cache.k is not None:
-                k = torch.cat([cache.k, k], dim=2)  # (B, H, Tk_old + Tq, Dh)
-                v = torch.cat([cache.v, v], dim=2)
-            cache.k, cache.v = k, v
+            k, v = cache.append(k, v)  # (B, H, Tk_old + Tq, Dh)
         if key_padding_mask is not None and key_padding_mask.dim() == 2:
             key_padding_mask = key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk)
         out, weights = self._attend(q, k, v, key_padding_mask, causal, kv_group, need_weights)

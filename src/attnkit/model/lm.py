@@ -40,7 +40,7 @@ class LMState:
 
     def reorder(self, rows: Tensor) -> None:
         for kv in self.self_kv:
-            kv.select(rows.to(kv.k.device) if kv.k is not None else rows)
+            kv.select(rows)  # moved to the cache's device there
 
     def select(self, sentences: Tensor) -> None:
         G = self.group
