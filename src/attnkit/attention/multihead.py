@@ -23,8 +23,8 @@ class KVCache:
     Each decoding step appends its new keys/values along the time axis. A beam search also moves
     rows after every step (``select``); the move is only recorded, and the next ``append`` copies
     the kept rows straight into the grown cache: one copy of the cache a step instead of two (a
-    reorder, then a concatenation). At large batches a step's time goes mostly to streaming these
-    caches through memory (docs/BENCHMARKS.md "Decoding step"). Reading ``k`` or ``v`` carries out
+    reorder, then a concatenation). At large batches about a third of a step goes to streaming
+    these caches through memory (docs/BENCHMARKS.md, "Run 9"). Reading ``k`` or ``v`` carries out
     a recorded move first, so callers always see the rows in their current order.
     """
 
