@@ -119,6 +119,12 @@ def test_cache_records_moves_and_carries_them_out_in_the_next_append():
     assert torch.equal(got_k, want_k) and torch.equal(got_v, want_v) and len(cache) == 4
     cache.select(torch.tensor([3, 3]))
     assert torch.equal(cache.k, want_k[[3, 3]]) and torch.equal(cache.v, want_v[[3, 3]])  # reading moves
+    cache.select(torch.tensor([1, 0]))
+    cache.k = cache.k[:, :, 1:]  # a setter carries out the move first, then replaces
+    assert torch.equal(cache.k, want_k[[3, 3]][:, :, 1:]) and torch.equal(cache.v, want_v[[3, 3]])
+    cache.select(torch.tensor([0]))
+    with pytest.raises(ValueError, match="2 new rows for a cache of 1 rows"):
+        cache.append(torch.zeros(2, 2, 1, 4), torch.zeros(2, 2, 1, 4))
 
 
 def test_cache_move_keeps_gradients_when_training():

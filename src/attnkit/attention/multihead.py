@@ -65,7 +65,8 @@ class KVCache:
         if self._k is None:
             return
         rows = rows.to(self._k.device)
-        self._rows = rows if self._rows is None else self._rows.index_select(0, rows)
+        # a copy: the caller may reuse its tensor before the move is carried out
+        self._rows = rows.clone() if self._rows is None else self._rows.index_select(0, rows)
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Add the new positions k, v (B', H, T, Dh); returns the whole cache (B', H, Tk + T, Dh)."""
@@ -82,7 +83,11 @@ def _grow(old: Tensor, new: Tensor, rows: Tensor | None) -> Tensor:
     after them in time: (B', H, t + T, Dh), the picked rows copied once, straight into place."""
     if rows is None:
         return torch.cat([old, new], dim=2)
-    if torch.is_grad_enabled() and (old.requires_grad or new.requires_grad):  # out= has no gradient
+    if new.size(0) != rows.numel():
+        raise ValueError(f"{new.size(0)} new rows for a cache of {rows.numel()} rows")
+    # out= has no gradient, and torch.compile does not trace out= into a slice
+    needs_grad = torch.is_grad_enabled() and (old.requires_grad or new.requires_grad)
+    if needs_grad or torch.compiler.is_compiling():
         return torch.cat([old.index_select(0, rows), new], dim=2)
     t = old.size(2)
     out = old.new_empty(rows.numel(), old.size(1), t + new.size(2), old.size(3))  # (B', H, t + T, Dh)

@@ -56,7 +56,8 @@ def top_extensions(scores: Tensor, logp: Tensor, C: int) -> tuple[Tensor, Tensor
     So the vocabulary is cut into blocks of ``block_size`` tokens and only block maxima are ranked
     first: the C best extensions of a sentence lie in its C blocks with the highest maxima (a block
     holding one of them has a maximum at least as high, and fewer than C blocks can beat it), so a
-    second top-k over those C blocks' tokens gives exactly the C best, with the same sums.
+    second top-k over those C blocks' tokens gives the same C best sums (and, ties aside, the same
+    candidates) as one top-k over every token.
     """
     n, beams = scores.shape
     V = logp.size(-1)
@@ -74,7 +75,7 @@ def top_extensions(scores: Tensor, logp: Tensor, C: int) -> tuple[Tensor, Tensor
     block_best = (blocks.amax(dim=-1) + scores.reshape(-1, 1)).view(n, beams * nb)  # (B, beams * nb)
     top_blocks = block_best.topk(C, dim=1).indices  # (B, C) block id within the sentence: beam * nb + block
     rows = top_blocks // nb + torch.arange(n, device=scores.device)[:, None] * beams  # (B, C) row in N
-    cand = blocks.view(-1, blk).index_select(0, (rows * nb + top_blocks % nb).view(-1)).view(n, C, blk)
+    cand = blocks.reshape(-1, blk).index_select(0, (rows * nb + top_blocks % nb).view(-1)).view(n, C, blk)
     cand = scores.reshape(-1)[rows][:, :, None] + cand  # (B, C, blk): the same sums as the plain path
     top_scores, pos = cand.view(n, C * blk).topk(C, dim=1)  # (B, C), best first
     block = top_blocks.gather(1, pos // blk)  # (B, C)
