@@ -17,6 +17,23 @@ from .masks import causal_mask, combine_masks
 from .positions import AttentionPositions
 
 
+class _Settled:
+    """A tensor of :class:`KVCache` that is read and written only after a recorded move is carried out."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = "_" + name
+
+    def __get__(self, cache: KVCache | None, owner: type | None = None):
+        if cache is None:
+            return self
+        cache._settle()
+        return getattr(cache, self.slot)
+
+    def __set__(self, cache: KVCache, value: Tensor | None) -> None:
+        cache._settle()
+        setattr(cache, self.slot, value)
+
+
 class KVCache:
     """Self-attention keys and values of the positions decoded so far, kept by the caller.
 
@@ -35,25 +52,8 @@ class KVCache:
     def __len__(self) -> int:
         return 0 if self._k is None else self._k.size(2)
 
-    @property
-    def k(self) -> Tensor | None:
-        self._settle()
-        return self._k
-
-    @k.setter
-    def k(self, value: Tensor | None) -> None:
-        self._settle()
-        self._k = value
-
-    @property
-    def v(self) -> Tensor | None:
-        self._settle()
-        return self._v
-
-    @v.setter
-    def v(self, value: Tensor | None) -> None:
-        self._settle()
-        self._v = value
+    k = _Settled()  # (B, H, Tk, Dh), rows in their current order
+    v = _Settled()
 
     def _settle(self) -> None:
         if self._rows is not None:
@@ -64,9 +64,8 @@ class KVCache:
         """Keep (and reorder) the batch rows ``rows`` (B',): beam search moves hypotheses."""
         if self._k is None:
             return
-        rows = rows.to(self._k.device)
-        # a copy: the caller may reuse its tensor before the move is carried out
-        self._rows = rows.clone() if self._rows is None else self._rows.index_select(0, rows)
+        rows = rows.to(self._k.device)  # kept until the move is carried out: not to be changed in place
+        self._rows = rows if self._rows is None else self._rows.index_select(0, rows)
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Add the new positions k, v (B', H, T, Dh); returns the whole cache (B', H, Tk + T, Dh)."""

@@ -12,6 +12,7 @@ Legend: B sentences still decoding, K beam size, N = B * K rows, V vocabulary, S
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -40,6 +41,7 @@ class Ranked:
     finished: list[tuple[int, int, float]]
 
 
+@functools.cache  # asked at every step
 def block_size(vocab_size: int) -> int | None:
     """The width of the vocabulary blocks ``rank_extensions`` reads maxima of: the largest divisor of
     V from 16 to 64, or None (a vocabulary under 1024 or without such a divisor: plain top-k)."""
