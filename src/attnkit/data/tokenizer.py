@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import sentencepiece as spm
 
 from attnkit.errors import CheckpointError, ConfigError, DataError
@@ -129,6 +130,7 @@ class SubwordTokenizer:
         self._protos = {"src": bytes(src_proto), "tgt": None if tgt_proto is None else bytes(tgt_proto)}
         self._sp = {"src": self._load(src_proto, "src")}
         self._sp["tgt"] = self._sp["src"] if tgt_proto is None else self._load(tgt_proto, "tgt")
+        self._scores: dict[str, np.ndarray] = {}  # side -> piece log-probabilities, for sample_batch
 
     @staticmethod
     def _load(proto: bytes, side: str) -> spm.SentencePieceProcessor:
@@ -218,6 +220,41 @@ class SubwordTokenizer:
 
     def encode_batch(self, texts: Sequence[str], side: str = "src") -> list[list[int]]:
         return [self._end(ids, side) for ids in self._sp[_check_side(side)].encode(list(texts))]
+
+    def sample_batch(
+        self, texts: Sequence[str], side: str = "src", *, nbest: int, alpha: float, rng: np.random.Generator
+    ) -> list[list[int]]:
+        """Subword regularization (Kudo, 2018): one segmentation per sentence drawn from its ``nbest``
+        best ones with probability proportional to P(segmentation)^alpha, where log P is the sum of
+        the pieces' unigram log-probabilities; a smaller alpha draws further from the best one.
+
+        The draw uses ``rng``, not SentencePiece's own sampler: that one is seeded per thread and
+        gave other draws in another process with the same seed, which would break exact resume.
+        Unigram models only (SentencePiece gives n-best segmentations for nothing else).
+        """
+        side = _check_side(side)
+        sp, score = self._sp[side], self._piece_scores(side)  # score: (V,) log-probabilities
+        nbests = sp.nbest_encode(list(texts), nbest_size=nbest)  # per text: up to nbest id lists, best first
+        u = rng.random(len(nbests))  # one uniform per sentence, drawn whatever the n-best sizes are
+        out = []
+        for segs, x in zip(nbests, u, strict=True):
+            pick = 0
+            if len(segs) > 1:
+                sizes = np.fromiter(map(len, segs), dtype=np.int64, count=len(segs))  # (K,)
+                flat = np.fromiter((i for seg in segs for i in seg), dtype=np.int64, count=int(sizes.sum()))
+                starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+                logp = alpha * np.add.reduceat(score[flat], starts)  # (K,) alpha * log P(segmentation)
+                cdf = np.cumsum(np.exp(logp - logp.max()))
+                pick = min(int(np.searchsorted(cdf, x * cdf[-1], side="right")), len(segs) - 1)
+            out.append(self._end(list(segs[pick]) if segs else [], side))
+        return out
+
+    def _piece_scores(self, side: str) -> np.ndarray:
+        """(V,) unigram log-probability of each piece, read from the model once."""
+        if side not in self._scores:
+            sp = self._sp[side]
+            self._scores[side] = np.array([sp.get_score(i) for i in range(sp.get_piece_size())])
+        return self._scores[side]
 
     def _end(self, ids: list[int], side: str) -> list[int]:
         return ids + [EOS_ID] if ids and self.src_eos and side == "src" else ids

@@ -18,7 +18,7 @@ from torch import nn
 from ..checkpoint import build_model, load_checkpoint, model_from_checkpoint
 from ..data.batching import TokenBatchSampler
 from ..data.tokenizer import SubwordTokenizer
-from ..errors import CheckpointError, DataError
+from ..errors import CheckpointError, ConfigError, DataError
 from ..translate import resolve_device
 from . import distributed as ddp
 from .config import ExperimentConfig
@@ -66,6 +66,11 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
     torch.manual_seed(t.seed)
     random.seed(t.seed)
     task: Task = TASKS[cfg.arch](cfg, bf16)
+    if cfg.tokenizer.sample_nbest and not isinstance(task, TranslationTask):
+        raise ConfigError(
+            f"tokenizer.sample_nbest: subword sampling is for translation models; model.arch {cfg.arch!r} "
+            "trains without it (set tokenizer.sample_nbest=0)"
+        )
 
     records = task.load(cfg.data, "train")  # first: a classifier's label set comes from it
     valid_records = task.load(cfg.data, "valid")
@@ -81,6 +86,11 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
         train.lengths, t.max_tokens, shuffle=True, seed=t.seed, rank=dist.rank, world_size=dist.world_size
     )
     notes = [n for n in (train.dropped, valid.dropped) if n]
+    if cfg.tokenizer.sample_nbest:
+        notes.append(
+            f"subword sampling: each epoch draws every training sentence's segmentation from its "
+            f"{cfg.tokenizer.sample_nbest} best (alpha {cfg.tokenizer.sample_alpha})"
+        )
     if sampler.n_oversized:
         notes.append(f"{sampler.n_oversized} training pair(s) exceed train.max_tokens; each is its own batch")
 

@@ -86,6 +86,9 @@ class ClassifierTask:
     def checkpoint_fields(self) -> dict[str, Any]:
         return {"labels": list(self.labels)}
 
+    def epoch_examples(self, encoded, tokenizer: SubwordTokenizer, epoch: int) -> list:
+        return encoded.examples
+
     def train_tokenizer(self, records: Sequence[LabelledExample], seed: int) -> SubwordTokenizer:
         texts = [t for r in records for t in (r.text, r.text_b) if t is not None and t.strip()]
         tok = self.cfg.tokenizer

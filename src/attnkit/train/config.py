@@ -32,11 +32,24 @@ class TokenizerConfig(ConfigBase):
     model_type: str = "unigram"
     joint: bool = True
     character_coverage: float = 1.0
+    # Subword regularization (Kudo, 2018), translation training only: each epoch re-segments the
+    # training pairs, drawing one of the sample_nbest best segmentations ~ P^sample_alpha
+    # (0 = off: the best one always; validation and decoding always use the best one).
+    sample_nbest: int = 0
+    sample_alpha: float = 0.1
 
     def validate(self) -> None:
         self._check(self.vocab_size >= 16, "vocab_size", "must be at least 16")
         self._choice("model_type", ("unigram", "bpe"))
         self._check(0.9 <= self.character_coverage <= 1.0, "character_coverage", "must be in [0.9, 1]")
+        self._check(self.sample_nbest == 0 or 2 <= self.sample_nbest <= 1024, "sample_nbest",
+                    "must be 0 (off) or in [2, 1024]")  # fmt: skip
+        self._check(self.sample_alpha > 0, "sample_alpha", "must be > 0")
+        self._check(
+            not self.sample_nbest or self.model_type == "unigram",
+            "sample_nbest",
+            "needs model_type unigram (SentencePiece draws n-best segmentations only from unigram models)",
+        )
 
 
 @dataclasses.dataclass

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..data.config import DataConfig
 from ..data.corpus import load_corpus
 from ..data.readers import drop_empty
@@ -42,6 +44,7 @@ class EncodedCorpus:
     examples: list[tuple[list[int], list[int]]]  # (source ids, target ids), no bos/eos
     n_empty: int  # pairs dropped because a side was empty
     n_too_long: int  # pairs dropped because a side had more than data.max_len subwords
+    pairs: list[tuple[str, str]]  # the kept examples' text, in the same order
 
 
 def encode_training_pairs(
@@ -52,10 +55,35 @@ def encode_training_pairs(
         raise DataError(f"the {split} corpus has no non-empty sentence pairs")
     src = tokenizer.encode_batch([s for s, _ in pairs], side="src")
     tgt = tokenizer.encode_batch([t for _, t in pairs], side="tgt")
-    examples = [(s, t) for s, t in zip(src, tgt) if 0 < len(s) <= max_len and 0 < len(t) <= max_len]
-    if not examples:
+    keep = [i for i, (s, t) in enumerate(zip(src, tgt)) if 0 < len(s) <= max_len and 0 < len(t) <= max_len]
+    if not keep:
         raise DataError(f"every {split} pair is longer than data.max_len={max_len} subword tokens")
-    return EncodedCorpus(examples, n_empty, len(pairs) - len(examples))
+    examples = [(src[i], tgt[i]) for i in keep]
+    return EncodedCorpus(examples, n_empty, len(pairs) - len(examples), [pairs[i] for i in keep])
+
+
+def sample_training_pairs(
+    corpus: EncodedCorpus,
+    tokenizer: SubwordTokenizer,
+    max_len: int,
+    *,
+    nbest: int,
+    alpha: float,
+    seed: Sequence[int],
+) -> list[tuple[list[int], list[int]]]:
+    """``corpus.examples`` re-segmented by subword sampling, drawn from ``seed`` alone (the trainer
+    passes the run's seed and the epoch, so a resumed run draws what the uninterrupted one drew).
+
+    A pair whose draw is longer than ``max_len`` on either side keeps its best segmentation, so the
+    examples and the batches made from their best-segmentation lengths stay the same.
+    """
+    rng = np.random.default_rng(seed)
+    src = tokenizer.sample_batch([s for s, _ in corpus.pairs], "src", nbest=nbest, alpha=alpha, rng=rng)
+    tgt = tokenizer.sample_batch([t for _, t in corpus.pairs], "tgt", nbest=nbest, alpha=alpha, rng=rng)
+    return [
+        (s, t) if len(s) <= max_len and len(t) <= max_len else best
+        for s, t, best in zip(src, tgt, corpus.examples, strict=True)
+    ]
 
 
 def train_tokenizer(pairs: list[tuple[str, str]], cfg: TokenizerConfig, seed: int) -> SubwordTokenizer:

@@ -22,7 +22,7 @@ from ..loss import LossOutput, label_smoothed_cross_entropy
 from ..metrics import corpus_scores
 from ..translate import Translator
 from .config import ExperimentConfig
-from .data import encode_training_pairs, load_records, train_tokenizer
+from .data import encode_training_pairs, load_records, sample_training_pairs, train_tokenizer
 
 
 @dataclass
@@ -32,6 +32,7 @@ class Encoded:
     examples: list[Any]
     lengths: list[tuple[int, int]]
     dropped: str = ""  # a sentence for the log ("skipped 3 pairs with an empty side"), or ""
+    corpus: Any = None  # what a task keeps to re-encode the examples each epoch (subword sampling), or None
 
 
 class Task(Protocol):
@@ -56,6 +57,10 @@ class Task(Protocol):
 
     def encode(self, records: list, tokenizer: SubwordTokenizer, max_len: int, *, split: str) -> Encoded: ...
 
+    def epoch_examples(self, encoded: Encoded, tokenizer: SubwordTokenizer, epoch: int) -> list:
+        """The examples to train on in ``epoch``: ``encoded.examples``, or a new draw of them."""
+        ...
+
     def collate(self, examples: list, tokenizer: SubwordTokenizer) -> Batch: ...
 
     def loss(self, model, batch: Batch, tokenizer: SubwordTokenizer, *, epsilon: float, loss_fn) -> LossOutput: ...
@@ -79,6 +84,9 @@ class SplitTask:
     def checkpoint_fields(self) -> dict[str, Any]:
         return {}
 
+    def epoch_examples(self, encoded: Encoded, tokenizer: SubwordTokenizer, epoch: int) -> list:
+        return encoded.examples
+
 
 class TranslationTask(SplitTask):
     """Sentence pairs -> teacher-forced label-smoothed cross entropy; validation loss and cased BLEU."""
@@ -90,6 +98,7 @@ class TranslationTask(SplitTask):
 
     def __init__(self, cfg: ExperimentConfig, bf16: bool = False):
         self.cfg, self.bf16 = cfg, bf16
+        self._drawn: tuple[int, list] | None = None  # (epoch, its subword-sampled examples)
 
     def train_tokenizer(self, records: list[tuple[str, str]], seed: int) -> SubwordTokenizer:
         return train_tokenizer(records, self.cfg.tokenizer, seed)
@@ -103,7 +112,22 @@ class TranslationTask(SplitTask):
                 f"longer than {max_len} subwords (data.max_len, model.max_len)"
             )
         lengths = [(len(s), len(t) + 1) for s, t in corpus.examples]  # +1: bos (in) / eos (out)
-        return Encoded(corpus.examples, lengths, dropped)
+        keep = split == "train" and self.cfg.tokenizer.sample_nbest > 0
+        return Encoded(corpus.examples, lengths, dropped, (corpus, max_len) if keep else None)
+
+    def epoch_examples(self, encoded, tokenizer, epoch: int) -> list:
+        """With ``tokenizer.sample_nbest``, the epoch's own segmentation of the training pairs (drawn
+        from the run's seed and the epoch, once per epoch); batches keep the best segmentation's
+        lengths, so a batch may exceed ``train.max_tokens`` by what sampling adds (~10%)."""
+        if encoded.corpus is None:
+            return encoded.examples
+        if self._drawn is None or self._drawn[0] != epoch:
+            tk, (corpus, max_len) = self.cfg.tokenizer, encoded.corpus
+            drawn = sample_training_pairs(
+                corpus, tokenizer, max_len, nbest=tk.sample_nbest, alpha=tk.sample_alpha, seed=(self.cfg.train.seed, epoch)
+            )
+            self._drawn = (epoch, drawn)
+        return self._drawn[1]
 
     def collate(self, examples, tokenizer) -> Batch:
         return collate(examples, **tokenizer.vocabulary.special_ids)

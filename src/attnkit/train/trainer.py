@@ -184,7 +184,8 @@ class Trainer:
 
     def train_step(self, index_batches: list[list[int]]) -> tuple[float, float, int]:
         """Forward, backward and update on this process's batches -> (loss sum, nll sum, tokens)."""
-        s, examples = self.s, self.s.train.examples
+        s = self.s
+        examples = s.task.epoch_examples(s.train, s.tokenizer, self.epoch)
         batches = [s.task.collate([examples[i] for i in b], s.tokenizer).to(s.device) for b in index_batches]
         local_tokens = sum(b.n_tgt_tokens for b in batches)
         global_tokens = ddp.all_reduce_sum(float(local_tokens), self.dist, s.device)

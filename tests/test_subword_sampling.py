@@ -1,0 +1,125 @@
+"""Subword regularization (tokenizer.sample_nbest): draws that keep the text, come from the seed
+alone (in any process, so resuming stays exact), change each epoch, and are refused where they
+cannot work."""
+
+import gzip
+import pickle
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from attnkit.checkpoint import load_checkpoint
+from attnkit.data.tokenizer import SubwordTokenizer
+from attnkit.errors import ConfigError
+from attnkit.train import build, load_config, train
+from test_train import tiny_config  # noqa: F401  (a fixture)
+
+
+def _lines(shared_data, lang, start, n):
+    with gzip.open(shared_data / "multi30k" / f"train.{lang}.gz", "rt", encoding="utf-8") as f:
+        return [line.strip() for line in f][start : start + n]
+
+
+@pytest.fixture(scope="module")
+def tok(shared_data):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a small corpus may not reach vocab_size
+        return SubwordTokenizer.train(
+            _lines(shared_data, "en", 0, 500), _lines(shared_data, "de", 0, 500), vocab_size=500, joint=True
+        )
+
+
+@pytest.fixture(scope="module")
+def texts(shared_data):
+    return _lines(shared_data, "en", 500, 60)
+
+
+def draw(tok, texts, seed, *, nbest=64, alpha=0.1, side="src"):
+    return tok.sample_batch(texts, side, nbest=nbest, alpha=alpha, rng=np.random.default_rng(seed))
+
+
+def test_every_draw_is_a_segmentation_of_the_same_text(tok, texts):
+    drawn, best = draw(tok, texts, 0), tok.encode_batch(texts, side="src")
+    assert [tok.decode(ids, side="src") for ids in drawn] == [tok.decode(ids, side="src") for ids in best]
+    changed = sum(d != b for d, b in zip(drawn, best))
+    assert changed > len(texts) // 2  # alpha 0.1 over 64 candidates: most sentences move
+    assert sum(map(len, drawn)) > sum(map(len, best))  # the best segmentation is among the shortest
+
+
+def test_the_same_seed_draws_the_same_and_another_seed_draws_otherwise(tok, texts):
+    assert draw(tok, texts, 7) == draw(tok, texts, 7)
+    assert draw(tok, texts, 7) != draw(tok, texts, 8)
+
+
+def test_a_large_alpha_draws_the_best_segmentation(tok, texts):
+    assert draw(tok, texts, 0, alpha=1000.0) == tok.encode_batch(texts, side="src")
+
+
+def test_another_process_draws_the_same(tok, texts):
+    """SentencePiece's own sampler gave other draws in another process with the same seed."""
+    script = (
+        "import sys, pickle, numpy as np\n"
+        "from attnkit.data.tokenizer import SubwordTokenizer\n"
+        "state, texts = pickle.load(sys.stdin.buffer)\n"
+        "tok = SubwordTokenizer.from_state_dict(state)\n"
+        "out = tok.sample_batch(texts, 'src', nbest=64, alpha=0.1, rng=np.random.default_rng(5))\n"
+        "sys.stdout.buffer.write(pickle.dumps(out))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], input=pickle.dumps((tok.state_dict(), texts)), capture_output=True, check=True
+    )
+    assert pickle.loads(done.stdout) == draw(tok, texts, 5)
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (["tokenizer.sample_nbest=1"], "sample_nbest"),
+        (["tokenizer.sample_nbest=8", "tokenizer.sample_alpha=0"], "sample_alpha"),
+        (["tokenizer.sample_nbest=8", "tokenizer.model_type=bpe"], "unigram"),
+    ],
+)
+def test_bad_sampling_settings_are_refused(tmp_path, tiny_config, overrides, match):  # noqa: F811
+    with pytest.raises(ConfigError, match=match):
+        tiny_config(tmp_path, *overrides)
+
+
+def test_a_language_model_refuses_sampling(tmp_path, shared_data):
+    overrides = ["model.arch=lm", "data.lang=en", "tokenizer.sample_nbest=8", "data.max_train_pairs=50"]
+    cfg = load_config(None, [f"data.data_dir={shared_data}", f"output_dir={tmp_path}", *overrides])
+    with pytest.raises(ConfigError, match="sample_nbest"):
+        build(cfg)
+
+
+def test_each_epoch_trains_on_its_own_draw(tmp_path, tiny_config):  # noqa: F811
+    setup = build(tiny_config(tmp_path, "tokenizer.sample_nbest=16"))
+    first = setup.task.epoch_examples(setup.train, setup.tokenizer, 0)
+    assert setup.task.epoch_examples(setup.train, setup.tokenizer, 0) is first  # drawn once per epoch
+    second = setup.task.epoch_examples(setup.train, setup.tokenizer, 1)
+    assert len(first) == len(second) == len(setup.train.examples)
+    assert first != second and first != setup.train.examples
+    decode = setup.tokenizer.decode
+    assert [decode(t) for _, t in second] == [decode(t) for _, t in setup.train.examples]
+    plain = build(tiny_config(tmp_path / "plain"))
+    assert plain.task.epoch_examples(plain.train, plain.tokenizer, 3) is plain.train.examples
+
+
+def test_resume_with_sampling_continues_exactly_across_epochs(tmp_path, tiny_config):  # noqa: F811
+    """8 steps straight == 4 steps, stop, resume, 4 more; the run crosses into a new epoch's draw."""
+    common = ["model.dropout=0.1", "valid.every=4", "train.max_tokens=2000", "tokenizer.sample_nbest=16"]
+    straight = train(tiny_config(tmp_path / "a", *common, "train.max_steps=8"), log=lambda m: None)
+    half = train(tiny_config(tmp_path / "b", *common, "train.max_steps=4"), log=lambda m: None)
+    resumed = train(
+        tiny_config(tmp_path / "b", *common, "train.max_steps=8"), resume=half.last_checkpoint, log=lambda m: None
+    )
+    a, b = load_checkpoint(straight.last_checkpoint), load_checkpoint(resumed.last_checkpoint)
+    assert a["sampler"] == b["sampler"] and a["sampler"]["epoch"] >= 1
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+    plain = train(tiny_config(tmp_path / "c", *common[:-1], "train.max_steps=8"), log=lambda m: None)
+    c = load_checkpoint(plain.last_checkpoint)
+    assert not all(torch.equal(t, c["model"][n]) for n, t in a["model"].items())  # sampling changed training
