@@ -222,32 +222,44 @@ class SubwordTokenizer:
         return [self._end(ids, side) for ids in self._sp[_check_side(side)].encode(list(texts))]
 
     def sample_batch(
-        self, texts: Sequence[str], side: str = "src", *, nbest: int, alpha: float, rng: np.random.Generator
+        self, texts: Sequence[str], side: str = "src", *, nbest: int, alpha: float, u: Sequence[float]
     ) -> list[list[int]]:
         """Subword regularization (Kudo, 2018): one segmentation per sentence drawn from its ``nbest``
         best ones with probability proportional to P(segmentation)^alpha, where log P is the sum of
         the pieces' unigram log-probabilities; a smaller alpha draws further from the best one.
 
-        The draw uses ``rng``, not SentencePiece's own sampler: that one is seeded per thread and
-        gave other draws in another process with the same seed, which would break exact resume.
+        ``u``: one uniform number in [0, 1) per text, which picks its draw. The caller owns the
+        randomness: SentencePiece's own sampler is seeded per thread and drew otherwise in another
+        process with the same seed, which would break exact resume.
         Unigram models only (SentencePiece gives n-best segmentations for nothing else).
         """
         side = _check_side(side)
+        if len(u) != len(texts):
+            raise ValueError(f"need one uniform per text, got {len(u)} for {len(texts)} texts")
         sp, score = self._sp[side], self._piece_scores(side)  # score: (V,) log-probabilities
-        nbests = sp.nbest_encode(list(texts), nbest_size=nbest)  # per text: up to nbest id lists, best first
-        u = rng.random(len(nbests))  # one uniform per sentence, drawn whatever the n-best sizes are
         out = []
-        for segs, x in zip(nbests, u, strict=True):
-            pick = 0
-            if len(segs) > 1:
-                sizes = np.fromiter(map(len, segs), dtype=np.int64, count=len(segs))  # (K,)
-                flat = np.fromiter((i for seg in segs for i in seg), dtype=np.int64, count=int(sizes.sum()))
-                starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-                logp = alpha * np.add.reduceat(score[flat], starts)  # (K,) alpha * log P(segmentation)
-                cdf = np.cumsum(np.exp(logp - logp.max()))
-                pick = min(int(np.searchsorted(cdf, x * cdf[-1], side="right")), len(segs) - 1)
-            out.append(self._end(list(segs[pick]) if segs else [], side))
+        for start in range(0, len(texts), 1024):  # n-best lists take ~20 KB a sentence: a chunk at a time
+            nbests = sp.nbest_encode(list(texts[start : start + 1024]), nbest_size=nbest)  # best first
+            for segs, x in zip(nbests, u[start : start + 1024], strict=True):
+                pick = 0
+                if len(segs) > 1:
+                    sizes = np.fromiter(map(len, segs), dtype=np.int64, count=len(segs))  # (K,)
+                    flat = np.fromiter((i for seg in segs for i in seg), dtype=np.int64, count=int(sizes.sum()))
+                    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+                    logp = alpha * np.add.reduceat(score[flat], starts)  # (K,) alpha * log P(segmentation)
+                    cdf = np.cumsum(np.exp(logp - logp.max()))
+                    pick = min(int(np.searchsorted(cdf, x * cdf[-1], side="right")), len(segs) - 1)
+                out.append(self._end(list(segs[pick]) if segs else [], side))
         return out
+
+    def can_sample(self) -> bool:
+        """Whether both sides' models give n-best segmentations (unigram models do, BPE ones do not)."""
+        try:
+            for side in ("src", "tgt"):
+                self._sp[side].nbest_encode("a", nbest_size=2)
+        except RuntimeError:
+            return False
+        return True
 
     def _piece_scores(self, side: str) -> np.ndarray:
         """(V,) unigram log-probability of each piece, read from the model once."""

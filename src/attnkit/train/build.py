@@ -78,6 +78,11 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
         if not any(map(_has_text, rows)):  # found now, not after the tokenizer or the training
             raise DataError(f"the {name} corpus ({cfg.data.spec(part).describe()}) is empty or all blank")
     tokenizer = _tokenizer(task, records, resume_state, dist, t.seed)
+    if cfg.tokenizer.sample_nbest and not tokenizer.can_sample():  # e.g. a BPE tokenizer from a checkpoint
+        raise ConfigError(
+            "tokenizer.sample_nbest: this run's SentencePiece model gives no n-best segmentations "
+            "(only unigram models do); set tokenizer.sample_nbest=0"
+        )
     model_cfg = cfg.model_config(tokenizer.vocabulary, task.model_fields())
     max_len = min(cfg.data.max_len, model_cfg.max_len - 1)  # bos/eos take one position
     train = task.encode(records, tokenizer, max_len, split="train")

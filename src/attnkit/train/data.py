@@ -14,7 +14,6 @@ from ..data.tokenizer import SubwordTokenizer
 from ..errors import ConfigError, DataError
 from .config import TokenizerConfig
 
-
 # What each kind of record needs in the data section, for the error that names the fix.
 NEEDS = {
     "pairs": "a parallel corpus (multi30k with src_lang/tgt_lang, files, tsv, hf with src_lang/tgt_lang)",
@@ -62,28 +61,30 @@ def encode_training_pairs(
     return EncodedCorpus(examples, n_empty, len(pairs) - len(examples), [pairs[i] for i in keep])
 
 
-def sample_training_pairs(
-    corpus: EncodedCorpus,
-    tokenizer: SubwordTokenizer,
-    max_len: int,
-    *,
-    nbest: int,
-    alpha: float,
-    seed: Sequence[int],
-) -> list[tuple[list[int], list[int]]]:
-    """``corpus.examples`` re-segmented by subword sampling, drawn from ``seed`` alone (the trainer
-    passes the run's seed and the epoch, so a resumed run draws what the uninterrupted one drew).
+class SampledPairs(Sequence):
+    """``corpus.examples`` as one epoch's subword sampling draws them, each example when it is read.
 
-    A pair whose draw is longer than ``max_len`` on either side keeps its best segmentation, so the
-    examples and the batches made from their best-segmentation lengths stay the same.
+    Example ``i``'s draw depends on (seed, i) alone (the trainer passes the run's seed and the epoch),
+    never on the batch it is read in, the process, the DDP rank or the threads: a resumed run reads
+    what the uninterrupted one read, and each rank segments only its own batches.
+    A pair whose draw is longer than ``max_len`` on either side keeps its best segmentation.
     """
-    rng = np.random.default_rng(seed)
-    src = tokenizer.sample_batch([s for s, _ in corpus.pairs], "src", nbest=nbest, alpha=alpha, rng=rng)
-    tgt = tokenizer.sample_batch([t for _, t in corpus.pairs], "tgt", nbest=nbest, alpha=alpha, rng=rng)
-    return [
-        (s, t) if len(s) <= max_len and len(t) <= max_len else best
-        for s, t, best in zip(src, tgt, corpus.examples, strict=True)
-    ]
+
+    def __init__(
+        self, corpus: EncodedCorpus, tokenizer: SubwordTokenizer, max_len: int, *, nbest: int, alpha: float, seed
+    ):
+        self.corpus, self.tokenizer, self.max_len = corpus, tokenizer, max_len
+        self.nbest, self.alpha = nbest, alpha
+        self.u = np.random.default_rng(seed).random((len(corpus.examples), 2))  # (N, source/target)
+
+    def __len__(self) -> int:
+        return len(self.corpus.examples)
+
+    def __getitem__(self, i: int) -> tuple[list[int], list[int]]:
+        (s_text, t_text), kw = self.corpus.pairs[i], dict(nbest=self.nbest, alpha=self.alpha)
+        (s,) = self.tokenizer.sample_batch([s_text], "src", u=self.u[i, :1], **kw)
+        (t,) = self.tokenizer.sample_batch([t_text], "tgt", u=self.u[i, 1:], **kw)
+        return (s, t) if len(s) <= self.max_len and len(t) <= self.max_len else self.corpus.examples[i]
 
 
 def train_tokenizer(pairs: list[tuple[str, str]], cfg: TokenizerConfig, seed: int) -> SubwordTokenizer:
