@@ -46,9 +46,19 @@ def run_async(coro):
     return uvloop.run(coro)
 
 
-def sentences(data_dir: Path, n: int) -> list[str]:
-    with gzip.open(data_dir / "multi30k" / "test_2016_flickr.de.gz", "rt", encoding="utf-8") as f:
+def sentences(data_dir: Path, n: int, lang: str = "de") -> list[str]:
+    with gzip.open(data_dir / "multi30k" / f"test_2016_flickr.{lang}.gz", "rt", encoding="utf-8") as f:
         return [line.rstrip("\n") for line in f][:n]
+
+
+def source_lang(checkpoint: str, given: str | None) -> str:
+    """The language to send: ``given``, else the checkpoint's training source language (de if unknown)."""
+    if given:
+        return given
+    from attnkit.checkpoint import load_checkpoint
+
+    data = (load_checkpoint(checkpoint).get("experiment") or {}).get("data") or {}
+    return data.get("src_lang") or "de"
 
 
 def offline_throughput(checkpoint: str, texts: list[str], beam: int, threads: int) -> dict:
@@ -223,6 +233,7 @@ def main() -> None:
     p.add_argument("--data-dir", default=os.environ.get("ATTNKIT_DATA", str(ROOT.parent / "shared" / "data")))
     p.add_argument("--sentences", type=int, default=400, help="requests per concurrency level")
     p.add_argument("--clients", default="1,4,16,64")
+    p.add_argument("--source-lang", help="send test_2016_flickr.LANG.gz (default: the checkpoint's source language)")
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--max-batch-tokens", type=int, default=4000)
     p.add_argument("--max-wait-ms", type=float, default=5.0)
@@ -243,7 +254,7 @@ def main() -> None:
     args = p.parse_args()
     offline_threads = args.offline_threads or args.threads * args.workers
 
-    texts = sentences(Path(args.data_dir), args.sentences)
+    texts = sentences(Path(args.data_dir), args.sentences, source_lang(args.checkpoint, args.source_lang))
     result = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible",

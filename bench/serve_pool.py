@@ -30,7 +30,7 @@ from attnkit.fast import packed_linears
 from attnkit.translate import Translator
 
 from .decode_step import inductor_options
-from .serve_load import sentences
+from .serve_load import sentences, source_lang
 
 
 class ModelCalls:
@@ -86,6 +86,7 @@ def main() -> None:
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--data-dir", default=os.environ.get("ATTNKIT_DATA", "../shared/data"))
     p.add_argument("--sentences", type=int, default=200)
+    p.add_argument("--source-lang", help="send test_2016_flickr.LANG.gz (default: the checkpoint's source language)")
     p.add_argument("--clients", type=int, default=16)
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--rules", default="1/0,4/4", help="join rules GROUP/WAIT_STEPS, comma-separated")
@@ -95,7 +96,7 @@ def main() -> None:
     p.add_argument("--out")
     args = p.parse_args()
     torch.set_num_threads(1)
-    texts = sentences(Path(args.data_dir), args.sentences)
+    texts = sentences(Path(args.data_dir), args.sentences, source_lang(args.checkpoint, args.source_lang))
     translator = Translator.from_checkpoint(args.checkpoint, device="cpu")
     rules = [tuple(int(x) for x in r.split("/")) for r in args.rules.split(",")]
     arms = [(r, False) for r in rules] + [(r, True) for r in rules if args.compile]

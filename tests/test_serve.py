@@ -427,3 +427,16 @@ def test_closed_loop_clients_get_what_offline_translation_gives(models, group, w
     assert run["texts"] == [t.text for t in translator.translate(texts, beam=2)]
     assert 0 < run["sentences_per_step"] <= 4
     assert run["joins"] <= len(texts) - 3  # the 4 first join together
+
+
+def test_load_benchmarks_send_the_checkpoints_source_language(tmp_path, ckpt):
+    from attnkit.checkpoint import load_checkpoint
+    from bench.serve_load import source_lang
+
+    state = load_checkpoint(ckpt)
+    state["experiment"] = {"data": {"src_lang": "en", "tgt_lang": "de"}}
+    en_de = save_checkpoint(state, tmp_path / "en_de.pt")
+    assert source_lang(str(en_de), None) == "en"
+    assert source_lang(str(en_de), "fr") == "fr"  # said outright wins
+    del state["experiment"]
+    assert source_lang(str(save_checkpoint(state, tmp_path / "bare.pt")), None) == "de"
