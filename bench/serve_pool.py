@@ -6,7 +6,8 @@ Newcomers join under the server's rule (``--join-group``/``--join-wait-steps``).
 offline ``Translator.translate`` on the same sentences take turns, round after round, in the same
 process and torch thread; the report is CPU ms per sentence and offline's CPU time over each rule's
 (the "CPU efficiency" of docs/BENCHMARKS.md "Serving"), plus steps, joins and sentences per step,
-and both sides' decoder calls, decoder rows (sentences x beams) and encoder calls.
+and both sides' decoder calls, decoder rows (sentences x beams) and encoder calls, with the CPU
+time inside those calls (the rest is the search around the model).
 Each rule's translations are checked against offline's. With --compile each rule also runs with
 ``torch.compile(model.decode, dynamic=True)`` (plain weights: compile cannot trace the packed
 products; --inductor cpp_wrapper,freezing as in bench.decode_step), its compilations counted.
@@ -34,28 +35,39 @@ from .serve_load import sentences, source_lang
 
 
 class ModelCalls:
-    """Counts the model's decoder calls and rows (sentences x beams per step) and encoder calls."""
+    """Counts the model's decoder calls and rows (sentences x beams per step) and encoder calls, and
+    the CPU time inside them: what the search around the model costs is the rest."""
 
     def __init__(self, model) -> None:
         self.decoder_calls = self.decoder_rows = self.encoder_calls = 0
+        self.decoder_cpu = self.encoder_cpu = 0.0
         self.decode, encode = model.decode, model.encode  # self.decode: swapped for a compiled one
 
         def counted_decode(tokens, *args, **kwargs):
             self.decoder_calls, self.decoder_rows = self.decoder_calls + 1, self.decoder_rows + tokens.size(0)
-            return self.decode(tokens, *args, **kwargs)
+            start = time.process_time()
+            out = self.decode(tokens, *args, **kwargs)
+            self.decoder_cpu += time.process_time() - start
+            return out
 
         def counted_encode(*args, **kwargs):
             self.encoder_calls += 1
-            return encode(*args, **kwargs)
+            start = time.process_time()
+            out = encode(*args, **kwargs)
+            self.encoder_cpu += time.process_time() - start
+            return out
 
         model.decode, model.encode = counted_decode, counted_encode
 
-    def take(self) -> dict:
-        """The counts since the last take."""
+    def take(self, sentences: int) -> dict:
+        """The counts since the last take, with the CPU time in each kind of call per sentence."""
         counts = {"decoder_calls": self.decoder_calls, "decoder_rows": self.decoder_rows,
                   "rows_per_decoder_call": round(self.decoder_rows / max(self.decoder_calls, 1), 1),
-                  "encoder_calls": self.encoder_calls}  # fmt: skip
+                  "encoder_calls": self.encoder_calls,
+                  "decoder_cpu_ms_per_sentence": round(1000 * self.decoder_cpu / max(sentences, 1), 2),
+                  "encoder_cpu_ms_per_sentence": round(1000 * self.encoder_cpu / max(sentences, 1), 2)}  # fmt: skip
         self.decoder_calls = self.decoder_rows = self.encoder_calls = 0
+        self.decoder_cpu = self.encoder_cpu = 0.0
         return counts
 
 
@@ -108,7 +120,7 @@ def main() -> None:
         calls.decode = compiled
         closed_loop(translator, texts[:48], args.clients, *rules[0], args.beam)  # the first compilations, not timed
         calls.decode = eager
-        calls.take()
+        calls.take(len(texts))
         graphs.append(torch._dynamo.utils.counters["stats"]["unique_graphs"])
     cpu = {"offline": 0.0, **{arm: 0.0 for arm in arms}}
     info: dict = {}
@@ -120,16 +132,16 @@ def main() -> None:
             with contextlib.nullcontext() if use_compiled else packed_linears(translator.model):
                 if not use_compiled:  # warm the packed weights (the compiled arm has none to warm)
                     translator.translate(texts[:4], beam=args.beam)
-                calls.take()
+                calls.take(len(texts))
                 start = time.process_time()
                 if arm is None:
                     offline = [t.text for t in translator.translate(texts, beam=args.beam)]
                     cpu["offline"] += time.process_time() - start
-                    offline_calls = calls.take()
+                    offline_calls = calls.take(len(texts))
                     continue
                 info[arm] = closed_loop(translator, texts, args.clients, *arm[0], args.beam)
                 cpu[arm] += time.process_time() - start
-                info[arm].update(calls.take())
+                info[arm].update(calls.take(len(texts)))
                 info[arm]["same_as_offline"] = sum(a == b for a, b in zip(info[arm].pop("texts"), offline))
         if args.compile:
             graphs.append(torch._dynamo.utils.counters["stats"]["unique_graphs"])

@@ -429,9 +429,30 @@ def test_closed_loop_clients_get_what_offline_translation_gives(models, group, w
     assert run["joins"] <= len(texts) - 3  # the 4 first join together
 
 
+def test_pool_benchmark_counts_model_calls_and_the_cpu_inside_them(ckpt):
+    from bench.serve_pool import ModelCalls, closed_loop
+
+    translator = Translator.from_checkpoint(ckpt, device="cpu")  # its own: ModelCalls wraps the model
+    calls = ModelCalls(translator.model)
+    texts = SENTENCES * 2
+    offline = [t.text for t in translator.translate(texts, beam=2)]
+    off = calls.take(len(texts))
+    run = closed_loop(translator, texts, clients=4, group=1, wait=0, beam=2)
+    pool = calls.take(len(texts))
+    assert run["texts"] == offline  # the wrapped model decodes as before
+    assert off["encoder_calls"] >= 1 and off["decoder_calls"] >= 1
+    assert pool["decoder_calls"] == run["steps"] and pool["encoder_calls"] == run["joins"]
+    assert pool["decoder_rows"] > pool["decoder_calls"]  # beam 2: several rows a step
+    assert off["decoder_cpu_ms_per_sentence"] > 0 and pool["decoder_cpu_ms_per_sentence"] > 0
+    assert pool["encoder_cpu_ms_per_sentence"] > 0
+    emptied = calls.take(1)  # take starts the counts afresh
+    assert emptied["decoder_calls"] == 0 and emptied["decoder_cpu_ms_per_sentence"] == 0
+
+
 def test_load_benchmarks_send_the_checkpoints_source_language(tmp_path, ckpt):
-    from attnkit.checkpoint import load_checkpoint
     from bench.serve_load import source_lang
+
+    from attnkit.checkpoint import load_checkpoint
 
     state = load_checkpoint(ckpt)
     state["experiment"] = {"data": {"src_lang": "en", "tgt_lang": "de"}}
