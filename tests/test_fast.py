@@ -1,6 +1,6 @@
 """attnkit.fast: each speed-up equals the readable version it replaces.
 
-Dropout masks from rand >= p have nn.Dropout's distribution and gradient; packed linear layers give
+Dropout masks cut from 64-bit draws have nn.Dropout's distribution and gradient; packed linear layers give
 nn.Linear's outputs (and never stale weights); the fused loss trains a model exactly as the readable one.
 """
 
@@ -23,6 +23,19 @@ def test_keeps_one_minus_p_and_preserves_the_mean():
     kept = y[y != 0]
     torch.testing.assert_close(kept, torch.full_like(kept, 1 / 0.9))
     assert abs(y.mean().item() - 1.0) < 0.01
+
+
+def test_each_piece_of_a_draw_keeps_one_minus_p_and_bf16_stays_bf16():
+    # Four masks share one 64-bit draw; the draw's top bit is always 0, so a piece that used it would
+    # keep (or drop) too often: check the four positions of a draw one by one.
+    torch.manual_seed(0)
+    y = dropout(torch.ones(4 * 100_000), 0.5).view(-1, 4)  # (draws, 4 pieces)
+    for piece in range(4):
+        assert abs((y[:, piece] == 0).float().mean().item() - 0.5) < 0.006  # binomial std ~ 0.0016
+    z = dropout(torch.ones(1000, dtype=torch.bfloat16), 0.3)
+    values = z.unique().tolist()
+    assert z.dtype == torch.bfloat16 and len(values) == 2 and values[0] == 0.0
+    assert values[1] == pytest.approx(1 / 0.7, rel=1e-2)
 
 
 def test_gradient_is_the_forward_mask():
