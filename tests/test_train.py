@@ -94,6 +94,46 @@ def test_resume_continues_exactly(tmp_path, arch, tiny_config):
     straight_and_resumed(tiny_config, tmp_path, [*model, "valid.every=4"])
 
 
+def test_resume_continues_exactly_in_bf16_on_a_cpu(tmp_path, tiny_config):
+    """train.precision=bf16 on a CPU (autocast): the weights stay float32 and resume is exact."""
+    a, _ = straight_and_resumed(
+        tiny_config, tmp_path, ["model.dropout=0.1", "valid.every=4", "train.precision=bf16"]
+    )
+    assert {t.dtype for t in a["model"].values() if t.is_floating_point()} == {torch.float32}
+
+
+def test_bf16_on_a_cpu_without_native_bf16_says_it_will_be_slow(tmp_path, tiny_config, monkeypatch):
+    build_module = sys.modules["attnkit.train.build"]  # the module (attnkit.train.build is also a function)
+    monkeypatch.setattr(build_module, "_cpu_has_bf16", lambda: False)
+    lines: list[str] = []
+    train(tiny_config(tmp_path, "train.max_steps=1", "valid.every=1", "train.precision=bf16"), log=lines.append)
+    assert any("emulated" in line and "train.precision=fp32" in line for line in lines), lines
+    monkeypatch.setattr(build_module, "_cpu_has_bf16", lambda: True)
+    lines.clear()
+    train(tiny_config(tmp_path / "b", "train.max_steps=1", "valid.every=1", "train.precision=bf16"), log=lines.append)
+    assert not any("emulated" in line for line in lines) and any("bf16" in line for line in lines)
+
+
+def test_bf16_autocast_on_a_cpu_gives_the_fp32_loss_and_gradient_to_bf16_precision():
+    from attnkit import fast
+    from helpers import make_model, random_tokens
+
+    model = make_model("transformer")  # eval mode: no dropout, so both passes see the same function
+    src, tgt = random_tokens(8, 12), random_tokens(8, 11)  # the tiny preset: 20 tokens a side
+
+    def loss_and_grad(bf16: bool):
+        model.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logits = model(src, tgt[:, :-1])  # (B, T, V)
+            out = fast.label_smoothed_cross_entropy(logits, tgt[:, 1:], epsilon=0.1, pad_id=0)
+        out.loss.backward()
+        return out.loss.item(), torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+    (loss32, grad32), (loss16, grad16) = loss_and_grad(False), loss_and_grad(True)
+    assert loss16 == pytest.approx(loss32, rel=1e-2) and loss16 != loss32  # bf16 really ran
+    assert torch.nn.functional.cosine_similarity(grad16, grad32, dim=0) > 0.99
+
+
 def test_fresh_run_into_an_existing_run_is_refused(tmp_path, tiny_config):
     train(tiny_config(tmp_path, "train.max_steps=2", "valid.every=2"), log=lambda m: None)
     with pytest.raises(ConfigError, match="--resume"):

@@ -98,6 +98,11 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
         )
     if sampler.n_oversized:
         notes.append(f"{sampler.n_oversized} training pair(s) exceed train.max_tokens; each is its own batch")
+    if bf16 and device.type == "cpu" and not _cpu_has_bf16():
+        notes.append(
+            "train.precision=bf16 on a CPU without AMX or AVX512-BF16: bf16 products are emulated here and "
+            "likely slower than fp32 (train.precision=fp32)"
+        )
 
     if resume_state is not None:
         if resume_state["arch"] != cfg.arch or resume_state["model_config"] != model_cfg.to_dict():
@@ -127,6 +132,13 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
         cfg, device, dist, bf16, task, tokenizer, train, valid, valid_records, sampler, model, optimizer,
         d_model, resume_state, notes,
     )  # fmt: skip
+
+
+def _cpu_has_bf16() -> bool:
+    """Whether this CPU multiplies bf16 natively (AMX tiles or AVX512-BF16), where autocast pays."""
+    cpu = torch.cpu
+    checks = [getattr(cpu, name, None) for name in ("_is_amx_tile_supported", "_is_avx512_bf16_supported")]
+    return any(check() for check in checks if check is not None)
 
 
 def _has_text(record) -> bool:
