@@ -83,7 +83,7 @@ class TrainConfig(ConfigBase):
     accumulate: int = 1
     seed: int = 1
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    precision: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | fp32 | bf16 (autocast: ~1.5x fp32 on AMX CPUs)
+    precision: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | fp32 | bf16 (on AMX CPUs 1.1-1.6x fp32)
     compile: bool = False
     log_every: int = 50
     progress: bool = True
