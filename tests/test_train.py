@@ -109,9 +109,20 @@ def test_bf16_on_a_cpu_without_native_bf16_says_it_will_be_slow(tmp_path, tiny_c
     train(tiny_config(tmp_path, "train.max_steps=1", "valid.every=1", "train.precision=bf16"), log=lines.append)
     assert any("emulated" in line and "train.precision=fp32" in line for line in lines), lines
     monkeypatch.setattr(build_module, "_cpu_has_bf16", lambda: True)
-    lines.clear()
-    train(tiny_config(tmp_path / "b", "train.max_steps=1", "valid.every=1", "train.precision=bf16"), log=lines.append)
-    assert not any("emulated" in line for line in lines) and any("bf16" in line for line in lines)
+    for glibc, name in ((True, "b"), (False, "c")):  # native bf16: the allocator note only under glibc
+        monkeypatch.setattr(build_module, "_uses_glibc_malloc", lambda glibc=glibc: glibc)
+        lines.clear()
+        train(tiny_config(tmp_path / name, "train.max_steps=1", "valid.every=1", "train.precision=bf16"), log=lines.append)
+        assert not any("emulated" in line for line in lines) and any("bf16" in line for line in lines)
+        assert any("LD_PRELOAD=libjemalloc" in line for line in lines) == glibc, lines
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
+def test_glibc_malloc_is_told_from_a_preloaded_allocator():
+    from attnkit.train.build import _uses_glibc_malloc
+
+    preloaded = any(name in os.environ.get("LD_PRELOAD", "") for name in ("jemalloc", "tcmalloc"))
+    assert _uses_glibc_malloc() is not preloaded
 
 
 def test_bf16_autocast_on_a_cpu_gives_the_fp32_loss_and_gradient_to_bf16_precision():

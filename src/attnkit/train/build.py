@@ -103,6 +103,11 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
             "train.precision=bf16 on a CPU without AMX or AVX512-BF16: bf16 products are emulated here and "
             "likely slower than fp32 (train.precision=fp32)"
         )
+    elif bf16 and device.type == "cpu" and _uses_glibc_malloc():
+        notes.append(
+            "train.precision=bf16 on a CPU with glibc's allocator: memory grows by gigabytes and steps slow "
+            "down over a long run; LD_PRELOAD=libjemalloc.so.2 keeps both level (docs/BENCHMARKS.md)"
+        )
 
     if resume_state is not None:
         if resume_state["arch"] != cfg.arch or resume_state["model_config"] != model_cfg.to_dict():
@@ -139,6 +144,15 @@ def _cpu_has_bf16() -> bool:
     cpu = torch.cpu
     checks = [getattr(cpu, name, None) for name in ("_is_amx_tile_supported", "_is_avx512_bf16_supported")]
     return any(check() for check in checks if check is not None)
+
+
+def _uses_glibc_malloc() -> bool:
+    """Whether this Linux process allocates with glibc: no jemalloc or tcmalloc mapped (an LD_PRELOAD)."""
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:  # not Linux: nothing known to say
+        return False
+    return "jemalloc" not in maps and "tcmalloc" not in maps
 
 
 def _has_text(record) -> bool:
