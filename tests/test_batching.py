@@ -166,3 +166,41 @@ def test_works_as_dataloader_batch_sampler():
     assert len(batches) == len(sampler)
     assert sum(len(b) for b in batches) == 60
     assert all(b.src.numel() <= 120 and b.tgt_in.numel() <= 120 for b in batches)
+
+
+def test_epoch_size_batches_only_the_leading_examples_and_resumes_across_the_change():
+    """Bidirectional training's sampler: epochs 0-1 batch all 1,000 examples, later ones the first 500."""
+    lengths = _lengths(1000)
+    size = lambda epoch: 1000 if epoch < 2 else 500  # noqa: E731
+
+    def epochs(sampler, n):
+        out = []
+        for _ in range(n):
+            out.append(list(sampler))
+        return out
+
+    s = TokenBatchSampler(lengths, max_tokens=200, seed=5, epoch_size=size)
+    straight = epochs(s, 4)
+    for e, batches in enumerate(straight):
+        seen = sorted(i for b in batches for i in b)
+        assert seen == list(range(size(e))), e  # every example of the epoch once, no other
+        assert all(_padded_size(lengths, b) <= 200 or len(b) == 1 for b in batches)
+    assert s.n_batches(0) > s.n_batches(2) and s.epoch == 4
+    assert straight[0] != straight[1]  # still shuffled per epoch
+
+    # Stop inside epoch 1 (the last long one), resume: the same batches, across the change.
+    half = TokenBatchSampler(lengths, max_tokens=200, seed=5, epoch_size=size)
+    it = iter(half)
+    first = [next(it) for _ in range(len(straight[0]))]
+    it = iter(half)  # the sampler moved to epoch 1 itself
+    first += [next(it) for _ in range(3)]
+    resumed = TokenBatchSampler(lengths, max_tokens=200, seed=5, epoch_size=size)
+    resumed.load_state_dict(half.state_dict())
+    assert resumed.state_dict() == {"epoch": 1, "position": 3}
+    rest = [b for e in epochs(resumed, 3) for b in e]
+    assert first + rest == [b for e in straight for b in e]
+
+
+def test_epoch_size_out_of_range_is_an_error():
+    with pytest.raises(ValueError, match="epoch_size"):
+        TokenBatchSampler(_lengths(10), max_tokens=200, epoch_size=lambda e: 11).n_batches(0)

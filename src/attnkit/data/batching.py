@@ -10,7 +10,7 @@ Dimensions: ``B`` sentences in a batch, ``S`` source length, ``T`` target length
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -103,6 +103,9 @@ class TokenBatchSampler:
       count is a multiple of ``world_size``, so every rank gets ``len(self)`` batches and no example
       is lost; rank ``r`` takes batches ``r, r + world_size, ...``. Global step ``k`` is the union of
       batches ``k * world_size ... k * world_size + world_size - 1``.
+    - ``epoch_size(epoch)``, if given, says how many of the leading examples ``epoch`` batches (the
+      rest sit out that epoch): a run whose data changes between epochs (bidirectional training
+      appends the reversed pairs and drops them later) keeps one sampler and one resumable position.
     - Resuming: ``state_dict()`` is ``{"epoch", "position"}`` where position counts the batches this
       rank has handed out in the epoch; after ``load_state_dict`` iteration continues with the next
       one. Finishing an epoch advances to the next epoch, so ``set_epoch`` is optional. With
@@ -120,6 +123,7 @@ class TokenBatchSampler:
         max_sentences: int | None = None,
         rank: int = 0,
         world_size: int = 1,
+        epoch_size: Callable[[int], int] | None = None,
     ):
         if max_tokens <= 0:
             raise ConfigError(f"max_tokens must be positive, got {max_tokens}")
@@ -140,6 +144,7 @@ class TokenBatchSampler:
         self.max_tokens, self.max_sentences = max_tokens, max_sentences
         self.shuffle, self.seed = shuffle, seed
         self.rank, self.world_size = rank, world_size
+        self.epoch_size = epoch_size
         self.n_oversized = int((self._width > max_tokens).sum())
         self.epoch, self.position = 0, 0
         self._cache: tuple[int, list[list[int]]] | None = None  # (epoch, this rank's batches)
@@ -160,12 +165,14 @@ class TokenBatchSampler:
         return batches
 
     def _rank_batches(self, epoch: int) -> list[list[int]]:
-        if not self.shuffle:
+        if not self.shuffle and self.epoch_size is None:
             epoch = 0  # the order does not depend on the epoch: keep one cache entry
         if self._cache is not None and self._cache[0] == epoch:
             return self._cache[1]
         g = torch.Generator().manual_seed(self.seed + epoch)
-        n = len(self._width)
+        n = len(self._width) if self.epoch_size is None else self.epoch_size(epoch)
+        if not 0 < n <= len(self._width):
+            raise ValueError(f"epoch_size({epoch}) = {n}: must be in [1, {len(self._width)}]")
         # Random tie-breaking among equal lengths varies the batches between epochs at no padding cost.
         perm = torch.randperm(n, generator=g).numpy() if self.shuffle else np.arange(n)
         # lexsort: last key is primary; stable, so ties keep the order of perm.
@@ -181,8 +188,12 @@ class TokenBatchSampler:
 
     # --- iteration and state ----------------------------------------------------------------------
     def __len__(self) -> int:
-        """Batches per epoch on this rank (the same every epoch and on every rank)."""
-        return len(self._rank_batches(self.epoch))
+        """Batches in the current epoch on this rank (the same on every rank)."""
+        return self.n_batches(self.epoch)
+
+    def n_batches(self, epoch: int) -> int:
+        """Batches in ``epoch`` on this rank: the same every epoch unless ``epoch_size`` varies."""
+        return len(self._rank_batches(epoch))
 
     def __iter__(self) -> Iterator[list[int]]:
         batches = self._rank_batches(self.epoch)

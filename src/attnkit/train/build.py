@@ -88,9 +88,16 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
     train = task.encode(records, tokenizer, max_len, split="train")
     valid = task.encode(valid_records, tokenizer, max_len, split="valid")
     sampler = TokenBatchSampler(
-        train.lengths, t.max_tokens, shuffle=True, seed=t.seed, rank=dist.rank, world_size=dist.world_size
-    )
+        train.lengths, t.max_tokens, shuffle=True, seed=t.seed, rank=dist.rank, world_size=dist.world_size,
+        epoch_size=train.epoch_size,
+    )  # fmt: skip
     notes = [n for n in (train.dropped, valid.dropped) if n]
+    if t.bidirectional_epochs:
+        notes.append(
+            f"bidirectional training: epochs 0-{t.bidirectional_epochs - 1} also train on the reversed pairs "
+            f"({sampler.n_batches(0)} batches each), later epochs the source->target pairs alone "
+            f"({sampler.n_batches(t.bidirectional_epochs)} batches)"
+        )
     if cfg.tokenizer.sample_nbest:
         notes.append(
             f"subword sampling: each epoch draws every training sentence's segmentation from its "

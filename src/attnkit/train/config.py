@@ -63,11 +63,16 @@ class TrainConfig(ConfigBase):
     (so with a cooldown the schedule depends on max_steps: raising it on --resume moves the cooldown;
     a run that max_minutes, max_epochs or valid.patience stops earlier ends before or inside it).
     max_tokens: padded tokens per batch per process; accumulate: batches per optimizer step.
+    bidirectional_epochs: the first this many epochs also train on every pair reversed (target ->
+    source), each such epoch twice as long; the rest train as usual (bidirectional training, Ding
+    et al., 2021: the reversed pairs teach both embeddings and both stacks each language in both
+    roles). Translation with a joint vocabulary only; 0 = off.
     """
 
     max_tokens: int = 4096
     max_steps: int = 10000
     max_epochs: int = 0  # 0 = no limit
+    bidirectional_epochs: int = 0  # 0 = off; see the docstring
     max_minutes: float = 0.0  # 0 = no limit; a wall-clock budget
     schedule: str = "noam"
     lr: float = 5e-4
@@ -91,6 +96,7 @@ class TrainConfig(ConfigBase):
     def validate(self) -> None:
         self._positive("max_tokens", "max_steps", "warmup_steps", "accumulate", "log_every")
         self._check(self.max_epochs >= 0, "max_epochs", "must be >= 0")
+        self._check(self.bidirectional_epochs >= 0, "bidirectional_epochs", "must be >= 0 (0 = off)")
         self._check(self.max_minutes >= 0, "max_minutes", "must be >= 0")
         self._check(
             0 <= self.cooldown_steps <= self.max_steps,
@@ -222,6 +228,12 @@ class ExperimentConfig:
         if arch not in ARCHS:
             raise ConfigError(f"model.arch = {arch!r}: must be one of {', '.join(ARCHS)}")
         cfg = cls(model=model, output_dir=str(values.get("output_dir", "runs/experiment")), **sections)
+        if cfg.train.bidirectional_epochs and (arch not in ("transformer", "rnn") or not cfg.tokenizer.joint):
+            raise ConfigError(
+                "train.bidirectional_epochs: training on the reversed pairs needs a translation model "
+                f"(model.arch transformer or rnn, got {arch}) and one vocabulary for both languages "
+                f"(tokenizer.joint=true, got {cfg.tokenizer.joint}); set train.bidirectional_epochs=0"
+            )
         # Validate the model fields now, against the vocabulary the tokenizer is asked for (the
         # trained one can be smaller on a tiny corpus; that is checked again once it exists).
         size = cfg.tokenizer.vocab_size

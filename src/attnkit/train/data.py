@@ -87,6 +87,29 @@ class SampledPairs(Sequence):
         return (s, t) if len(s) <= self.max_len and len(t) <= self.max_len else self.corpus.examples[i]
 
 
+class BothDirections(Sequence):
+    """``pairs`` followed by each pair reversed: example ``N + i`` is ``(pairs[i][1], pairs[i][0])``.
+
+    Bidirectional training (Ding et al., 2021) reads target -> source as well as source -> target;
+    with one joint vocabulary a reversed pair is an ordinary example. The reversed half is a view,
+    so a subword-sampled epoch reverses the same draw.
+    """
+
+    def __init__(self, pairs: Sequence[tuple[list[int], list[int]]]):
+        self.pairs = pairs
+
+    def __len__(self) -> int:
+        return 2 * len(self.pairs)
+
+    def __getitem__(self, i: int) -> tuple[list[int], list[int]]:
+        n = len(self.pairs)
+        if not -2 * n <= i < 2 * n:
+            raise IndexError(i)
+        i %= 2 * n
+        s, t = self.pairs[i % n]
+        return (s, t) if i < n else (t, s)
+
+
 def train_tokenizer(pairs: list[tuple[str, str]], cfg: TokenizerConfig, seed: int) -> SubwordTokenizer:
     pairs, _ = drop_empty(pairs)
     return SubwordTokenizer.train(

@@ -11,7 +11,7 @@ and one entry in ``TASKS`` (train/build.py).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -24,7 +24,7 @@ from ..loss import LossOutput, label_smoothed_cross_entropy
 from ..metrics import corpus_scores
 from ..translate import Translator
 from .config import ExperimentConfig
-from .data import SampledPairs, encode_training_pairs, load_records, train_tokenizer
+from .data import BothDirections, SampledPairs, encode_training_pairs, load_records, train_tokenizer
 
 
 @dataclass
@@ -35,6 +35,7 @@ class Encoded:
     lengths: list[tuple[int, int]]
     dropped: str = ""  # a sentence for the log ("skipped 3 pairs with an empty side"), or ""
     corpus: Any = None  # what a task keeps to re-encode the examples each epoch (subword sampling), or None
+    epoch_size: Callable[[int], int] | None = None  # how many leading examples epoch e trains on (None: all)
 
 
 class Task(Protocol):
@@ -115,7 +116,14 @@ class TranslationTask(SplitTask):
             )
         lengths = [(len(s), len(t) + 1) for s, t in corpus.examples]  # +1: bos (in) / eos (out)
         keep = split == "train" and self.cfg.tokenizer.sample_nbest > 0
-        return Encoded(corpus.examples, lengths, dropped, (corpus, max_len) if keep else None)
+        encoded = Encoded(corpus.examples, lengths, dropped, (corpus, max_len) if keep else None)
+        epochs = self.cfg.train.bidirectional_epochs if split == "train" else 0
+        if epochs:  # the reversed pairs follow; epochs from `epochs` on batch only the first n
+            n = len(corpus.examples)
+            encoded.examples = BothDirections(corpus.examples)
+            encoded.lengths = lengths + [(len(t), len(s) + 1) for s, t in corpus.examples]
+            encoded.epoch_size = lambda epoch: 2 * n if epoch < epochs else n
+        return encoded
 
     def epoch_examples(self, encoded, tokenizer, epoch: int) -> Sequence:
         """With ``tokenizer.sample_nbest``, the training pairs as ``epoch``'s subword sampling draws
@@ -132,6 +140,8 @@ class TranslationTask(SplitTask):
             tk, (corpus, max_len) = self.cfg.tokenizer, encoded.corpus
             seed = (self.cfg.train.seed % 2**64, epoch)  # SeedSequence takes non-negative integers
             drawn = SampledPairs(corpus, tokenizer, max_len, nbest=tk.sample_nbest, alpha=tk.sample_alpha, seed=seed)
+            if isinstance(encoded.examples, BothDirections):
+                drawn = BothDirections(drawn)
             self._drawn = (epoch, drawn)
         return self._drawn[1]
 
