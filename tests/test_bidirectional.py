@@ -8,13 +8,13 @@ import torch
 from attnkit.checkpoint import load_checkpoint
 from attnkit.errors import ConfigError
 from attnkit.train import build, load_config, train
-from attnkit.train.data import BothDirections
+from attnkit.train.data import BidirectionalPairs
 from test_train import straight_and_resumed, tiny_config  # noqa: F401  (tiny_config: a fixture)
 
 
 def test_both_directions_appends_each_pair_reversed():
     pairs = [([1, 2], [3]), ([4], [5, 6, 7])]
-    both = BothDirections(pairs)
+    both = BidirectionalPairs(pairs)
     assert len(both) == 4
     assert list(both) == [([1, 2], [3]), ([4], [5, 6, 7]), ([3], [1, 2]), ([5, 6, 7], [4])]
     assert both[-1] == ([5, 6, 7], [4])
@@ -46,9 +46,14 @@ def test_resume_across_the_switch_continues_exactly(tmp_path, tiny_config):  # n
     common = ["model.dropout=0.1", "valid.every=4", "train.max_tokens=2000", "data.max_train_pairs=150"]
     common.append("train.bidirectional_epochs=1")
     a, _ = straight_and_resumed(tiny_config, tmp_path, common)
-    assert a["sampler"]["epoch"] >= 1  # the run reached the source -> target epochs
-    plain = straight_and_resumed(tiny_config, tmp_path / "plain", common[:-1])[0]
-    assert not all(torch.equal(t, plain["model"][n]) for n, t in a["model"].items())
+    assert load_checkpoint(tmp_path / "b" / "checkpoint_step4.pt")["sampler"]["epoch"] == 0  # stopped before
+    assert a["sampler"]["epoch"] >= 1  # and ended after the switch to source -> target alone
+
+
+def test_resuming_with_another_bidirectional_setting_is_refused(tmp_path, tiny_config):  # noqa: F811
+    run = train(tiny_config(tmp_path, "train.max_steps=2", "valid.every=2"), log=lambda m: None)
+    with pytest.raises(ConfigError, match="bidirectional_epochs=0"):
+        build(tiny_config(tmp_path, "train.max_steps=4", "train.bidirectional_epochs=2"), resume=run.last_checkpoint)
 
 
 def test_the_reversed_pairs_are_learned(tmp_path, tiny_config):  # noqa: F811
@@ -72,11 +77,17 @@ def test_the_reversed_pairs_are_learned(tmp_path, tiny_config):  # noqa: F811
 @pytest.mark.parametrize(
     "overrides",
     [
-        ["train.bidirectional_epochs=2", "tokenizer.joint=false", "model.share_vocab=false"],
-        ["train.bidirectional_epochs=2", "model.arch=lm"],
-        ["train.bidirectional_epochs=-1"],
+        ["tokenizer.joint=false", "model.share_vocab=false"],
+        ["model.arch=lm", "data.lang=en"],
     ],
 )
 def test_bidirectional_training_is_refused_where_it_cannot_work(shared_data, tmp_path, overrides):
+    extra = ["data.max_train_pairs=50", "tokenizer.vocab_size=200", "train.bidirectional_epochs=2"]
+    cfg = load_config(None, [f"data.data_dir={shared_data}", f"output_dir={tmp_path}", *extra, *overrides])
     with pytest.raises(ConfigError, match="bidirectional_epochs"):
-        load_config(None, [f"data.data_dir={shared_data}", f"output_dir={tmp_path}", *overrides])
+        build(cfg)
+
+
+def test_a_negative_number_of_epochs_is_refused(tiny_config, tmp_path):  # noqa: F811
+    with pytest.raises(ConfigError, match="bidirectional_epochs"):
+        tiny_config(tmp_path, "train.bidirectional_epochs=-1")

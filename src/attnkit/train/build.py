@@ -78,6 +78,12 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
         if not any(map(_has_text, rows)):  # found now, not after the tokenizer or the training
             raise DataError(f"the {name} corpus ({cfg.data.spec(part).describe()}) is empty or all blank")
     tokenizer = _tokenizer(task, records, resume_state, dist, t.seed)
+    if t.bidirectional_epochs and not (isinstance(task, TranslationTask) and tokenizer.joint):
+        raise ConfigError(
+            "train.bidirectional_epochs: training on the reversed pairs needs a translation model and one "
+            f"vocabulary for both languages (model.arch {cfg.arch}, "
+            f"{'a joint' if tokenizer.joint else 'separate'} vocabulary); set train.bidirectional_epochs=0"
+        )
     if cfg.tokenizer.sample_nbest and not tokenizer.can_sample():  # e.g. a BPE tokenizer from a checkpoint
         raise ConfigError(
             "tokenizer.sample_nbest: this run's SentencePiece model gives no n-best segmentations "
@@ -93,10 +99,11 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
     )  # fmt: skip
     notes = [n for n in (train.dropped, valid.dropped) if n]
     if t.bidirectional_epochs:
+        n_later = sampler.n_batches(t.bidirectional_epochs)  # first: epoch 0 stays in the sampler's cache
         notes.append(
             f"bidirectional training: epochs 0-{t.bidirectional_epochs - 1} also train on the reversed pairs "
             f"({sampler.n_batches(0)} batches each), later epochs the source->target pairs alone "
-            f"({sampler.n_batches(t.bidirectional_epochs)} batches)"
+            f"({n_later} batches)"
         )
     if cfg.tokenizer.sample_nbest:
         notes.append(
@@ -117,6 +124,13 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
         )
 
     if resume_state is not None:
+        saved = (resume_state.get("experiment") or {}).get("train", {}).get("bidirectional_epochs", 0)
+        if saved != t.bidirectional_epochs:
+            raise ConfigError(
+                f"{resume}: the run was trained with train.bidirectional_epochs={saved}, not "
+                f"{t.bidirectional_epochs}: changing it would change the data of the epochs to come; "
+                f"resume with train.bidirectional_epochs={saved}"
+            )
         if resume_state["arch"] != cfg.arch or resume_state["model_config"] != model_cfg.to_dict():
             raise CheckpointError(
                 f"{resume}: checkpoint holds a different model ({resume_state['arch']}) than the config "

@@ -228,12 +228,6 @@ class ExperimentConfig:
         if arch not in ARCHS:
             raise ConfigError(f"model.arch = {arch!r}: must be one of {', '.join(ARCHS)}")
         cfg = cls(model=model, output_dir=str(values.get("output_dir", "runs/experiment")), **sections)
-        if cfg.train.bidirectional_epochs and (arch not in ("transformer", "rnn") or not cfg.tokenizer.joint):
-            raise ConfigError(
-                "train.bidirectional_epochs: training on the reversed pairs needs a translation model "
-                f"(model.arch transformer or rnn, got {arch}) and one vocabulary for both languages "
-                f"(tokenizer.joint=true, got {cfg.tokenizer.joint}); set train.bidirectional_epochs=0"
-            )
         # Validate the model fields now, against the vocabulary the tokenizer is asked for (the
         # trained one can be smaller on a tiny corpus; that is checked again once it exists).
         size = cfg.tokenizer.vocab_size

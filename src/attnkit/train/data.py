@@ -87,7 +87,7 @@ class SampledPairs(Sequence):
         return (s, t) if len(s) <= self.max_len and len(t) <= self.max_len else self.corpus.examples[i]
 
 
-class BothDirections(Sequence):
+class BidirectionalPairs(Sequence):
     """``pairs`` followed by each pair reversed: example ``N + i`` is ``(pairs[i][1], pairs[i][0])``.
 
     Bidirectional training (Ding et al., 2021) reads target -> source as well as source -> target;

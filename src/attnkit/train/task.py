@@ -24,7 +24,7 @@ from ..loss import LossOutput, label_smoothed_cross_entropy
 from ..metrics import corpus_scores
 from ..translate import Translator
 from .config import ExperimentConfig
-from .data import BothDirections, SampledPairs, encode_training_pairs, load_records, train_tokenizer
+from .data import BidirectionalPairs, SampledPairs, encode_training_pairs, load_records, train_tokenizer
 
 
 @dataclass
@@ -120,7 +120,7 @@ class TranslationTask(SplitTask):
         epochs = self.cfg.train.bidirectional_epochs if split == "train" else 0
         if epochs:  # the reversed pairs follow; epochs from `epochs` on batch only the first n
             n = len(corpus.examples)
-            encoded.examples = BothDirections(corpus.examples)
+            encoded.examples = BidirectionalPairs(corpus.examples)
             encoded.lengths = lengths + [(len(t), len(s) + 1) for s, t in corpus.examples]
             encoded.epoch_size = lambda epoch: 2 * n if epoch < epochs else n
         return encoded
@@ -140,8 +140,8 @@ class TranslationTask(SplitTask):
             tk, (corpus, max_len) = self.cfg.tokenizer, encoded.corpus
             seed = (self.cfg.train.seed % 2**64, epoch)  # SeedSequence takes non-negative integers
             drawn = SampledPairs(corpus, tokenizer, max_len, nbest=tk.sample_nbest, alpha=tk.sample_alpha, seed=seed)
-            if isinstance(encoded.examples, BothDirections):
-                drawn = BothDirections(drawn)
+            if encoded.epoch_size is not None:  # bidirectional: the reversed draw follows
+                drawn = BidirectionalPairs(drawn)
             self._drawn = (epoch, drawn)
         return self._drawn[1]
 
