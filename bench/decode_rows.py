@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import torch
+
 from attnkit.decoding.beam import rank_extensions
 from attnkit.decoding.common import step_log_probs
 from attnkit.fast import packed_linears
@@ -60,14 +61,22 @@ def main() -> None:
         step_seconds(model, 4, args.beam, 3)  # warm-up
         for B in (int(b) for b in args.sentences.split(",")):
             s = step_seconds(model, B, args.beam, args.repeats)
-            rows.append({"sentences": B, "rows": B * args.beam, "step_ms": round(1000 * s, 3),
-                         "us_per_row": round(1e6 * s / (B * args.beam), 1)})  # fmt: skip
+            rows.append(
+                {
+                    "sentences": B,
+                    "rows": B * args.beam,
+                    "step_ms": round(1000 * s, 3),
+                    "us_per_row": round(1e6 * s / (B * args.beam), 1),
+                }
+            )
     largest = rows[-1]["us_per_row"]
     for r in rows:
         r["efficiency_vs_largest"] = round(largest / r["us_per_row"], 3)
         print(r, flush=True)
     if args.out:
-        Path(args.out).write_text(json.dumps({"checkpoint": args.checkpoint, "beam": args.beam, "steps": rows}, indent=2) + "\n")
+        Path(args.out).write_text(
+            json.dumps({"checkpoint": args.checkpoint, "beam": args.beam, "steps": rows}, indent=2) + "\n"
+        )
 
 
 if __name__ == "__main__":

@@ -56,7 +56,9 @@ def measure(model, rows: int, args, compiled) -> dict:
     """One level: a decoder state of ``rows`` rows (sentences x beam 4) with a filled cache, timed."""
     V, K = model.config.tgt_vocab_size, 4
     B = max(rows // K, 1)
-    state = model.init_state(model.encode(torch.randint(4, model.config.src_vocab_size, (B, args.source_len))))
+    state = model.init_state(
+        model.encode(torch.randint(4, model.config.src_vocab_size, (B, args.source_len)))
+    )
     state.expand(K)
     model.decode(torch.randint(4, V, (B * K, args.cache)), state)  # fill the cache
     cache = [(kv.k, kv.v) for kv in state.self_kv]
@@ -75,16 +77,23 @@ def measure(model, rows: int, args, compiled) -> dict:
 
     if compiled is None:  # the server's path: packed weights
         with packed_linears(model):
-            return {"rows": B * K, "decode_ms": round(best_ms(decode, args.iters), 3),
-                    "search_step_ms": round(best_ms(step, args.iters), 3)}  # fmt: skip
+            return {
+                "rows": B * K,
+                "decode_ms": round(best_ms(decode, args.iters), 3),
+                "search_step_ms": round(best_ms(step, args.iters), 3),
+            }
     # torch.compile cannot trace the packed oneDNN products: both sides with plain weights
     start = time.perf_counter()
     first = decode(compiled)  # compiles on a new shape (dynamic shapes: mostly the first ones)
     compile_s = time.perf_counter() - start
     same = torch.allclose(first, decode(), atol=1e-4, rtol=1e-4)
-    return {"rows": B * K, "plain_decode_ms": round(best_ms(decode, args.iters), 3),
-            "compiled_decode_ms": round(best_ms(lambda: decode(compiled), args.iters), 3),
-            "first_compiled_call_s": round(compile_s, 1), "compiled_same_logits": same}  # fmt: skip
+    return {
+        "rows": B * K,
+        "plain_decode_ms": round(best_ms(decode, args.iters), 3),
+        "compiled_decode_ms": round(best_ms(lambda: decode(compiled), args.iters), 3),
+        "first_compiled_call_s": round(compile_s, 1),
+        "compiled_same_logits": same,
+    }
 
 
 def inductor_options(p: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
@@ -107,7 +116,9 @@ def main() -> None:
     p.add_argument("--source-len", type=int, default=14)
     p.add_argument("--iters", type=int, default=200)
     p.add_argument("--compile", action="store_true", help="also time torch.compile(model.decode)")
-    p.add_argument("--inductor", default="", help="with --compile: Inductor options to switch on (cpp_wrapper,freezing)")
+    p.add_argument(
+        "--inductor", default="", help="with --compile: Inductor options to switch on (cpp_wrapper,freezing)"
+    )
     p.add_argument("--out")
     args = p.parse_args()
     torch.set_num_threads(1)
@@ -128,8 +139,15 @@ def main() -> None:
         if key in result["levels"][0]:
             a, b = fit(xs, [lv[key] for lv in result["levels"]])
             result[f"{key}_fit"] = {"fixed_ms": round(a, 3), "per_row_us": round(1000 * b, 2)}
-    result.update(checkpoint=args.checkpoint, inductor=options, cache=args.cache, source_len=args.source_len, threads=1,
-                  machine=f"{platform.processor() or platform.machine()}", torch=torch.__version__)  # fmt: skip
+    result.update(
+        checkpoint=args.checkpoint,
+        inductor=options,
+        cache=args.cache,
+        source_len=args.source_len,
+        threads=1,
+        machine=f"{platform.processor() or platform.machine()}",
+        torch=torch.__version__,
+    )
     print(json.dumps({k: v for k, v in result.items() if k.endswith("_fit")}, indent=2))
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")

@@ -28,7 +28,11 @@ from .quality import machine
 
 def step_checkpoints(run: Path) -> list[Path]:
     """The run's numbered checkpoints, oldest first."""
-    found = [(int(m.group(1)), p) for p in run.glob("checkpoint_step*.pt") if (m := re.search(r"step(\d+)", p.name))]
+    found = [
+        (int(m.group(1)), p)
+        for p in run.glob("checkpoint_step*.pt")
+        if (m := re.search(r"step(\d+)", p.name))
+    ]
     return [p for _, p in sorted(found)]
 
 
@@ -46,7 +50,9 @@ def main() -> None:
     ap.add_argument("--length-penalties", default="0,0.6,1.0", help="at --lp-beam")
     ap.add_argument("--lp-beam", type=int, default=4)
     ap.add_argument("--splits", default="val,test_2016_flickr")
-    ap.add_argument("--max-sentences", type=int, default=0, help="first N of each split (0: all; for a smoke run)")
+    ap.add_argument(
+        "--max-sentences", type=int, default=0, help="first N of each split (0: all; for a smoke run)"
+    )
     ap.add_argument("--out", default="bench/results/decode_study")
     args = ap.parse_args()
     src, tgt = args.pair.split("-")
@@ -55,7 +61,9 @@ def main() -> None:
     if args.max_sentences:
         splits = {s: pairs[: args.max_sentences] for s, pairs in splits.items()}
     settings = [(b, 0.6) for b in map(int, args.beams.split(","))]
-    settings += [(args.lp_beam, lp) for lp in parse_floats(args.length_penalties) if (args.lp_beam, lp) not in settings]
+    settings += [
+        (args.lp_beam, lp) for lp in parse_floats(args.length_penalties) if (args.lp_beam, lp) not in settings
+    ]
     rows = []
     for k in map(int, args.average.split(",")):
         if k > len(ckpts):
@@ -68,15 +76,30 @@ def main() -> None:
             row = {"average": k, "from": [p.name for p in chosen], "beam": beam, "length_penalty": lp}
             for split, pairs in splits.items():
                 t0 = time.monotonic()
-                ev = evaluate(translator, [s for s, _ in pairs], [t for _, t in pairs], beam=beam,
-                              length_penalty=lp, lowercase_bleu=True)  # fmt: skip
-                row[split] = {"bleu": round(ev.scores.bleu, 2), "bleu_lc": round(ev.scores.bleu_lowercase, 2),
-                              "chrf": round(ev.scores.chrf, 2), "seconds": round(time.monotonic() - t0, 1),
-                              "detail": ev.scores.bleu_detail}  # fmt: skip
+                ev = evaluate(
+                    translator,
+                    [s for s, _ in pairs],
+                    [t for _, t in pairs],
+                    beam=beam,
+                    length_penalty=lp,
+                    lowercase_bleu=True,
+                )
+                row[split] = {
+                    "bleu": round(ev.scores.bleu, 2),
+                    "bleu_lc": round(ev.scores.bleu_lowercase, 2),
+                    "chrf": round(ev.scores.chrf, 2),
+                    "seconds": round(time.monotonic() - t0, 1),
+                    "detail": ev.scores.bleu_detail,
+                }
             rows.append(row)
             print(json.dumps(row), flush=True)
-    meta = {"run": args.run, "pair": args.pair, "machine": machine(), "date": time.strftime("%Y-%m-%d"),
-            "threads": torch.get_num_threads()}  # fmt: skip
+    meta = {
+        "run": args.run,
+        "pair": args.pair,
+        "machine": machine(),
+        "date": time.strftime("%Y-%m-%d"),
+        "threads": torch.get_num_threads(),
+    }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

@@ -47,7 +47,9 @@ def main() -> int:
     for where, c in sorted(counts.items()):
         total.update(c)
         print(f"| {where}.py | {sum(c.values())} | {c['handled']} | {c['skipped']} | {c['failed']} |")
-    print(f"| **all** | {sum(total.values())} | {total['handled']} | {total['skipped']} | {total['failed']} |")
+    print(
+        f"| **all** | {sum(total.values())} | {total['handled']} | {total['skipped']} | {total['failed']} |"
+    )
     print(f"\n{sum(total.values())} cases, {total['handled']} handled, in {seconds:.0f} s wall-clock.")
     for line in skipped:
         print(f"skipped: {line}")

@@ -39,7 +39,9 @@ def main() -> int:
     model, tok = load_for_export(args.checkpoint)
     cfg = model.config
     hf = MarianMTModel.from_pretrained(out, local_files_only=True).eval()
-    sources = [s for s, _ in load_multi30k("test_2016_flickr", "de", "en", data_dir=args.data_dir)[: args.sentences]]
+    sources = [
+        s for s, _ in load_multi30k("test_2016_flickr", "de", "en", data_dir=args.data_dir)[: args.sentences]
+    ]
     for alpha in (0.0, 0.6):
         same = at_limit = 0
         for text in sources:
@@ -49,8 +51,15 @@ def main() -> int:
             limit = int(length_limits(torch.tensor([len(ids)]), 1.5, 10, cfg.max_len - 1)[0])
             at_limit += len(ours) + 1 >= limit
             with torch.no_grad():
-                gen = hf.generate(input_ids=src, attention_mask=src != cfg.pad_id, num_beams=4, do_sample=False,
-                                  length_penalty=alpha, early_stopping=False, max_length=limit + 1)[0].tolist()  # fmt: skip
+                gen = hf.generate(
+                    input_ids=src,
+                    attention_mask=src != cfg.pad_id,
+                    num_beams=4,
+                    do_sample=False,
+                    length_penalty=alpha,
+                    early_stopping=False,
+                    max_length=limit + 1,
+                )[0].tolist()
             same += ours == [t for t in gen[1:] if t not in (cfg.eos_id, cfg.pad_id)]
         print(f"length penalty {alpha}: {same}/{len(sources)} identical; {at_limit} reached the length limit")
     return 0

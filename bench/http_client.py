@@ -33,8 +33,13 @@ class Connection:
         except HTTPError:
             await self.close()
             raise
-        except (OSError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
-                asyncio.TimeoutError) as e:  # fmt: skip
+        except (
+            OSError,
+            ValueError,
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            asyncio.TimeoutError,
+        ) as e:
             await self.close()
             raise HTTPError(f"{type(e).__name__}: {e}") from e
 

@@ -50,16 +50,24 @@ def ct2_worker(job_path: str) -> int:
     job = json.loads(Path(job_path).read_text())
     sp = spm.SentencePieceProcessor(model_file=os.path.join(job["model"], "sentencepiece.model"))
     translator = ctranslate2.Translator(
-        job["model"], device="cpu", compute_type=job["compute_type"], inter_threads=1, intra_threads=job["threads"]
+        job["model"],
+        device="cpu",
+        compute_type=job["compute_type"],
+        inter_threads=1,
+        intra_threads=job["threads"],
     )
     pieces = [p[: job["max_len"]] for p in sp.encode(job["sources"], out_type=str)]
 
     def translate(batch: list[list[str]], beam: int) -> list:
         return translator.translate_batch(
-            batch, max_batch_size=BATCH_TOKENS, batch_type="tokens", beam_size=beam,
-            length_penalty=0.6 if beam > 1 else 0.0, max_decoding_length=job["max_len"] - 1,
+            batch,
+            max_batch_size=BATCH_TOKENS,
+            batch_type="tokens",
+            beam_size=beam,
+            length_penalty=0.6 if beam > 1 else 0.0,
+            max_decoding_length=job["max_len"] - 1,
             max_input_length=job["max_len"],
-        )  # fmt: skip
+        )
 
     for beam in SETTINGS.values():  # untimed: this process is fresh each repeat, attnkit's engine is warm
         translate(pieces[:64], beam)
@@ -114,7 +122,9 @@ def main() -> int:
     jobs = {}
     for ct in ("float32", "int8"):
         export_checkpoint(args.checkpoint, "ctranslate2", tmp / ct, quantization=ct)
-        job = dict(model=str(tmp / ct), compute_type=ct, threads=args.threads, sources=sources, max_len=max_len)
+        job = dict(
+            model=str(tmp / ct), compute_type=ct, threads=args.threads, sources=sources, max_len=max_len
+        )
         (tmp / f"{ct}.json").write_text(json.dumps(job))
         jobs[f"ctranslate2 {ct}"] = tmp / f"{ct}.json"
 
@@ -133,10 +143,15 @@ def main() -> int:
                 texts[name][setting] = hyps
 
     report = {
-        "command": " ".join(sys.argv), "checkpoint": args.checkpoint, "sentences": len(sources),
-        "threads": args.threads, "repeats": args.repeats, "load_average": os.getloadavg(),
-        "torch": torch.__version__, "results": {},
-    }  # fmt: skip
+        "command": " ".join(sys.argv),
+        "checkpoint": args.checkpoint,
+        "sentences": len(sources),
+        "threads": args.threads,
+        "repeats": args.repeats,
+        "load_average": os.getloadavg(),
+        "torch": torch.__version__,
+        "results": {},
+    }
     for name in runs:
         for setting in SETTINGS:
             bleu = sacrebleu.corpus_bleu(texts[name][setting], [refs]).score
@@ -145,18 +160,26 @@ def main() -> int:
             cpu = [c for _, c in runs[name][setting]]
             n = len(sources)
             report["results"].setdefault(setting, {})[name] = {
-                "sent_per_s_best": n / min(wall), "sent_per_s_median": n / statistics.median(wall),
-                "sent_per_cpu_s_best": n / min(cpu), "bleu": bleu, "bleu_change_vs_float32": bleu - base,
-            }  # fmt: skip
+                "sent_per_s_best": n / min(wall),
+                "sent_per_s_median": n / statistics.median(wall),
+                "sent_per_cpu_s_best": n / min(cpu),
+                "bleu": bleu,
+                "bleu_change_vs_float32": bleu - base,
+            }
     for setting, rows in report["results"].items():
-        ct2, ct2_cpu = rows["ctranslate2 int8"]["sent_per_s_best"], rows["ctranslate2 int8"]["sent_per_cpu_s_best"]
+        ct2, ct2_cpu = (
+            rows["ctranslate2 int8"]["sent_per_s_best"],
+            rows["ctranslate2 int8"]["sent_per_cpu_s_best"],
+        )
         for name, row in rows.items():
             row["speed_vs_ct2_int8"] = row["sent_per_s_best"] / ct2
             row["cpu_speed_vs_ct2_int8"] = row["sent_per_cpu_s_best"] / ct2_cpu
-            print(f"{setting:7s} {name:20s} {row['sent_per_s_best']:7.1f} sent/s wall (median "
-                  f"{row['sent_per_s_median']:.1f}) x{row['speed_vs_ct2_int8']:.2f}; "
-                  f"{row['sent_per_cpu_s_best']:7.1f} sent/CPU-s x{row['cpu_speed_vs_ct2_int8']:.2f} of CT2 int8; "
-                  f"BLEU {row['bleu']:.2f} ({row['bleu_change_vs_float32']:+.2f})")  # fmt: skip
+            print(
+                f"{setting:7s} {name:20s} {row['sent_per_s_best']:7.1f} sent/s wall (median "
+                f"{row['sent_per_s_median']:.1f}) x{row['speed_vs_ct2_int8']:.2f}; "
+                f"{row['sent_per_cpu_s_best']:7.1f} sent/CPU-s x{row['cpu_speed_vs_ct2_int8']:.2f} of CT2 int8; "
+                f"BLEU {row['bleu']:.2f} ({row['bleu_change_vs_float32']:+.2f})"
+            )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     return 0

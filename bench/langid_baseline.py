@@ -28,8 +28,8 @@ def first_words(line: str, n: int | None) -> str:
 
 
 def load(split: str, n_words: int | None) -> tuple[list[str], list[int]]:
-    from attnkit.data.readers import read_lines
     from attnkit.data.multi30k import multi30k_path
+    from attnkit.data.readers import read_lines
 
     texts, labels = [], []
     for label, lang in enumerate(LANGS):

@@ -22,8 +22,8 @@ SPLITS = ("train", "val", "test_2016_flickr")
 
 
 def examples(split: str, first_words: int | None, data_dir: str | None = None) -> list[tuple[str, str]]:
-    from attnkit.data.readers import read_lines
     from attnkit.data.multi30k import multi30k_path
+    from attnkit.data.readers import read_lines
 
     out = []
     for lang in LANGS:

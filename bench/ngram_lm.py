@@ -110,8 +110,8 @@ def load_tokenizer(args, train_text: list[str]):
 
 
 def main(argv: list[str] | None = None) -> None:
-    from attnkit.data.readers import read_lines
     from attnkit.data.multi30k import multi30k_path
+    from attnkit.data.readers import read_lines
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--lang", default="en", help="Multi30k language (default en)")
@@ -152,8 +152,13 @@ def main(argv: list[str] | None = None) -> None:
     _, order, discount = best
     lm = fit(pieces["train"], order, discount)
     test = score(lm, pieces[args.test_split])
-    results["test"] = {"split": args.test_split, "order": order, "discount": discount, **test,
-                       "bits_per_token": test["nll"] / test["tokens"] / math.log(2)}  # fmt: skip
+    results["test"] = {
+        "split": args.test_split,
+        "order": order,
+        "discount": discount,
+        **test,
+        "bits_per_token": test["nll"] / test["tokens"] / math.log(2),
+    }
     print(json.dumps(results["test"]))
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,12 @@ def pack_every_input(m: torch.nn.Linear):
     packed = torch.ops.mkldnn._reorder_linear_weight(m.weight.detach(), fast._TYPICAL_ROWS)
 
     def forward(x: torch.Tensor) -> torch.Tensor:
-        if torch.is_grad_enabled() or x.dtype != torch.float32 or x.dim() < 2 or torch.is_autocast_enabled("cpu"):
+        if (
+            torch.is_grad_enabled()
+            or x.dtype != torch.float32
+            or x.dim() < 2
+            or torch.is_autocast_enabled("cpu")
+        ):
             return F.linear(x, m.weight, m.bias)
         return torch.ops.mkldnn._linear_pointwise(x, packed, m.bias, "none", [], "")
 
@@ -62,8 +67,10 @@ def main() -> None:
     print(f"{args.checkpoint}: d_model {cfg.d_model}, {len(src)} sentences, best of {args.rounds}")
     for beam in (1, 4):
         same = sum(x == y for x, y in zip(texts[a, beam], texts[b, beam]))
-        print(f"beam {beam}: {a} {times[a, beam]:.3f} s, {b} {times[b, beam]:.3f} s, "
-              f"speed {a} / {b} = {times[b, beam] / times[a, beam]:.3f}x; identical {same}/{len(src)}")  # fmt: skip
+        print(
+            f"beam {beam}: {a} {times[a, beam]:.3f} s, {b} {times[b, beam]:.3f} s, "
+            f"speed {a} / {b} = {times[b, beam] / times[a, beam]:.3f}x; identical {same}/{len(src)}"
+        )
 
 
 if __name__ == "__main__":

@@ -38,7 +38,9 @@ def check_benchenv(python: Path, module: str) -> None:
         raise PeerError(f"{python} cannot import {module} ({last}); install it as bench/PEERS.md says")
 
 
-def write_corpus(data_dir: Path, src: str, tgt: str, out: Path, limit: int | None = None) -> dict[str, dict[str, Path]]:
+def write_corpus(
+    data_dir: Path, src: str, tgt: str, out: Path, limit: int | None = None
+) -> dict[str, dict[str, Path]]:
     """Multi30k, read by attnkit's own loader (which checks the files and their alignment), as plain
     text out/{train,valid,test}.{src,tgt}, line for line (``limit``: the first lines of train and val
     only, for --smoke)."""
@@ -110,7 +112,9 @@ def thread_env(threads: int, site_dir: Path) -> dict[str, str]:
     return env
 
 
-def run_budgeted(cmd: list[str], env: dict, log: Path, minutes: float, *, cwd: Path, grace_s: float = 300.0) -> dict:
+def run_budgeted(
+    cmd: list[str], env: dict, log: Path, minutes: float, *, cwd: Path, grace_s: float = 300.0
+) -> dict:
     """Run ``cmd`` until it ends or ``minutes`` after its start; then SIGINT (Ctrl-C, what a user
     does), and SIGKILL if still alive ``grace_s`` later. Returns timings and how it ended."""
     t0 = time.monotonic()
@@ -129,8 +133,12 @@ def run_budgeted(cmd: list[str], env: dict, log: Path, minutes: float, *, cwd: P
                 proc.kill()
                 proc.wait()
                 ended = f"killed (no exit {grace_s:.0f} s after SIGINT)"
-            return dict(ended=ended, rc=proc.returncode, wall_min=(time.monotonic() - t0) / 60,
-                        after_sigint_s=time.monotonic() - t_int)
+            return dict(
+                ended=ended,
+                rc=proc.returncode,
+                wall_min=(time.monotonic() - t0) / 60,
+                after_sigint_s=time.monotonic() - t_int,
+            )
         except BaseException:
             proc.kill()
             proc.wait()
@@ -138,12 +146,17 @@ def run_budgeted(cmd: list[str], env: dict, log: Path, minutes: float, *, cwd: P
     return dict(ended=ended, rc=proc.returncode, wall_min=(time.monotonic() - t0) / 60, after_sigint_s=0.0)
 
 
-def timed_run(cmd: list[str], env: dict, *, cwd: Path, stdin: Path | None, log: Path, stdout: Path | None = None) -> float:
+def timed_run(
+    cmd: list[str], env: dict, *, cwd: Path, stdin: Path | None, log: Path, stdout: Path | None = None
+) -> float:
     """Run a peer command to the end (its output to ``log``, or stdout alone to ``stdout``); seconds
     taken. Non-zero exit: PeerError."""
     t0 = time.monotonic()
-    with open(log, "w") as err, open(stdout or log, "w" if stdout else "a") as out, \
-            open(stdin or os.devnull, "rb") as inp:
+    with (
+        open(log, "w") as err,
+        open(stdout or log, "w" if stdout else "a") as out,
+        open(stdin or os.devnull, "rb") as inp,
+    ):
         rc = subprocess.run(cmd, env=env, cwd=cwd, stdin=inp, stdout=out, stderr=err).returncode
     if rc != 0:
         tail = log.read_text(errors="replace").strip().splitlines()[-3:]
@@ -164,6 +177,12 @@ def score(hyp_file: Path, ref_file: Path) -> dict:
 
     hyps, refs = read_lines(hyp_file), read_lines(ref_file)
     s = corpus_scores(hyps, refs, lowercase_bleu=True)
-    return dict(bleu=round(s.bleu, 2), bleu_lc=round(s.bleu_lowercase, 2), chrf=round(s.chrf, 2),
-                bleu_signature=s.bleu_signature, bleu_lc_signature=s.bleu_lowercase_signature,
-                chrf_signature=s.chrf_signature, bleu_detail=s.bleu_detail)
+    return dict(
+        bleu=round(s.bleu, 2),
+        bleu_lc=round(s.bleu_lowercase, 2),
+        chrf=round(s.chrf, 2),
+        bleu_signature=s.bleu_signature,
+        bleu_lc_signature=s.bleu_lowercase_signature,
+        chrf_signature=s.chrf_signature,
+        bleu_detail=s.bleu_detail,
+    )

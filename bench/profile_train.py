@@ -14,8 +14,9 @@ import argparse
 import time
 
 import torch
-from attnkit.fast import flush_denormals
 from torch.profiler import ProfilerActivity, profile
+
+from attnkit.fast import flush_denormals
 
 from . import peers
 from .peers.common import BOS, EOS, PAD, VOCAB

@@ -44,12 +44,19 @@ def train_one(name: str, pair: str, args, config: str, extra: list[str]) -> dict
     src, tgt = pair.split("-")
     out = Path(args.work) / f"{pair}_{name}"
     overrides = [
-        f"data.src_lang={src}", f"data.tgt_lang={tgt}", f"data.data_dir={args.data_dir}",
-        f"train.max_minutes={args.minutes}", f"valid.every={args.valid_every}",
-        f"valid.max_sentences={args.valid_sentences}", "valid.beam_size=1", "valid.patience=0",
-        f"output_dir={out}", "train.progress=false", f"train.log_every={args.valid_every}",
+        f"data.src_lang={src}",
+        f"data.tgt_lang={tgt}",
+        f"data.data_dir={args.data_dir}",
+        f"train.max_minutes={args.minutes}",
+        f"valid.every={args.valid_every}",
+        f"valid.max_sentences={args.valid_sentences}",
+        "valid.beam_size=1",
+        "valid.patience=0",
+        f"output_dir={out}",
+        "train.progress=false",
+        f"train.log_every={args.valid_every}",
         *extra,
-    ]  # fmt: skip
+    ]
     cfg = load_config(ROOT / config, overrides)
     t0 = time.monotonic()
     result = train(cfg, overwrite=True, log=lambda m: print(f"[{name}] {m}", flush=True))
@@ -59,9 +66,16 @@ def train_one(name: str, pair: str, args, config: str, extra: list[str]) -> dict
             if row["val_bleu"]:
                 curve.append((float(row["elapsed_s"]) / 60, float(row["val_bleu"])))
     shown = [o for o in overrides if not o.startswith(("data.data_dir=", "output_dir="))]
-    return {"config": config, "overrides": shown, "run": str(out),
-            "best": str(result.best_checkpoint), "best_score": result.best_score, "steps": result.step,
-            "train_minutes": (time.monotonic() - t0) / 60, "curve": curve}  # fmt: skip
+    return {
+        "config": config,
+        "overrides": shown,
+        "run": str(out),
+        "best": str(result.best_checkpoint),
+        "best_score": result.best_score,
+        "steps": result.step,
+        "train_minutes": (time.monotonic() - t0) / 60,
+        "curve": curve,
+    }
 
 
 def score(checkpoint: str, pair: str, data_dir: str, beams: tuple[int, ...] = (1, 4)) -> dict:
@@ -77,11 +91,14 @@ def score(checkpoint: str, pair: str, data_dir: str, beams: tuple[int, ...] = (1
             translator, [s for s, _ in pairs], [t for _, t in pairs], beam=beam, lowercase_bleu=True
         )
         out[label] = {
-            "bleu": round(ev.scores.bleu, 2), "chrf": round(ev.scores.chrf, 2),
-            "bleu_lowercase": round(ev.scores.bleu_lowercase, 2), "decode_s": round(time.monotonic() - t0, 1),
-            "bleu_signature": ev.scores.bleu_signature, "chrf_signature": ev.scores.chrf_signature,
+            "bleu": round(ev.scores.bleu, 2),
+            "chrf": round(ev.scores.chrf, 2),
+            "bleu_lowercase": round(ev.scores.bleu_lowercase, 2),
+            "decode_s": round(time.monotonic() - t0, 1),
+            "bleu_signature": ev.scores.bleu_signature,
+            "chrf_signature": ev.scores.chrf_signature,
             "bleu_lowercase_signature": ev.scores.bleu_lowercase_signature,
-        }  # fmt: skip
+        }
     return out
 
 
@@ -102,8 +119,12 @@ def markdown(pair: str, results: dict, meta: dict) -> str:
     any_result = next(iter(results.values()))["beam4"]
     lines += ["", f"Command: `{meta['command']}`", ""]
     lines += [f"- {name}: `{r['config']}` with `{' '.join(r['overrides'])}`" for name, r in results.items()]
-    lines += ["", f"- BLEU: `{any_result['bleu_signature']}`", f"- lc BLEU: `{any_result['bleu_lowercase_signature']}`",
-              f"- chrF: `{any_result['chrf_signature']}`"]  # fmt: skip
+    lines += [
+        "",
+        f"- BLEU: `{any_result['bleu_signature']}`",
+        f"- lc BLEU: `{any_result['bleu_lowercase_signature']}`",
+        f"- chrF: `{any_result['chrf_signature']}`",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -67,9 +67,15 @@ def run_row(name: str, args) -> dict:
     # max_steps far out of reach: the wall-clock budget alone ends every row
     run = train_one(name, args.pair, args, args.config, ["train.max_steps=1000000", *ROWS[name][1]])
     scores = score(run["best"], args.pair, args.data_dir, beams=(1,))
-    return {"row": name, "change": ROWS[name][0], "overrides": ROWS[name][1], "steps": run["steps"],
-            "train_minutes": round(run["train_minutes"], 2), "val_bleu": round(run["best_score"], 2),
-            **scores}  # fmt: skip
+    return {
+        "row": name,
+        "change": ROWS[name][0],
+        "overrides": ROWS[name][1],
+        "steps": run["steps"],
+        "train_minutes": round(run["train_minutes"], 2),
+        "val_bleu": round(run["best_score"], 2),
+        **scores,
+    }
 
 
 def markdown(rows: list[dict], meta: dict) -> str:
@@ -88,7 +94,11 @@ def markdown(rows: list[dict], meta: dict) -> str:
     ]
     for r in rows:
         g = r["greedy"]
-        delta = "" if base is None or r is base else f"{g['bleu_lowercase'] - base['greedy']['bleu_lowercase']:+.2f}"
+        delta = (
+            ""
+            if base is None or r is base
+            else f"{g['bleu_lowercase'] - base['greedy']['bleu_lowercase']:+.2f}"
+        )
         lines.append(
             f"| {r['row']} | {r['change']} | {r['params']:,} | {r['steps']:,} | {r['val_bleu']} | {g['bleu']} "
             f"| {g['bleu_lowercase']} | {g['chrf']} | {delta} |"
@@ -125,10 +135,16 @@ def main() -> None:
     from bench.report import machine_info
 
     info = machine_info("cpu")
-    meta = {"pair": args.pair, "config": args.config, "minutes": args.minutes, "threads": args.threads,
-            "jobs": args.jobs, "date": time.strftime("%Y-%m-%d"),
-            "machine": f"{info['cpu']}, {info['cores']} cores, torch {info['versions']['torch']}",
-            "command": "python -m bench.recipe_study " + shlex.join(sys.argv[1:])}  # fmt: skip
+    meta = {
+        "pair": args.pair,
+        "config": args.config,
+        "minutes": args.minutes,
+        "threads": args.threads,
+        "jobs": args.jobs,
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{info['cpu']}, {info['cores']} cores, torch {info['versions']['torch']}",
+        "command": "python -m bench.recipe_study " + shlex.join(sys.argv[1:]),
+    }
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     pending, running, results = list(names), [], {}
@@ -137,8 +153,19 @@ def main() -> None:
             name = pending.pop(0)
             result_path = work / f"{args.pair}_{name}.json"
             log = open(work / f"{args.pair}_{name}.log", "w")
-            cmd = [sys.executable, "-m", "bench.recipe_study", *sys.argv[1:], "--row", name, "--result", str(result_path)]
-            running.append((name, result_path, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log))
+            cmd = [
+                sys.executable,
+                "-m",
+                "bench.recipe_study",
+                *sys.argv[1:],
+                "--row",
+                name,
+                "--result",
+                str(result_path),
+            ]
+            running.append(
+                (name, result_path, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log)
+            )
         time.sleep(2)
         for item in list(running):
             name, result_path, proc, log = item
@@ -151,7 +178,10 @@ def main() -> None:
                 continue
             results[name] = json.loads(result_path.read_text())
             g = results[name]["greedy"]
-            print(f"{name}: {results[name]['steps']} steps, test {g['bleu']} / lc {g['bleu_lowercase']}", flush=True)
+            print(
+                f"{name}: {results[name]['steps']} steps, test {g['bleu']} / lc {g['bleu_lowercase']}",
+                flush=True,
+            )
     rows = [results[n] for n in names if n in results]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -26,8 +26,14 @@ def machine_info(device: str) -> dict:
         except importlib.metadata.PackageNotFoundError:
             versions[dist] = None
     date = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
-    info = dict(cpu=cpu, cores=os.cpu_count(), torch_threads=torch.get_num_threads(), date=date,
-                python=platform.python_version(), versions=versions)  # fmt: skip
+    info = dict(
+        cpu=cpu,
+        cores=os.cpu_count(),
+        torch_threads=torch.get_num_threads(),
+        date=date,
+        python=platform.python_version(),
+        versions=versions,
+    )
     if device == "cuda":
         info["gpu"] = torch.cuda.get_device_name()
     return info
@@ -62,19 +68,31 @@ def markdown(results: dict) -> str:
             return "n/a"
         return f"{r['median']:{fmt}} ({r['ratio_median']:.2f}x, best {r['ratio_best']:.2f}x)"
 
-    lines = [f"# attnkit speed benchmark ({s['mode']})", "",
-             f"{m.get('gpu', m['cpu'])}, {m['cores']} CPU cores, torch threads {m['torch_threads']}, "
-             f"{m['date']}; {s['peak_dtype']} matmul peak (best of 10, before and after training) "
-             f"{results['peak_gflops']:,.1f} GFLOP/s.",
-             "",
-             "Cells: median (median ratio peer/attnkit, best-of-N ratio); > 1x = faster than attnkit. "
-             f"Every trainable peer: {OPTIMIZER}; the same label-smoothed loss (peers: F.cross_entropy with "
-             "label_smoothing=0.1; attnkit: its own, same value).", "",
-             "## Training, target tokens/s (forward + backward + optimizer step)", ""]  # fmt: skip
+    lines = [
+        f"# attnkit speed benchmark ({s['mode']})",
+        "",
+        f"{m.get('gpu', m['cpu'])}, {m['cores']} CPU cores, torch threads {m['torch_threads']}, "
+        f"{m['date']}; {s['peak_dtype']} matmul peak (best of 10, before and after training) "
+        f"{results['peak_gflops']:,.1f} GFLOP/s.",
+        "",
+        "Cells: median (median ratio peer/attnkit, best-of-N ratio); > 1x = faster than attnkit. "
+        f"Every trainable peer: {OPTIMIZER}; the same label-smoothed loss (peers: F.cross_entropy with "
+        "label_smoothing=0.1; attnkit: its own, same value).",
+        "",
+        "## Training, target tokens/s (forward + backward + optimizer step)",
+        "",
+    ]
     header = ["peer", "params", *train, *(f"MFU {label}" for label in train)]
-    rows = [[n, f"{peer_info[n]['n_params']:,}", *(cell(r, n, ",.0f") for r in train.values()),
-             *(f"{r[n]['mfu_median']:.1%}" if n in r else "n/a" for r in train.values())]
-            for n in peer_info if any(n in r for r in train.values())]  # fmt: skip
+    rows = [
+        [
+            n,
+            f"{peer_info[n]['n_params']:,}",
+            *(cell(r, n, ",.0f") for r in train.values()),
+            *(f"{r[n]['mfu_median']:.1%}" if n in r else "n/a" for r in train.values()),
+        ]
+        for n in peer_info
+        if any(n in r for r in train.values())
+    ]
     lines += md_table(header, rows)
     lines += ["", f"## Decoding, sentences/s ({s['sizes']['n_tokens']} tokens each, EOS disabled)", ""]
     rows = [[n, *(cell(r, n, ",.1f") for r in decode.values())] for n in peer_info]
@@ -85,8 +103,14 @@ def markdown(results: dict) -> str:
         for row in results["attention_memory"]:
             f, r = row["fused_mib"], row["reference_mib"]
             growth = f"{f / prev:.2f}x" if f and prev else "-"
-            rows.append([str(row["seq_len"]), "OOM" if f is None else f"{f:,.1f}", growth,
-                         "OOM" if r is None else f"{r:,.1f}"])  # fmt: skip
+            rows.append(
+                [
+                    str(row["seq_len"]),
+                    "OOM" if f is None else f"{f:,.1f}",
+                    growth,
+                    "OOM" if r is None else f"{r:,.1f}",
+                ]
+            )
             prev = f
         lines += md_table(["T", "fused", "fused vs T/2", "reference (weights stored)"], rows)
     lines += ["", "## Notes", "", *(f"- **{n}** {p['version']}: {p['notes']}" for n, p in peer_info.items())]

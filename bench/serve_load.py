@@ -70,8 +70,13 @@ def offline_throughput(checkpoint: str, texts: list[str], beam: int, threads: in
     start, cpu = time.perf_counter(), time.process_time()
     translator.translate(texts, beam=beam)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-    return {"sentences": len(texts), "seconds": round(seconds, 3), "sentences_per_s": round(len(texts) / seconds, 2),
-            "cpu_seconds": round(cpu, 3), "cpu_ms_per_sentence": round(1000 * cpu / len(texts), 2)}  # fmt: skip
+    return {
+        "sentences": len(texts),
+        "seconds": round(seconds, 3),
+        "sentences_per_s": round(len(texts) / seconds, 2),
+        "cpu_seconds": round(cpu, 3),
+        "cpu_ms_per_sentence": round(1000 * cpu / len(texts), 2),
+    }
 
 
 def family(pid: int) -> list[int]:
@@ -166,7 +171,9 @@ async def load(
         async with httpx.AsyncClient(limits=limits, timeout=120) as c:
 
             async def httpx_post(body: bytes) -> tuple[int, bytes]:
-                r = await c.post(url + "/v1/translate", content=body, headers={"content-type": "application/json"})
+                r = await c.post(
+                    url + "/v1/translate", content=body, headers={"content-type": "application/json"}
+                )
                 return r.status_code, r.content
 
             await asyncio.gather(*(run(httpx_post) for _ in range(clients)))
@@ -193,11 +200,34 @@ def start_server(args) -> tuple[subprocess.Popen, str]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    cmd = [sys.executable, "-m", "attnkit.cli", "serve", "--checkpoint", args.checkpoint, "--host", "127.0.0.1",
-           "--port", str(port), "--device", "cpu", "--max-batch-tokens", str(args.max_batch_tokens),
-           "--max-wait-ms", str(args.max_wait_ms), "--threads", str(args.threads),
-           "--join-group", str(args.join_group), "--join-wait-steps", str(args.join_wait_steps),
-           "--decoder", args.decoder, "--workers", str(args.workers)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "attnkit.cli",
+        "serve",
+        "--checkpoint",
+        args.checkpoint,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--device",
+        "cpu",
+        "--max-batch-tokens",
+        str(args.max_batch_tokens),
+        "--max-wait-ms",
+        str(args.max_wait_ms),
+        "--threads",
+        str(args.threads),
+        "--join-group",
+        str(args.join_group),
+        "--join-wait-steps",
+        str(args.join_wait_steps),
+        "--decoder",
+        args.decoder,
+        "--workers",
+        str(args.workers),
+    ]
     proc = subprocess.Popen(cmd, env=env)
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):
@@ -223,8 +253,14 @@ def soak(url: str, pid: int, texts: list[str], beam: int, minutes: float, client
         totals["answered"] += r["answered"]
         totals["errors"] += r["errors"]
         samples.append((round(time.perf_counter() - start, 1), round(rss_mb(pid), 1)))
-    return {"minutes": minutes, **totals, "rss_mb_start": samples[0][1], "rss_mb_end": samples[-1][1],
-            "rss_mb_max": max(s[1] for s in samples), "rss_samples": samples}  # fmt: skip
+    return {
+        "minutes": minutes,
+        **totals,
+        "rss_mb_start": samples[0][1],
+        "rss_mb_end": samples[-1][1],
+        "rss_mb_max": max(s[1] for s in samples),
+        "rss_samples": samples,
+    }
 
 
 def main() -> None:
@@ -233,22 +269,33 @@ def main() -> None:
     p.add_argument("--data-dir", default=os.environ.get("ATTNKIT_DATA", str(ROOT.parent / "shared" / "data")))
     p.add_argument("--sentences", type=int, default=400, help="requests per concurrency level")
     p.add_argument("--clients", default="1,4,16,64")
-    p.add_argument("--source-lang", help="send test_2016_flickr.LANG.gz (default: the checkpoint's source language)")
+    p.add_argument(
+        "--source-lang", help="send test_2016_flickr.LANG.gz (default: the checkpoint's source language)"
+    )
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--max-batch-tokens", type=int, default=4000)
     p.add_argument("--max-wait-ms", type=float, default=5.0)
     p.add_argument("--join-group", type=int, default=4, help="the server's --join-group")
-    p.add_argument("--join-wait-steps", type=int, default=4, help="the server's --join-wait-steps (0: join at once)")
+    p.add_argument(
+        "--join-wait-steps", type=int, default=4, help="the server's --join-wait-steps (0: join at once)"
+    )
     p.add_argument("--max-seconds", type=float, default=180, help="time bound per level")
     p.add_argument("--threads", type=int, default=1, help="torch threads of each server worker (default 1)")
     p.add_argument("--workers", type=int, default=1, help="the server's --workers (decoding processes)")
     p.add_argument(
-        "--offline-threads", type=int,
+        "--offline-threads",
+        type=int,
         help="torch threads offline (default: threads x workers, the cores the server decodes on)",
-    )  # fmt: skip
-    p.add_argument("--decoder", choices=("process", "thread"), default="process", help="the server's --decoder")
-    p.add_argument("--client", choices=("lean", "httpx"), default="lean",
-                   help="the load generator's HTTP client (lean: bench.http_client)")
+    )
+    p.add_argument(
+        "--decoder", choices=("process", "thread"), default="process", help="the server's --decoder"
+    )
+    p.add_argument(
+        "--client",
+        choices=("lean", "httpx"),
+        default="lean",
+        help="the load generator's HTTP client (lean: bench.http_client)",
+    )
     p.add_argument("--soak-minutes", type=float, default=0)
     p.add_argument("--out", help="write the results here as JSON")
     args = p.parse_args()
@@ -271,7 +318,15 @@ def main() -> None:
         for clients in (int(c) for c in args.clients.split(",")):
             cpu, http_cpu = cpu_seconds(proc.pid), cpu_seconds(proc.pid, descendants=False)
             level = run_async(
-                load(url, texts, clients, args.beam, count=len(texts), seconds=args.max_seconds, client=args.client)
+                load(
+                    url,
+                    texts,
+                    clients,
+                    args.beam,
+                    count=len(texts),
+                    seconds=args.max_seconds,
+                    client=args.client,
+                )
             )
             level["vs_offline"] = round(level["sentences_per_s"] / offline_rate, 3)
             # The server's CPU per answered sentence (all its threads) against offline's: what the
@@ -281,15 +336,18 @@ def main() -> None:
             # of which the HTTP process's own (all of it with --decoder thread)
             level["http_process_cpu_ms_per_sentence"] = round(
                 1000 * (cpu_seconds(proc.pid, descendants=False) - http_cpu) / answered, 2
-            )  # fmt: skip
+            )
             level["cpu_efficiency_vs_offline"] = round(
                 result["offline"]["cpu_ms_per_sentence"] / level["server_cpu_ms_per_sentence"], 3
-            )  # fmt: skip
+            )
             level["load_average_1min"] = round(os.getloadavg()[0], 2)  # the host's load at the level's end
             result["levels"].append(level)
             print(level, flush=True)
         health = json.loads(urllib.request.urlopen(url + "/health").read())
-        result["server_model_calls"], result["server_requests"] = health["model_calls"], health["requests_batched"]
+        result["server_model_calls"], result["server_requests"] = (
+            health["model_calls"],
+            health["requests_batched"],
+        )
         result["server_decode_steps"] = health.get("decode_steps")
         if args.soak_minutes > 0:
             result["soak"] = soak(url, proc.pid, texts, args.beam, args.soak_minutes, args.client)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+
 from attnkit import fast
 from attnkit.translate import Translator
 
@@ -63,10 +64,16 @@ def main() -> None:
         calls += 1
         if time.perf_counter() - start >= next_sample:
             heap = tracemalloc.get_traced_memory()[0] / 2**20
-            samples.append((round(time.perf_counter() - start, 1), calls, round(rss_mb(pid), 1), round(heap, 2)))
+            samples.append(
+                (round(time.perf_counter() - start, 1), calls, round(rss_mb(pid), 1), round(heap, 2))
+            )
             print(dict(zip(("seconds", "calls", "rss_mb", "python_heap_mb"), samples[-1])), flush=True)
             next_sample += 15.0
-    result = {"packing": args.packing, "calls": calls, "samples (seconds, calls, rss_mb, python_heap_mb)": samples}
+    result = {
+        "packing": args.packing,
+        "calls": calls,
+        "samples (seconds, calls, rss_mb, python_heap_mb)": samples,
+    }
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
 

@@ -61,17 +61,22 @@ class ModelCalls:
 
     def take(self, sentences: int) -> dict:
         """The counts since the last take, with the CPU time in each kind of call per sentence."""
-        counts = {"decoder_calls": self.decoder_calls, "decoder_rows": self.decoder_rows,
-                  "rows_per_decoder_call": round(self.decoder_rows / max(self.decoder_calls, 1), 1),
-                  "encoder_calls": self.encoder_calls,
-                  "decoder_cpu_ms_per_sentence": round(1000 * self.decoder_cpu / max(sentences, 1), 2),
-                  "encoder_cpu_ms_per_sentence": round(1000 * self.encoder_cpu / max(sentences, 1), 2)}  # fmt: skip
+        counts = {
+            "decoder_calls": self.decoder_calls,
+            "decoder_rows": self.decoder_rows,
+            "rows_per_decoder_call": round(self.decoder_rows / max(self.decoder_calls, 1), 1),
+            "encoder_calls": self.encoder_calls,
+            "decoder_cpu_ms_per_sentence": round(1000 * self.decoder_cpu / max(sentences, 1), 2),
+            "encoder_cpu_ms_per_sentence": round(1000 * self.encoder_cpu / max(sentences, 1), 2),
+        }
         self.decoder_calls = self.decoder_rows = self.encoder_calls = 0
         self.decoder_cpu = self.encoder_cpu = 0.0
         return counts
 
 
-def closed_loop(translator: Translator, texts: list[str], clients: int, group: int, wait: int, beam: int) -> dict:
+def closed_loop(
+    translator: Translator, texts: list[str], clients: int, group: int, wait: int, beam: int
+) -> dict:
     """Decode ``texts`` with ``clients`` in flight; returns the translations and the pool's counts."""
     stream = translator.stream(beam=beam, nbest=1, length_penalty=0.6)
     waiting = [(i, texts[i]) for i in range(min(clients, len(texts)))]
@@ -89,8 +94,12 @@ def closed_loop(translator: Translator, texts: list[str], clients: int, group: i
                 waiting.append((nxt, texts[nxt]))
                 nxt += 1
         steps += 1
-    return {"texts": [out[i] for i in range(len(texts))], "steps": steps, "joins": joins,
-            "sentences_per_step": round(rows / steps, 2)}  # fmt: skip
+    return {
+        "texts": [out[i] for i in range(len(texts))],
+        "steps": steps,
+        "joins": joins,
+        "sentences_per_step": round(rows / steps, 2),
+    }
 
 
 def main() -> None:
@@ -98,13 +107,17 @@ def main() -> None:
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--data-dir", default=os.environ.get("ATTNKIT_DATA", "../shared/data"))
     p.add_argument("--sentences", type=int, default=200)
-    p.add_argument("--source-lang", help="send test_2016_flickr.LANG.gz (default: the checkpoint's source language)")
+    p.add_argument(
+        "--source-lang", help="send test_2016_flickr.LANG.gz (default: the checkpoint's source language)"
+    )
     p.add_argument("--clients", type=int, default=16)
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--rules", default="1/0,4/4", help="join rules GROUP/WAIT_STEPS, comma-separated")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--compile", action="store_true", help="also run each rule with model.decode compiled")
-    p.add_argument("--inductor", default="", help="with --compile: Inductor options to switch on (cpp_wrapper,freezing)")
+    p.add_argument(
+        "--inductor", default="", help="with --compile: Inductor options to switch on (cpp_wrapper,freezing)"
+    )
     p.add_argument("--out")
     args = p.parse_args()
     torch.set_num_threads(1)
@@ -118,7 +131,9 @@ def main() -> None:
     if args.compile:
         compiled = torch.compile(eager, dynamic=True)
         calls.decode = compiled
-        closed_loop(translator, texts[:48], args.clients, *rules[0], args.beam)  # the first compilations, not timed
+        closed_loop(
+            translator, texts[:48], args.clients, *rules[0], args.beam
+        )  # the first compilations, not timed
         calls.decode = eager
         calls.take(len(texts))
         graphs.append(torch._dynamo.utils.counters["stats"]["unique_graphs"])
@@ -146,14 +161,26 @@ def main() -> None:
         if args.compile:
             graphs.append(torch._dynamo.utils.counters["stats"]["unique_graphs"])
     n = len(texts) * args.rounds
-    result = {"sentences": len(texts), "clients": args.clients, "rounds": args.rounds,
-              "offline_cpu_ms_per_sentence": round(1000 * cpu["offline"] / n, 2), "offline_calls": offline_calls,
-              "rules": []}  # fmt: skip
+    result = {
+        "sentences": len(texts),
+        "clients": args.clients,
+        "rounds": args.rounds,
+        "offline_cpu_ms_per_sentence": round(1000 * cpu["offline"] / n, 2),
+        "offline_calls": offline_calls,
+        "rules": [],
+    }
     for arm in arms:
         (group, wait), use_compiled = arm
-        result["rules"].append({"join_group": group, "join_wait_steps": wait, "compiled": use_compiled, **info[arm],
-                                "cpu_ms_per_sentence": round(1000 * cpu[arm] / n, 2),
-                                "cpu_efficiency_vs_offline": round(cpu["offline"] / cpu[arm], 3)})  # fmt: skip
+        result["rules"].append(
+            {
+                "join_group": group,
+                "join_wait_steps": wait,
+                "compiled": use_compiled,
+                **info[arm],
+                "cpu_ms_per_sentence": round(1000 * cpu[arm] / n, 2),
+                "cpu_efficiency_vs_offline": round(cpu["offline"] / cpu[arm], 3),
+            }
+        )
     if args.compile:
         result["inductor"] = options
         result["compilations"] = dict(torch._dynamo.utils.counters["stats"])

@@ -24,6 +24,7 @@ from contextlib import nullcontext
 from dataclasses import asdict
 
 import torch
+
 from attnkit.fast import flush_denormals
 
 from . import peers
@@ -42,9 +43,16 @@ from .timing import (
 from .workloads import SIZES, multi30k_data, random_batch
 
 CHOICES = list(peers.PEERS)  # attnkit, torch, hf, joeynmt, opennmt, ct2
-MARIAN_BASE = dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
-                   decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048,
-                   init_std=512**-0.5)  # fmt: skip
+MARIAN_BASE = dict(
+    d_model=512,
+    encoder_layers=6,
+    decoder_layers=6,
+    encoder_attention_heads=8,
+    decoder_attention_heads=8,
+    encoder_ffn_dim=2048,
+    decoder_ffn_dim=2048,
+    init_std=512**-0.5,
+)
 NOTES = [
     "Training: random batch without padding, and the first Multi30k train de-en batches of "
     "TokenBatchSampler(max_tokens, shuffle, seed 1) after attnkit's joint SentencePiece (8000), cycled "
@@ -88,8 +96,9 @@ def add_ct2(results: dict, adapters: dict, decode_sets: dict, n_tokens: int, arg
     """CTranslate2 float32 + int8 timings (own process) on the HF peer's weights, into ``results``."""
     hf = adapters.get("transformers-marian")
     marian = hf.model if hf else peers.module("hf").build_marian_model(VOCAB, PAD, BOS, EOS, seed=0)
-    timings = run_ct2(marian, decode_sets, n_tokens, warmup=min(args.warmup, 1), repeats=args.decode_repeats,
-                      eos_id=EOS)  # fmt: skip
+    timings = run_ct2(
+        marian, decode_sets, n_tokens, warmup=min(args.warmup, 1), repeats=args.decode_repeats, eos_id=EOS
+    )
     for r in timings.values():
         results["peers"][r["name"]] = {k: r[k] for k in ("version", "n_params", "notes")}
         for label, samples in r["decode"].items():
@@ -127,8 +136,11 @@ def run(args, keys: list[str]) -> dict:
         f"random {n_dec}x20": [random_batch(n_dec, 20, seed=1).src],
         f"test2016 {data['test_sentences']}": test_src,
     }
-    decode_sets = {f"{kind} {'greedy' if k == 1 else f'beam {k}'}": (k, srcs)
-                   for kind, srcs in sources.items() for k in (1, 4)}  # fmt: skip
+    decode_sets = {
+        f"{kind} {'greedy' if k == 1 else f'beam {k}'}": (k, srcs)
+        for kind, srcs in sources.items()
+        for k in (1, 4)
+    }
     decode = {}
     for label, (beam, srcs) in decode_sets.items():
         srcs = [s.to(args.device) for s in srcs]
@@ -137,15 +149,36 @@ def run(args, keys: list[str]) -> dict:
 
     peer_info = {n: dict(version=a.version, n_params=a.n_params, notes=a.notes) for n, a in adapters.items()}
     shapes = data["train_batches_B_S_T_tokens"]
-    notes = [*NOTES, f"Multi30k training batches (B, S, T, target tokens): {shapes}; "
-             f"decoding batches of {sizes.decode_batch} sentences.", *skipped]  # fmt: skip
-    settings = dict(mode="quick" if args.quick else args.device, repeats=args.repeats, warmup=args.warmup,
-                    decode_repeats=args.decode_repeats, sizes=asdict(sizes), peak_dtype=str(peak_dtype),
-                    model=dims, optimizer=OPTIMIZER, data=data, notes=notes)  # fmt: skip
-    results = dict(machine=machine_info(args.device), settings=settings, peak_gflops=peak / 1e9,
-                   peak_gflops_before=peak_before / 1e9, peak_gflops_after=peak_after / 1e9,
-                   peak_gflops_median_before=peak_median / 1e9, peers=peer_info, train=train, decode=decode,
-                   attention_memory=None)  # fmt: skip
+    notes = [
+        *NOTES,
+        f"Multi30k training batches (B, S, T, target tokens): {shapes}; "
+        f"decoding batches of {sizes.decode_batch} sentences.",
+        *skipped,
+    ]
+    settings = dict(
+        mode="quick" if args.quick else args.device,
+        repeats=args.repeats,
+        warmup=args.warmup,
+        decode_repeats=args.decode_repeats,
+        sizes=asdict(sizes),
+        peak_dtype=str(peak_dtype),
+        model=dims,
+        optimizer=OPTIMIZER,
+        data=data,
+        notes=notes,
+    )
+    results = dict(
+        machine=machine_info(args.device),
+        settings=settings,
+        peak_gflops=peak / 1e9,
+        peak_gflops_before=peak_before / 1e9,
+        peak_gflops_after=peak_after / 1e9,
+        peak_gflops_median_before=peak_median / 1e9,
+        peers=peer_info,
+        train=train,
+        decode=decode,
+        attention_memory=None,
+    )
     if "ct2" in keys and cuda:
         notes.append("ct2: CPU only in this benchmark (not run with --device cuda)")
     elif "ct2" in keys and "ct2" not in peers.available():
@@ -162,9 +195,12 @@ def run(args, keys: list[str]) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--peers", default=",".join(CHOICES),
-                    help="comma list of " + ",".join(CHOICES) + " (default: all installed; "
-                    "attnkit always runs: it is the reference of every ratio)")  # fmt: skip
+    ap.add_argument(
+        "--peers",
+        default=",".join(CHOICES),
+        help="comma list of " + ",".join(CHOICES) + " (default: all installed; "
+        "attnkit always runs: it is the reference of every ratio)",
+    )
     ap.add_argument("--repeats", type=int, default=20, help="timed training steps per peer and batch kind")
     ap.add_argument("--warmup", type=int, default=3, help="untimed rounds first (decoding: at most 1)")
     ap.add_argument("--decode-repeats", type=int, default=5, help="timed decoding rounds per setting")

@@ -36,9 +36,16 @@ def run_ct2(
     with tempfile.TemporaryDirectory(prefix="attnkit-speed-") as tmp:
         marian_dir, job_path = os.path.join(tmp, "marian"), os.path.join(tmp, "job.pt")
         marian_model.save_pretrained(marian_dir)
-        job = dict(marian_dir=marian_dir, threads=torch.get_num_threads(), compute_types=["float32", "int8"],
-                   n_tokens=n_tokens, warmup=warmup, repeats=repeats, eos_id=eos_id,
-                   settings=settings)  # fmt: skip
+        job = dict(
+            marian_dir=marian_dir,
+            threads=torch.get_num_threads(),
+            compute_types=["float32", "int8"],
+            n_tokens=n_tokens,
+            warmup=warmup,
+            repeats=repeats,
+            eos_id=eos_id,
+            settings=settings,
+        )
         torch.save(job, job_path)
         cmd = [sys.executable, "-m", "bench.speed_worker_ct2", job_path]
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)

@@ -27,9 +27,14 @@ def test_scores(cfg, best: Path) -> dict:
     if cfg.arch == "lm":
         from attnkit.generate import LanguageModel
 
-        scores = LanguageModel.from_checkpoint(best, device="cpu").score(load_records(cfg.data, "test", "text"))
-        return {"test_perplexity": scores.perplexity, "test_bits_per_token": scores.bits_per_token,
-                "test_tokens": scores.tokens}  # fmt: skip
+        scores = LanguageModel.from_checkpoint(best, device="cpu").score(
+            load_records(cfg.data, "test", "text")
+        )
+        return {
+            "test_perplexity": scores.perplexity,
+            "test_bits_per_token": scores.bits_per_token,
+            "test_tokens": scores.tokens,
+        }
     from attnkit.classify import Classifier
 
     clf = Classifier.from_checkpoint(best, device="cpu")
@@ -54,16 +59,24 @@ def main(argv=None) -> None:
         overrides.append(f"train.max_minutes={args.max_minutes}")
     cfg = load_config(args.config, overrides)
     if cfg.arch not in ("lm", "classifier"):
-        raise SystemExit(f"{args.config}: model.arch {cfg.arch!r}; this script runs lm and classifier configs")
+        raise SystemExit(
+            f"{args.config}: model.arch {cfg.arch!r}; this script runs lm and classifier configs"
+        )
     torch.set_num_threads(args.threads)
     t0 = time.monotonic()
     result = train(cfg, overwrite=True)
     minutes = round((time.monotonic() - t0) / 60, 2)
     summary = {
-        "config": args.config, "overrides": args.overrides, "steps": result.step, "train_minutes": minutes,
-        "threads": args.threads, "valid_metric": result.metric, "valid_best": result.best_score,
-        "test_split": cfg.data.spec("test").describe(), **test_scores(cfg, result.best_checkpoint),
-    }  # fmt: skip
+        "config": args.config,
+        "overrides": args.overrides,
+        "steps": result.step,
+        "train_minutes": minutes,
+        "threads": args.threads,
+        "valid_metric": result.metric,
+        "valid_best": result.best_score,
+        "test_split": cfg.data.spec("test").describe(),
+        **test_scores(cfg, result.best_checkpoint),
+    }
     print(json.dumps(summary), flush=True)
     (result.output_dir / "task_run.json").write_text(json.dumps(summary, indent=2) + "\n")
 

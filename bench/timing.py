@@ -10,6 +10,7 @@ import statistics
 import time
 
 import torch
+
 from attnkit.attention import MultiHeadAttention
 from attnkit.data.batching import Batch
 

@@ -6,6 +6,7 @@ import itertools
 from dataclasses import dataclass
 
 import torch
+
 from attnkit.data.batching import Batch, TokenBatchSampler, collate
 from attnkit.data.multi30k import load_multi30k
 from attnkit.data.tokenizer import SubwordTokenizer
@@ -55,9 +56,14 @@ def multi30k_data(data_dir: str | None, sizes: Sizes) -> tuple[list[Batch], list
     lengths = [(len(s), len(t)) for s, t in zip(src_ids, tgt_ids)]
     sampler = TokenBatchSampler(lengths, max_tokens=sizes.max_tokens, shuffle=True, seed=1)
     chosen = itertools.islice(iter(sampler), sizes.n_real_batches)
-    batches = [collate([(src_ids[i], tgt_ids[i]) for i in idx], pad_id=PAD, bos_id=BOS, eos_id=EOS) for idx in chosen]
+    batches = [
+        collate([(src_ids[i], tgt_ids[i]) for i in idx], pad_id=PAD, bos_id=BOS, eos_id=EOS) for idx in chosen
+    ]
     test = load_multi30k("test_2016_flickr", "de", "en", data_dir=data_dir)[: sizes.n_test]
     test_ids, B = tok.encode_batch([s for s, _ in test], "src"), sizes.decode_batch
-    test_src = [collate([(s, []) for s in test_ids[i : i + B]], pad_id=PAD, bos_id=BOS, eos_id=EOS).src for i in range(0, len(test_ids), B)]
+    test_src = [
+        collate([(s, []) for s in test_ids[i : i + B]], pad_id=PAD, bos_id=BOS, eos_id=EOS).src
+        for i in range(0, len(test_ids), B)
+    ]
     shapes = [(*b.src.shape, b.tgt_in.size(1), b.n_tgt_tokens) for b in batches]  # (B, S, T, tokens)
     return batches, test_src, {"train_batches_B_S_T_tokens": shapes, "test_sentences": len(test_ids)}

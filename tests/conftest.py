@@ -90,10 +90,18 @@ def runs(tmp_path_factory, shared_data) -> Runs:
     try:
         stdout, stderr = io.StringIO(), io.StringIO()
         with redirect_stdout(stdout), redirect_stderr(stderr):
-            code = main([
-                "train", "--config", str(config), "--data-dir", str(shared_data),
-                "--output-dir", str(root / "transformer"), "model.share_vocab=true",
-            ])  # fmt: skip
+            code = main(
+                [
+                    "train",
+                    "--config",
+                    str(config),
+                    "--data-dir",
+                    str(shared_data),
+                    "--output-dir",
+                    str(root / "transformer"),
+                    "model.share_vocab=true",
+                ]
+            )
         assert code == 0, stderr.getvalue()
         rnn = load_config(
             config, ["model.arch=rnn", f"data.data_dir={shared_data}", f"output_dir={root / 'rnn'}"]

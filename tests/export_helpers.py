@@ -105,6 +105,13 @@ def variant_checkpoint(name: str, seed: int = 3, **overrides) -> Path:
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.05)
     path = workdir() / f"variant-{name}.pt"
-    save_checkpoint({"arch": "transformer", "model_config": cfg.to_dict(), "tokenizer": state["tokenizer"],
-                     "model": model.state_dict()}, path)  # fmt: skip
+    save_checkpoint(
+        {
+            "arch": "transformer",
+            "model_config": cfg.to_dict(),
+            "tokenizer": state["tokenizer"],
+            "model": model.state_dict(),
+        },
+        path,
+    )
     return path

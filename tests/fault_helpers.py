@@ -31,7 +31,9 @@ WORDS = (
 
 def synthetic_sentences(n: int, seed: int) -> list[str]:
     rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9))).capitalize() + "." for _ in range(n)]
+    return [
+        " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9))).capitalize() + "." for _ in range(n)
+    ]
 
 
 def make_tokenizer(seed: int = 0, vocab_size: int = 64) -> SubwordTokenizer:
@@ -52,7 +54,9 @@ def make_state(tokenizer: SubwordTokenizer, *, seed: int = 0) -> dict:
         "arch": "transformer",
         "model_config": config.to_dict(),
         "tokenizer": tokenizer.state_dict(),
-        "experiment": {"data": {"corpus": "files", "train_files": ["a.src", "a.tgt"], "valid_files": ["b.src", "b.tgt"]}},
+        "experiment": {
+            "data": {"corpus": "files", "train_files": ["a.src", "a.tgt"], "valid_files": ["b.src", "b.tgt"]}
+        },
         "model": model.state_dict(),
     }
 

@@ -46,10 +46,18 @@ def tiny_checkpoint(tmp_path_factory) -> Path:
     try:
         out, err = io.StringIO(), io.StringIO()
         with redirect_stdout(out), redirect_stderr(err):
-            code = main([
-                "train", "--config", str(root / "tiny.yaml"), "--data-dir", str(shared_data),
-                "--output-dir", str(root / "run"), "model.share_vocab=true",
-            ])  # fmt: skip
+            code = main(
+                [
+                    "train",
+                    "--config",
+                    str(root / "tiny.yaml"),
+                    "--data-dir",
+                    str(shared_data),
+                    "--output-dir",
+                    str(root / "run"),
+                    "model.share_vocab=true",
+                ]
+            )
         assert code == 0, err.getvalue()
     finally:
         torch.set_num_threads(threads)
@@ -78,7 +86,11 @@ def post(url: str, body: dict, timeout: float = 60) -> tuple[int, dict]:
 def live_server(*checkpoints: Path, extra: tuple[str, ...] = ()):
     """``attnkit serve`` in a real process on a free loopback port; yields (base url, process)."""
     port = free_port()
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+    }
     cmd = [sys.executable, "-m", "attnkit.cli", "serve", "--port", str(port), "--device", "cpu", *extra]
     for c in checkpoints:
         cmd += ["--checkpoint", str(c)]

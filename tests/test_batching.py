@@ -161,7 +161,9 @@ def test_bad_arguments():
 def test_works_as_dataloader_batch_sampler():
     pairs = [([3] * s, [4] * t) for s, t in _lengths(60)]
     sampler = TokenBatchSampler([(len(s), len(t)) for s, t in pairs], max_tokens=120, seed=0)
-    loader = torch.utils.data.DataLoader(pairs, batch_sampler=sampler, collate_fn=functools.partial(collate, pad_id=0, bos_id=1, eos_id=2))
+    loader = torch.utils.data.DataLoader(
+        pairs, batch_sampler=sampler, collate_fn=functools.partial(collate, pad_id=0, bos_id=1, eos_id=2)
+    )
     batches = list(loader)
     assert len(batches) == len(sampler)
     assert sum(len(b) for b in batches) == 60

@@ -11,7 +11,6 @@ import importlib.util
 
 import pytest
 import torch
-
 from bench import compare, peers
 from bench.peers.common import BOS, EOS, PAD, VOCAB, smoothed_loss
 
@@ -104,11 +103,15 @@ def test_decode_study_orders_checkpoints_by_step_and_bolds_the_best_per_split(tm
         (tmp_path / f"checkpoint_step{step}.pt").write_bytes(b"")
     (tmp_path / "checkpoint_last.pt").write_bytes(b"")
     assert [p.name for p in step_checkpoints(tmp_path)] == [
-        "checkpoint_step30.pt", "checkpoint_step200.pt", "checkpoint_step1000.pt"
+        "checkpoint_step30.pt",
+        "checkpoint_step200.pt",
+        "checkpoint_step1000.pt",
     ]
     score = lambda b: {"bleu": b, "bleu_lc": b + 0.2, "chrf": 60.0}  # noqa: E731
-    rows = [{"average": 1, "beam": 4, "length_penalty": 0.6, "val": score(40.0), "test": score(39.0)},
-            {"average": 5, "beam": 4, "length_penalty": 1.0, "val": score(41.0), "test": score(38.5)}]
+    rows = [
+        {"average": 1, "beam": 4, "length_penalty": 0.6, "val": score(40.0), "test": score(39.0)},
+        {"average": 5, "beam": 4, "length_penalty": 1.0, "val": score(41.0), "test": score(38.5)},
+    ]
     table = markdown(rows, ["val", "test"]).splitlines()
     assert "| 1 | 4 | 0.6 | 40.0 |" in table[2] and "**39.0**" in table[2]  # test's best is row 1
     assert "**41.0**" in table[3] and "| 38.5 |" in table[3]  # val's best is row 2
@@ -133,8 +136,14 @@ def test_recipe_study_rows_are_valid_configs_and_deltas_are_against_the_base():
 
     def row(name, lc):
         greedy = {"bleu": lc - 0.3, "bleu_lowercase": lc, "chrf": 55.0}
-        return {"row": name, "change": ROWS[name][0], "params": 1000, "steps": 900, "val_bleu": 30.0,
-                "greedy": greedy}  # fmt: skip
+        return {
+            "row": name,
+            "change": ROWS[name][0],
+            "params": 1000,
+            "steps": 900,
+            "val_bleu": 30.0,
+            "greedy": greedy,
+        }
 
     meta = dict(pair="de-en", config="c.yaml", minutes=8, threads=1, jobs=2, machine="m", command="x")
     table = markdown([row("base", 30.0), row("seed2", 30.4), row("dropout_0.3", 28.5)], meta)

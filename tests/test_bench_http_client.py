@@ -22,7 +22,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(b"2\r\nok\r\n0\r\n\r\n")
             return
-        answer = json.dumps({"path": self.path, "echo": json.loads(body), "peer": self.client_address[1]}).encode()
+        answer = json.dumps(
+            {"path": self.path, "echo": json.loads(body), "peer": self.client_address[1]}
+        ).encode()
         self.send_response(200 if self.path == "/ok" else 404)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(answer)))

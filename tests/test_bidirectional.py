@@ -53,7 +53,10 @@ def test_resume_across_the_switch_continues_exactly(tmp_path, tiny_config):  # n
 def test_resuming_with_another_bidirectional_setting_is_refused(tmp_path, tiny_config):  # noqa: F811
     run = train(tiny_config(tmp_path, "train.max_steps=2", "valid.every=2"), log=lambda m: None)
     with pytest.raises(ConfigError, match="bidirectional_epochs=0"):
-        build(tiny_config(tmp_path, "train.max_steps=4", "train.bidirectional_epochs=2"), resume=run.last_checkpoint)
+        build(
+            tiny_config(tmp_path, "train.max_steps=4", "train.bidirectional_epochs=2"),
+            resume=run.last_checkpoint,
+        )
 
 
 def test_the_reversed_pairs_are_learned(tmp_path, tiny_config):  # noqa: F811

@@ -17,9 +17,21 @@ from cli_helpers import N_EVAL, SENTENCES, assert_png, assert_user_error, cli
 def test_evaluate_split_prints_scores_with_signatures(capsys, runs, tmp_path):
     hyp = tmp_path / "hyp.en"
     code, out, err = cli(
-        capsys, "evaluate", "--checkpoint", runs.ckpt, "--split", "test_2016_flickr", "--data-dir", runs.eval_data,
-        "--beam", "1", "--device", "cpu", "--hyp-output", hyp,
-    )  # fmt: skip
+        capsys,
+        "evaluate",
+        "--checkpoint",
+        runs.ckpt,
+        "--split",
+        "test_2016_flickr",
+        "--data-dir",
+        runs.eval_data,
+        "--beam",
+        "1",
+        "--device",
+        "cpu",
+        "--hyp-output",
+        hyp,
+    )
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0] == f"Multi30k test_2016_flickr de-en, {N_EVAL} sentences, beam 1"
@@ -35,9 +47,20 @@ def test_evaluate_split_prints_scores_with_signatures(capsys, runs, tmp_path):
 
 def test_evaluate_files_with_lowercased_bleu(capsys, runs):
     code, out, err = cli(
-        capsys, "evaluate", "--checkpoint", runs.ckpt, "--src", runs.eval_src, "--ref", runs.eval_ref,
-        "--lowercase", "--beam", "1", "--device", "cpu",
-    )  # fmt: skip
+        capsys,
+        "evaluate",
+        "--checkpoint",
+        runs.ckpt,
+        "--src",
+        runs.eval_src,
+        "--ref",
+        runs.eval_ref,
+        "--lowercase",
+        "--beam",
+        "1",
+        "--device",
+        "cpu",
+    )
     assert code == 0, err
     assert out.splitlines()[0] == f"{runs.eval_src} -> {runs.eval_ref}, {N_EVAL} sentences, beam 1"
     (lowercased,) = [line for line in out.splitlines() if line.startswith("BLEU lowercased")]
@@ -120,9 +143,19 @@ def test_evaluate_uses_the_test_files_of_a_files_corpus(capsys, runs, tmp_path):
 def test_evaluate_reads_the_data_section_of_an_older_checkpoint(capsys, runs, tmp_path):
     """Before per-split fields, data.train/valid/test held a split name, "SRC,TGT" or a path."""
     state = load_checkpoint(runs.ckpt)
-    old = {"corpus": "multi30k", "dataset": "", "src_lang": "de", "tgt_lang": "en", "data_dir": str(runs.eval_data),
-           "train": "train", "valid": "val", "test": "test_2016_flickr", "max_train_pairs": 300,
-           "max_valid_pairs": 10, "max_len": 128}  # fmt: skip
+    old = {
+        "corpus": "multi30k",
+        "dataset": "",
+        "src_lang": "de",
+        "tgt_lang": "en",
+        "data_dir": str(runs.eval_data),
+        "train": "train",
+        "valid": "val",
+        "test": "test_2016_flickr",
+        "max_train_pairs": 300,
+        "max_valid_pairs": 10,
+        "max_len": 128,
+    }
     ckpt = tmp_path / "old.pt"
     _with_experiment(state, ckpt, **old)
     code, out, err = cli(capsys, "evaluate", "--checkpoint", ckpt, "--beam", "1", "--device", "cpu")
@@ -143,8 +176,18 @@ def test_evaluate_without_an_experiment_needs_files(capsys, runs, tmp_path):
     save_checkpoint(state, tmp_path / "bare.pt")
     result = cli(capsys, "evaluate", "--checkpoint", tmp_path / "bare.pt")
     assert_user_error(*result[::2], "no experiment config", "--src and --ref")
-    result = cli(capsys, "evaluate", "--checkpoint", runs.ckpt, "--src", runs.eval_src, "--ref", runs.eval_ref,
-                 "--split", "val")  # fmt: skip
+    result = cli(
+        capsys,
+        "evaluate",
+        "--checkpoint",
+        runs.ckpt,
+        "--src",
+        runs.eval_src,
+        "--ref",
+        runs.eval_ref,
+        "--split",
+        "val",
+    )
     assert_user_error(*result[::2], "--split", "not with --src/--ref")
 
 

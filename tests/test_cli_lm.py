@@ -29,8 +29,12 @@ from attnkit.model import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-TEXT = [f"{a} {b} {c} ." for a in ("A dog", "Two men", "A woman", "Three kids", "The cat")
-        for b in ("runs", "sits", "plays", "walks", "sleeps") for c in ("on the grass", "in the snow", "at home")]  # fmt: skip
+TEXT = [
+    f"{a} {b} {c} ."
+    for a in ("A dog", "Two men", "A woman", "Three kids", "The cat")
+    for b in ("runs", "sits", "plays", "walks", "sleeps")
+    for c in ("on the grass", "in the snow", "at home")
+]
 LABELS = ["animal", "person"]
 
 
@@ -45,13 +49,30 @@ def ckpts(tmp_path_factory):
     lm_cfg = LMConfig.preset("tiny", vocab_size=V, max_len=32)
     clf_cfg = ClassifierConfig.preset("tiny", vocab_size=V, n_classes=2, pooling="attention")
     base = {"tokenizer": tok.state_dict(), "experiment": {}}
-    lm = save_checkpoint({**base, "arch": "lm", "model_config": lm_cfg.to_dict(),
-                          "model": TransformerLM(lm_cfg).state_dict()}, out / "lm.pt")  # fmt: skip
-    clf = save_checkpoint({**base, "arch": "classifier", "model_config": clf_cfg.to_dict(), "labels": LABELS,
-                           "model": TransformerClassifier(clf_cfg).state_dict()}, out / "clf.pt")  # fmt: skip
+    lm = save_checkpoint(
+        {**base, "arch": "lm", "model_config": lm_cfg.to_dict(), "model": TransformerLM(lm_cfg).state_dict()},
+        out / "lm.pt",
+    )
+    clf = save_checkpoint(
+        {
+            **base,
+            "arch": "classifier",
+            "model_config": clf_cfg.to_dict(),
+            "labels": LABELS,
+            "model": TransformerClassifier(clf_cfg).state_dict(),
+        },
+        out / "clf.pt",
+    )
     mt_cfg = TransformerConfig.preset("tiny", src_vocab_size=V, tgt_vocab_size=V, share_vocab=True)
-    mt = save_checkpoint({**base, "arch": "transformer", "model_config": mt_cfg.to_dict(),
-                          "model": Transformer(mt_cfg).state_dict()}, out / "mt.pt")  # fmt: skip
+    mt = save_checkpoint(
+        {
+            **base,
+            "arch": "transformer",
+            "model_config": mt_cfg.to_dict(),
+            "model": Transformer(mt_cfg).state_dict(),
+        },
+        out / "mt.pt",
+    )
     return {"lm": lm, "clf": clf, "mt": mt, "dir": out}
 
 
@@ -88,8 +109,21 @@ def test_generate_greedy_continues_the_prompt(ckpts):
 
 
 def test_generate_seeded_samples_repeat(ckpts):
-    args = ["generate", "--checkpoint", str(ckpts["lm"]), "--prompt", "Two men", "--top-p", "0.95",
-            "--temperature", "1.5", "--num-samples", "4", "--max-new-tokens", "8"]  # fmt: skip
+    args = [
+        "generate",
+        "--checkpoint",
+        str(ckpts["lm"]),
+        "--prompt",
+        "Two men",
+        "--top-p",
+        "0.95",
+        "--temperature",
+        "1.5",
+        "--num-samples",
+        "4",
+        "--max-new-tokens",
+        "8",
+    ]
     a, b, c = cli(*args, "--seed", "1"), cli(*args, "--seed", "1"), cli(*args, "--seed", "2")
     assert a[0] == 0, a[2]
     assert a[1] == b[1] and a[1] != c[1]
@@ -100,8 +134,19 @@ def test_generate_seeded_samples_repeat(ckpts):
 def test_generate_prompts_of_different_lengths_from_a_file(ckpts, tmp_path):
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("A dog\nThree kids play\n\n")
-    code, out, err = cli("generate", "--checkpoint", str(ckpts["lm"]), "--input", str(prompts), "--beam", "2",
-                         "--num-samples", "2", "--max-new-tokens", "4")  # fmt: skip
+    code, out, err = cli(
+        "generate",
+        "--checkpoint",
+        str(ckpts["lm"]),
+        "--input",
+        str(prompts),
+        "--beam",
+        "2",
+        "--num-samples",
+        "2",
+        "--max-new-tokens",
+        "4",
+    )
     assert code == 0, err
     assert [line.split("\t")[0] for line in out.splitlines()] == ["0", "0", "1", "1", "2", "2"]
 
@@ -148,8 +193,13 @@ def test_generate_invalid_utf8_input(ckpts, tmp_path):
 
 
 def test_classify_prints_label_and_probability(ckpts, monkeypatch):
-    code, out, err = cli("classify", "--checkpoint", str(ckpts["clf"]), stdin="A dog runs .\nTwo men sit .\n",
-                         monkeypatch=monkeypatch)  # fmt: skip
+    code, out, err = cli(
+        "classify",
+        "--checkpoint",
+        str(ckpts["clf"]),
+        stdin="A dog runs .\nTwo men sit .\n",
+        monkeypatch=monkeypatch,
+    )
     assert code == 0, err
     for line in out.splitlines():
         label, p = line.split("\t")
@@ -181,8 +231,11 @@ def test_classify_rejects_bad_input(ckpts, monkeypatch, flags, stdin, fragments)
 def test_classify_rejects_an_lm_checkpoint_in_a_real_process(ckpts):
     proc = subprocess.run(
         [sys.executable, "-m", "attnkit.cli", "classify", "--checkpoint", str(ckpts["lm"])],
-        input="A dog\n", capture_output=True, text=True, env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
+        input="A dog\n",
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"},
+    )
     assert_user_error(proc.returncode, proc.stderr, "not a classifier")
 
 
@@ -196,15 +249,29 @@ def test_help_exits_0(command):
 
 
 def test_attention_on_an_lm_draws_every_layer_and_head(ckpts, tmp_path):
-    code, out, err = cli("attention", "--checkpoint", str(ckpts["lm"]), "--text", "A dog runs .", "--out",
-                         str(tmp_path / "lm.png"))  # fmt: skip
+    code, out, err = cli(
+        "attention",
+        "--checkpoint",
+        str(ckpts["lm"]),
+        "--text",
+        "A dog runs .",
+        "--out",
+        str(tmp_path / "lm.png"),
+    )
     assert code == 0, err
     assert (tmp_path / "lm.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_attention_on_a_classifier_writes_the_review_picture(ckpts, tmp_path):
-    code, out, err = cli("attention", "--checkpoint", str(ckpts["clf"]), "--text", "Two men sit at home .",
-                         "--out", str(tmp_path / "review"))  # fmt: skip
+    code, out, err = cli(
+        "attention",
+        "--checkpoint",
+        str(ckpts["clf"]),
+        "--text",
+        "Two men sit at home .",
+        "--out",
+        str(tmp_path / "review"),
+    )
     assert code == 0, err
     page = (tmp_path / "review.html").read_text()
     assert page.count("<span") == 6  # one per word, subwords merged
@@ -237,8 +304,15 @@ def test_evaluate_lm_prints_perplexity_and_bits_per_token(ckpts, tmp_path):
 def test_evaluate_classifier_prints_accuracy_macro_f1_and_confusion(ckpts, tmp_path):
     f = tmp_path / "test.tsv"
     f.write_text("label\ttext\nanimal\tA dog runs .\nperson\tTwo men sit .\nanimal\tThe cat sleeps .\n")
-    code, out, err = cli("evaluate", "--checkpoint", str(ckpts["clf"]), "--input", str(f), "--confusion",
-                         str(tmp_path / "cm.png"))  # fmt: skip
+    code, out, err = cli(
+        "evaluate",
+        "--checkpoint",
+        str(ckpts["clf"]),
+        "--input",
+        str(f),
+        "--confusion",
+        str(tmp_path / "cm.png"),
+    )
     assert code == 0, err
     assert "accuracy" in out and "macro-F1" in out and "3 examples" in out
     assert (tmp_path / "cm.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -271,8 +345,14 @@ def test_evaluate_task_flags_do_not_mix(ckpts, tmp_path):
 
 def test_translate_sample_is_seeded_and_top_k_1_is_greedy(ckpts, monkeypatch):
     def run(*flags):
-        return cli("translate", "--checkpoint", str(ckpts["mt"]), *flags, stdin="A dog runs .\nTwo men sit .\n",
-                   monkeypatch=monkeypatch)  # fmt: skip
+        return cli(
+            "translate",
+            "--checkpoint",
+            str(ckpts["mt"]),
+            *flags,
+            stdin="A dog runs .\nTwo men sit .\n",
+            monkeypatch=monkeypatch,
+        )
 
     a = run("--sample", "--temperature", "3", "--nbest", "3", "--seed", "1")
     b = run("--sample", "--temperature", "3", "--nbest", "3", "--seed", "1")
@@ -306,7 +386,18 @@ def test_classify_reads_text_pairs_like_training(ckpts, tmp_path):
 
 
 def test_generate_from_an_empty_prompt(ckpts):
-    code, out, err = cli("generate", "--checkpoint", str(ckpts["lm"]), "--prompt", "", "--top-k", "5", "--seed", "3",
-                         "--max-new-tokens", "6")  # fmt: skip
+    code, out, err = cli(
+        "generate",
+        "--checkpoint",
+        str(ckpts["lm"]),
+        "--prompt",
+        "",
+        "--top-k",
+        "5",
+        "--seed",
+        "3",
+        "--max-new-tokens",
+        "6",
+    )
     assert code == 0, err
     assert out.count("\n") == 1

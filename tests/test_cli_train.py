@@ -82,9 +82,15 @@ def test_train_rejects_bad_config_file(capsys, tmp_path, content, fragments):
 def test_train_refuses_an_existing_run(capsys, runs, shared_data, tmp_path):
     before = sorted(p.name for p in runs.transformer_dir.iterdir())
     code, _, err = cli(
-        capsys, "train", "--config", write_config(tmp_path), "--output-dir", runs.transformer_dir,
-        "--data-dir", shared_data,
-    )  # fmt: skip
+        capsys,
+        "train",
+        "--config",
+        write_config(tmp_path),
+        "--output-dir",
+        runs.transformer_dir,
+        "--data-dir",
+        shared_data,
+    )
     assert_user_error(code, err, "already holds a training run", "--resume", "--overwrite")
     assert sorted(p.name for p in runs.transformer_dir.iterdir()) == before
 
@@ -99,9 +105,16 @@ def test_train_resume_from_missing_checkpoint(capsys, tmp_path):
 
 def test_train_unknown_language_lists_valid_ones(capsys, tmp_path):
     result = cli(
-        capsys, "train", "--config", write_config(tmp_path), "--output-dir", tmp_path / "out",
-        "--data-dir", tmp_path, "data.src_lang=xx",
-    )  # fmt: skip
+        capsys,
+        "train",
+        "--config",
+        write_config(tmp_path),
+        "--output-dir",
+        tmp_path / "out",
+        "--data-dir",
+        tmp_path,
+        "data.src_lang=xx",
+    )
     assert_user_error(*result[::2], "'xx'", "de, en, fr, cs")
 
 
@@ -124,9 +137,16 @@ def test_train_files_corpus_names_the_bad_file(capsys, tmp_path, problem):
     src.write_bytes(src_bytes)
     tgt.write_bytes(tgt_bytes)
     result = cli(
-        capsys, "train", "--config", write_config(tmp_path), "--output-dir", tmp_path / "out",
-        "data.corpus=files", f"data.train_files=[{src},{tgt}]", f"data.valid_files=[{src},{tgt}]",
-    )  # fmt: skip
+        capsys,
+        "train",
+        "--config",
+        write_config(tmp_path),
+        "--output-dir",
+        tmp_path / "out",
+        "data.corpus=files",
+        f"data.train_files=[{src},{tgt}]",
+        f"data.valid_files=[{src},{tgt}]",
+    )
     assert_user_error(*result[::2], *fragments)
 
 
@@ -136,8 +156,10 @@ def test_train_files_corpus_names_the_bad_file(capsys, tmp_path, problem):
         (["data.train=train"], ["data.train is no longer a key", "data.train_split", "data.train_files"]),
         (["data.train_files=[a.de,a.en]"], ["data.train_files", "not used by corpus 'multi30k'"]),
         (["data.corpus=files", "data.src_lang=fr"], ["data.src_lang", "not used by corpus 'files'"]),
-        (["data.corpus=tsv", "data.train_files=[a.tsv]", "data.valid_files=[a.tsv]", "data.test_split=x"],
-         ["data.test_split", "not used by corpus 'tsv'", "it reads train_files"]),
+        (
+            ["data.corpus=tsv", "data.train_files=[a.tsv]", "data.valid_files=[a.tsv]", "data.test_split=x"],
+            ["data.test_split", "not used by corpus 'tsv'", "it reads train_files"],
+        ),
         (["data.corpus=files", "data.train_files=[a.de]"], ["data.train_files", "[SOURCE, TARGET]"]),
         (["data.corpus=text", "data.train_files=[]"], ["data.train_files", "[PATH]"]),
         (["data.train_files=7"], ["data.train_files", "list of file paths"]),
@@ -146,9 +168,20 @@ def test_train_files_corpus_names_the_bad_file(capsys, tmp_path, problem):
         (["data.corpus=hf"], ["data.dataset", "needs a dataset"]),
         (["data.valid_split=dev"], ["'dev'", "train, val, test_2016_flickr"]),
     ],
-    ids=["old-key", "files-on-multi30k", "lang-on-files", "split-on-tsv", "one-of-two-files", "no-text-file",
-         "not-a-list", "lang-and-pair", "text-b-alone", "hf-no-dataset", "unknown-split"],
-)  # fmt: skip
+    ids=[
+        "old-key",
+        "files-on-multi30k",
+        "lang-on-files",
+        "split-on-tsv",
+        "one-of-two-files",
+        "no-text-file",
+        "not-a-list",
+        "lang-and-pair",
+        "text-b-alone",
+        "hf-no-dataset",
+        "unknown-split",
+    ],
+)
 def test_train_rejects_a_data_field_the_corpus_does_not_read(capsys, tmp_path, overrides, fragments):
     result = cli(
         capsys, "train", "--config", write_config(tmp_path), "--output-dir", tmp_path / "out", *overrides
@@ -161,9 +194,16 @@ def test_train_translation_from_a_text_corpus_is_refused(capsys, tmp_path):
     text = tmp_path / "lines.txt"
     text.write_text("ein Hund\nzwei Katzen\n", encoding="utf-8")
     result = cli(
-        capsys, "train", "--config", write_config(tmp_path), "--output-dir", tmp_path / "out",
-        "data.corpus=text", f"data.train_files=[{text}]", f"data.valid_files=[{text}]",
-    )  # fmt: skip
+        capsys,
+        "train",
+        "--config",
+        write_config(tmp_path),
+        "--output-dir",
+        tmp_path / "out",
+        "data.corpus=text",
+        f"data.train_files=[{text}]",
+        f"data.valid_files=[{text}]",
+    )
     assert_user_error(*result[::2], "data.corpus = 'text'", "gives text records", "needs a parallel corpus")
 
 

@@ -21,9 +21,17 @@ from cli_helpers import (
 def test_translate_stdin_to_stdout_keeps_empty_lines(capsys, monkeypatch, runs):
     lines = [SENTENCES[0], "", SENTENCES[1]]
     code, out, err = cli_stdin(
-        capsys, monkeypatch, "\n".join(lines).encode() + b"\n",
-        "translate", "--checkpoint", runs.ckpt, "--beam", "1", "--device", "cpu",
-    )  # fmt: skip
+        capsys,
+        monkeypatch,
+        "\n".join(lines).encode() + b"\n",
+        "translate",
+        "--checkpoint",
+        runs.ckpt,
+        "--beam",
+        "1",
+        "--device",
+        "cpu",
+    )
     assert code == 0, err
     assert out.split("\n") == [*api_translations(runs.ckpt, lines, beam=1), ""]
     assert out.split("\n")[1] == "" and out.split("\n")[0] != ""
@@ -80,9 +88,15 @@ def test_translate_nbest_gives_n_lines_per_input(capsys, monkeypatch, runs):
 def test_translate_truncates_an_overlong_line_with_a_warning(runs):
     long_line = " ".join(["Hund"] * 500)
     proc = run_process(
-        "translate", "--checkpoint", runs.ckpt, "--beam", "1", "--device", "cpu",
+        "translate",
+        "--checkpoint",
+        runs.ckpt,
+        "--beam",
+        "1",
+        "--device",
+        "cpu",
         stdin=f"{SENTENCES[0]}\n{long_line}\n".encode(),
-    )  # fmt: skip
+    )
     err = proc.stderr.decode()
     assert proc.returncode == 0, err
     assert len(proc.stdout.decode().split("\n")) == 3  # two lines, each newline-terminated
@@ -113,7 +127,7 @@ def test_translate_rejects_bad_flags(capsys, tmp_path, flags, fragments):
         ("truncated", "not a readable checkpoint"),
         ("foreign", "not an attnkit checkpoint"),
     ],
-)  # fmt: skip
+)
 def test_translate_rejectsbad_checkpoint(capsys, monkeypatch, runs, tmp_path, kind, fragment):
     path = bad_checkpoint(kind, tmp_path, runs.ckpt)
     result = cli_stdin(capsys, monkeypatch, b"ein Hund\n", "translate", "--checkpoint", path)
@@ -149,9 +163,17 @@ def test_translate_with_an_rnn_checkpoint(capsys, monkeypatch, runs):
     lines = [SENTENCES[0], "", SENTENCES[2]]
     for beam in ("1", "3"):
         code, out, err = cli_stdin(
-            capsys, monkeypatch, "\n".join(lines).encode() + b"\n",
-            "translate", "--checkpoint", runs.rnn_ckpt, "--beam", beam, "--device", "cpu",
-        )  # fmt: skip
+            capsys,
+            monkeypatch,
+            "\n".join(lines).encode() + b"\n",
+            "translate",
+            "--checkpoint",
+            runs.rnn_ckpt,
+            "--beam",
+            beam,
+            "--device",
+            "cpu",
+        )
         assert code == 0, err
         assert out.split("\n") == [*api_translations(runs.rnn_ckpt, lines, beam=int(beam)), ""]
         assert out.split("\n")[1] == ""

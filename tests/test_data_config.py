@@ -33,14 +33,21 @@ from conftest import find_data_dir, require_multi30k
         ({"corpus": "hf", "dataset": "d", "valid_split": "validation"}, HFTranslationSpec, "pairs"),
         ({"corpus": "hf", "dataset": "d", "text_field": "t"}, HFTextSpec, "text"),
         ({"corpus": "hf", "dataset": "d", "text_field": "t", "label_field": "l"}, HFLabelledSpec, "labelled"),
-        ({"corpus": "files", "train_files": ["a.de", "a.en"], "valid_files": ["b.de", "b.en"]},
-         ParallelFilesSpec, "pairs"),
+        (
+            {"corpus": "files", "train_files": ["a.de", "a.en"], "valid_files": ["b.de", "b.en"]},
+            ParallelFilesSpec,
+            "pairs",
+        ),
         ({"corpus": "tsv", "train_files": ["a.tsv"], "valid_files": "b.tsv"}, TsvSpec, "pairs"),
         ({"corpus": "text", "train_files": ["a.txt.gz"], "valid_files": ["b.txt"]}, TextFileSpec, "text"),
-        ({"corpus": "labelled", "train_files": ["a.tsv"], "valid_files": ["b.tsv"]}, LabelledFileSpec, "labelled"),
+        (
+            {"corpus": "labelled", "train_files": ["a.tsv"], "valid_files": ["b.tsv"]},
+            LabelledFileSpec,
+            "labelled",
+        ),
         ({"corpus": "langid", "langs": ["de", "en"], "first_words": 3}, Multi30kLangIdSpec, "labelled"),
     ],
-)  # fmt: skip
+)
 def test_each_corpus_kind_gives_one_typed_spec_per_split(fields, spec_type, records):
     data = DataConfig.from_dict(fields)
     train, valid = data.spec("train"), data.spec("valid")
@@ -72,25 +79,37 @@ def test_a_file_corpus_without_test_files_has_no_test_split():
 @pytest.mark.parametrize(
     "fields, message",
     [
-        ({"corpus": "wmt"}, "data.corpus = 'wmt': must be one of multi30k, langid, hf, files, tsv, text, labelled"),
+        (
+            {"corpus": "wmt"},
+            "data.corpus = 'wmt': must be one of multi30k, langid, hf, files, tsv, text, labelled",
+        ),
         ({"corpus": "langid", "langs": ["de", "xx"]}, "unknown Multi30k language 'xx'"),
         ({"corpus": "langid", "langs": ["de"]}, "2 or more different languages"),
         ({"corpus": "langid", "first_words": -1}, "data.first_words = -1: must be >= 0"),
         ({"corpus": "langid", "lang": "de"}, "data.lang = 'de': not used by corpus 'langid'"),
         ({"valid": "val"}, "data.valid is no longer a key: use data.valid_split"),
-        ({"corpus": "text", "train_files": ["a"], "valid_files": ["b"], "data_dir": "/d"},
-         "data.data_dir = '/d': not used by corpus 'text'"),
-        ({"corpus": "hf", "dataset": "d", "text_field": "t", "tgt_lang": "fr"},
-         "data.tgt_lang = 'fr': not used with data.text_field"),
-        ({"corpus": "hf", "dataset": "d", "label_field": "l"}, "data.label_field = 'l': needs data.text_field"),
+        (
+            {"corpus": "text", "train_files": ["a"], "valid_files": ["b"], "data_dir": "/d"},
+            "data.data_dir = '/d': not used by corpus 'text'",
+        ),
+        (
+            {"corpus": "hf", "dataset": "d", "text_field": "t", "tgt_lang": "fr"},
+            "data.tgt_lang = 'fr': not used with data.text_field",
+        ),
+        (
+            {"corpus": "hf", "dataset": "d", "label_field": "l"},
+            "data.label_field = 'l': needs data.text_field",
+        ),
         ({"corpus": "files", "train_files": ["a", "b", "c"], "valid_files": ["a", "b"]}, "[SOURCE, TARGET]"),
-        ({"corpus": "text", "train_files": ["a"], "valid_files": ["b"], "test_files": ["c", "d"]},
-         "data.test_files = ['c', 'd']: corpus 'text' needs [PATH]"),
+        (
+            {"corpus": "text", "train_files": ["a"], "valid_files": ["b"], "test_files": ["c", "d"]},
+            "data.test_files = ['c', 'd']: corpus 'text' needs [PATH]",
+        ),
         ({"train_split": "train", "src_lang": "de", "tgt_lang": "de"}, "both 'de'"),
         ({"lang": "xx"}, "unknown Multi30k language 'xx'"),
         ({"valid_files": [""]}, "data.valid_files must be a list of file paths"),
     ],
-)  # fmt: skip
+)
 def test_bad_data_sections_name_the_key(fields, message):
     with pytest.raises(ConfigError) as info:
         DataConfig.from_dict(fields)
@@ -98,8 +117,17 @@ def test_bad_data_sections_name_the_key(fields, message):
 
 
 def test_older_data_sections_are_translated_when_read_from_a_checkpoint():
-    old = {"corpus": "files", "dataset": "", "src_lang": "de", "tgt_lang": "en", "data_dir": "/d",
-           "train": "a.de, a.en", "valid": "b.de,b.en", "test": "", "max_len": 64}  # fmt: skip
+    old = {
+        "corpus": "files",
+        "dataset": "",
+        "src_lang": "de",
+        "tgt_lang": "en",
+        "data_dir": "/d",
+        "train": "a.de, a.en",
+        "valid": "b.de,b.en",
+        "test": "",
+        "max_len": 64,
+    }
     data = DataConfig.from_saved(old)
     assert data.spec("train") == ParallelFilesSpec("a.de", "a.en")
     assert data.valid_files == ["b.de", "b.en"] and not data.has_split("test") and data.max_len == 64

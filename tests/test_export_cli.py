@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from export_helpers import require, trained_checkpoint
 
 from attnkit.checkpoint import save_checkpoint
 from attnkit.cli import main
+from export_helpers import require, trained_checkpoint
 
 
 def _run(capsys, *argv) -> tuple[int, str, str]:
@@ -39,8 +39,19 @@ def test_export_writes_and_refuses_to_overwrite_without_force(ckpt, tmp_path, ca
     first = (out / "model.bin").read_bytes()
     code, _, err = _run(capsys, "export", "--checkpoint", ckpt, "--format", "ctranslate2", "--output", out)
     _one_line_error(code, err, "already exists", "--force")
-    code, *_ = _run(capsys, "export", "--checkpoint", ckpt, "--format", "ctranslate2", "--output", out,
-                    "--quantization", "int8", "--force")  # fmt: skip
+    code, *_ = _run(
+        capsys,
+        "export",
+        "--checkpoint",
+        ckpt,
+        "--format",
+        "ctranslate2",
+        "--output",
+        out,
+        "--quantization",
+        "int8",
+        "--force",
+    )
     assert code == 0 and (out / "model.bin").read_bytes() != first
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "a temporary folder was left behind"
 
@@ -50,13 +61,17 @@ def test_failed_export_keeps_the_old_folder(ckpt, tmp_path, capsys):
     out.mkdir()
     (out / "keep.txt").write_text("mine")
     pre = _pre_norm_checkpoint(tmp_path)
-    code, _, err = _run(capsys, "export", "--checkpoint", pre, "--format", "huggingface", "--output", out, "--force")
+    code, _, err = _run(
+        capsys, "export", "--checkpoint", pre, "--format", "huggingface", "--output", out, "--force"
+    )
     _one_line_error(code, err, "pre-norm")
     assert (out / "keep.txt").read_text() == "mine"
 
 
 def test_unknown_format_is_a_usage_error(ckpt, tmp_path, capsys):
-    code, _, err = _run(capsys, "export", "--checkpoint", ckpt, "--format", "onnx", "--output", tmp_path / "x")
+    code, _, err = _run(
+        capsys, "export", "--checkpoint", ckpt, "--format", "onnx", "--output", tmp_path / "x"
+    )
     _one_line_error(code, err, "onnx")
 
 
@@ -67,19 +82,38 @@ def test_rnn_checkpoint_is_refused(tmp_path, capsys, ckpt):
     state = load_checkpoint(ckpt)
     cfg = RNNConfig.preset("tiny", src_vocab_size=600, tgt_vocab_size=600)
     rnn = tmp_path / "rnn.pt"
-    save_checkpoint({"arch": "rnn", "model_config": cfg.to_dict(), "tokenizer": state["tokenizer"],
-                     "model": RNNSeq2Seq(cfg).state_dict()}, rnn)  # fmt: skip
-    code, _, err = _run(capsys, "export", "--checkpoint", rnn, "--format", "ctranslate2", "--output", tmp_path / "o")
+    save_checkpoint(
+        {
+            "arch": "rnn",
+            "model_config": cfg.to_dict(),
+            "tokenizer": state["tokenizer"],
+            "model": RNNSeq2Seq(cfg).state_dict(),
+        },
+        rnn,
+    )
+    code, _, err = _run(
+        capsys, "export", "--checkpoint", rnn, "--format", "ctranslate2", "--output", tmp_path / "o"
+    )
     _one_line_error(code, err, "'rnn'", "Transformer")
 
 
 def test_missing_or_corrupt_checkpoint(tmp_path, capsys, ckpt):
-    code, _, err = _run(capsys, "export", "--checkpoint", tmp_path / "no.pt", "--format", "huggingface",
-                        "--output", tmp_path / "o")  # fmt: skip
+    code, _, err = _run(
+        capsys,
+        "export",
+        "--checkpoint",
+        tmp_path / "no.pt",
+        "--format",
+        "huggingface",
+        "--output",
+        tmp_path / "o",
+    )
     _one_line_error(code, err, "not found")
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"not a checkpoint")
-    code, _, err = _run(capsys, "export", "--checkpoint", bad, "--format", "ctranslate2", "--output", tmp_path / "o")
+    code, _, err = _run(
+        capsys, "export", "--checkpoint", bad, "--format", "ctranslate2", "--output", tmp_path / "o"
+    )
     _one_line_error(code, err, "bad.pt")
 
 
@@ -91,8 +125,15 @@ def _pre_norm_checkpoint(folder):
     cfg = TransformerConfig.from_dict(state["model_config"]).replace(norm="pre")
     torch.manual_seed(0)
     path = folder / "pre.pt"
-    save_checkpoint({"arch": "transformer", "model_config": cfg.to_dict(), "tokenizer": state["tokenizer"],
-                     "model": Transformer(cfg).state_dict()}, path)  # fmt: skip
+    save_checkpoint(
+        {
+            "arch": "transformer",
+            "model_config": cfg.to_dict(),
+            "tokenizer": state["tokenizer"],
+            "model": Transformer(cfg).state_dict(),
+        },
+        path,
+    )
     return path
 
 
@@ -114,7 +155,11 @@ def test_learned_positions_are_refused_by_huggingface_only(ckpt, tmp_path, capsy
     from export_helpers import variant_checkpoint
 
     path = variant_checkpoint("learned-cli", positional="learned")
-    code, _, err = _run(capsys, "export", "--checkpoint", path, "--format", "huggingface", "--output", tmp_path / "hf")
+    code, _, err = _run(
+        capsys, "export", "--checkpoint", path, "--format", "huggingface", "--output", tmp_path / "hf"
+    )
     _one_line_error(code, err, "'learned'")
-    code, out, _ = _run(capsys, "export", "--checkpoint", path, "--format", "ctranslate2", "--output", tmp_path / "ct2")
+    code, out, _ = _run(
+        capsys, "export", "--checkpoint", path, "--format", "ctranslate2", "--output", tmp_path / "ct2"
+    )
     assert code == 0 and "wrote ctranslate2" in out

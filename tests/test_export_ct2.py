@@ -9,14 +9,13 @@ the GNMT penalty ((5 + length) / 6)^alpha, so only alpha = 0 asks both for the s
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
-from export_helpers import flickr_sentences, length_limit, require, trained_checkpoint, workdir
 
 from attnkit.decoding import beam_search, greedy_search
 from attnkit.export import export_checkpoint, load_for_export
+from export_helpers import flickr_sentences, length_limit, require, trained_checkpoint, workdir
 
 N_SENTENCES = 100
 
@@ -58,8 +57,11 @@ def _ct2(translator, tokenizer, ids: list[list[int]], beam: int, max_len: int) -
     for seq in ids:
         pieces = [tokenizer.id_to_piece(i, side="src") for i in seq]
         (r,) = translator.translate_batch(
-            [pieces], beam_size=beam, length_penalty=0.0, max_decoding_length=length_limit(len(seq), max_len) - 1,
-        )  # fmt: skip
+            [pieces],
+            beam_size=beam,
+            length_penalty=0.0,
+            max_decoding_length=length_limit(len(seq), max_len) - 1,
+        )
         out.append([piece_id[p] for p in r.hypotheses[0]])
     return out
 
@@ -73,7 +75,10 @@ def test_ctranslate2_float32_outputs_equal_attnkit(exported, beam):
     finished = sum(len(t) + 1 < length_limit(len(s), model.config.max_len) for s, t in zip(ids, ours))
     assert finished >= N_SENTENCES // 2, f"only {finished} sentences ended in eos: the model is too weak"
     differ = [i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b]
-    assert not differ, f"beam {beam}: {len(differ)}/{len(ids)} differ, first {differ[0]}: {ours[differ[0]]} vs {theirs[differ[0]]}"
+    assert not differ, (
+        f"beam {beam}: {len(differ)}/{len(ids)} differ, "
+        f"first {differ[0]}: {ours[differ[0]]} vs {theirs[differ[0]]}"
+    )
 
 
 def test_exported_folder_holds_vocabularies_and_sentencepiece(exported):
@@ -82,8 +87,11 @@ def test_exported_folder_holds_vocabularies_and_sentencepiece(exported):
     assert config["decoder_start_token"] == tokenizer.id_to_piece(model.config.bos_id, side="tgt")
     assert config["eos_token"] == tokenizer.id_to_piece(model.config.eos_id, side="tgt")
     assert config["add_source_bos"] is False and config["add_source_eos"] is False
-    vocab = json.loads((out / "shared_vocabulary.json").read_text()) if (out / "shared_vocabulary.json").exists() \
+    vocab = (
+        json.loads((out / "shared_vocabulary.json").read_text())
+        if (out / "shared_vocabulary.json").exists()
         else json.loads((out / "source_vocabulary.json").read_text())
+    )
     assert vocab == [tokenizer.id_to_piece(i, side="src") for i in range(tokenizer.src_vocab_size)]
     assert (out / "sentencepiece.model").read_bytes() == tokenizer.state_dict()["src"]
 
@@ -108,7 +116,7 @@ def test_pre_norm_checkpoint_exports_with_equal_outputs():
     import ctranslate2
 
     from attnkit.checkpoint import save_checkpoint
-    from attnkit.model import Transformer, TransformerConfig
+    from attnkit.model import Transformer
 
     model, tokenizer = load_for_export(trained_checkpoint())
     torch.manual_seed(3)
@@ -117,8 +125,15 @@ def test_pre_norm_checkpoint_exports_with_equal_outputs():
     for p in pre.parameters():  # make the final norms and biases matter
         p.data.add_(torch.randn_like(p) * 0.05)
     ckpt = workdir() / "pre.pt"
-    save_checkpoint({"arch": "transformer", "model_config": cfg.to_dict(), "tokenizer": tokenizer.state_dict(),
-                     "model": pre.state_dict()}, ckpt)  # fmt: skip
+    save_checkpoint(
+        {
+            "arch": "transformer",
+            "model_config": cfg.to_dict(),
+            "tokenizer": tokenizer.state_dict(),
+            "model": pre.state_dict(),
+        },
+        ckpt,
+    )
     out = workdir() / "ct2-pre"
     export_checkpoint(ckpt, "ctranslate2", out)
     translator = ctranslate2.Translator(str(out), device="cpu", intra_threads=1)
@@ -146,6 +161,7 @@ def test_every_converted_config_field_scores_equally(overrides):
     """
     require("ctranslate2")
     import ctranslate2
+
     from export_helpers import variant_checkpoint
 
     name = "-".join(f"{k}{v}" for k, v in overrides.items())
@@ -161,7 +177,9 @@ def test_every_converted_config_field_scores_equally(overrides):
         with torch.no_grad():
             logits = model(torch.tensor([seq]), torch.tensor([[cfg.bos_id, *hyp]]))[0]  # (T, V)
         logits[:, [cfg.pad_id, cfg.bos_id]] = float("-inf")
-        ours = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor([*hyp, cfg.eos_id])[:, None]).squeeze(1)
+        ours = (
+            torch.log_softmax(logits, dim=-1).gather(1, torch.tensor([*hyp, cfg.eos_id])[:, None]).squeeze(1)
+        )
         pieces = lambda ids, side: [tokenizer.id_to_piece(i, side=side) for i in ids]  # noqa: E731
         (r,) = translator.score_batch([pieces(seq, "src")], [pieces(hyp, "tgt")])
         assert len(r.log_probs) == len(hyp) + 1

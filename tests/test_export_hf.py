@@ -12,10 +12,10 @@ import json
 
 import pytest
 import torch
-from export_helpers import flickr_sentences, length_limit, require, trained_checkpoint, workdir
 
 from attnkit.decoding import beam_search, greedy_search
 from attnkit.export import export_checkpoint, import_checkpoint, load_for_export
+from export_helpers import flickr_sentences, length_limit, require, trained_checkpoint, workdir
 
 N_SENTENCES = 100
 
@@ -76,8 +76,9 @@ def test_generate_greedy_equals_attnkit_greedy(exported):
         limit = length_limit(len(ids), model.config.max_len)
         finished += len(ours) + 1 < limit
         with torch.no_grad():
-            out = hf.generate(input_ids=src, attention_mask=src != 0, num_beams=1, do_sample=False,
-                              max_length=limit + 1)[0].tolist()  # fmt: skip
+            out = hf.generate(
+                input_ids=src, attention_mask=src != 0, num_beams=1, do_sample=False, max_length=limit + 1
+            )[0].tolist()
         theirs = [t for t in out[1:] if t != model.config.eos_id and t != model.config.pad_id]
         if ours != theirs:
             differ.append(i)
@@ -108,12 +109,21 @@ def test_generate_beam4_equals_attnkit_beam4(exported):
         hit = len(ours) + 1 >= limit
         at_limit += hit
         with torch.no_grad():
-            out = hf.generate(input_ids=src, attention_mask=src != 0, num_beams=4, do_sample=False,
-                              length_penalty=0.0, early_stopping=False, max_length=limit + 1)[0].tolist()  # fmt: skip
+            out = hf.generate(
+                input_ids=src,
+                attention_mask=src != 0,
+                num_beams=4,
+                do_sample=False,
+                length_penalty=0.0,
+                early_stopping=False,
+                max_length=limit + 1,
+            )[0].tolist()
         theirs = [t for t in out[1:] if t != model.config.eos_id and t != model.config.pad_id]
         if ours != theirs and not hit:
             differ.append(i)
-    assert at_limit <= N_SENTENCES // 10, f"{at_limit} sentences reached the length limit: the model is too weak"
+    assert at_limit <= N_SENTENCES // 10, (
+        f"{at_limit} sentences reached the length limit: the model is too weak"
+    )
     assert not differ, f"{len(differ)}/{N_SENTENCES} beam-4 outputs differ (first: sentence {differ[0]})"
 
 
@@ -157,8 +167,9 @@ def test_round_trip_export_import_translates_identically(exported, tmp_path):
 def test_every_converted_config_field_gives_equal_logits(overrides, tmp_path):
     """Each field the Marian converter writes (rather than refuses), on an untrained jittered model."""
     require("transformers", "safetensors")
-    from export_helpers import variant_checkpoint
     from transformers import MarianMTModel
+
+    from export_helpers import variant_checkpoint
 
     name = "-".join(f"{k}{v}" for k, v in overrides.items())
     ckpt = variant_checkpoint(f"hf-{name}", **overrides)

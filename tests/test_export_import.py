@@ -14,11 +14,11 @@ import json
 
 import pytest
 import torch
-from export_helpers import SHARED_DATA, flickr_sentences, length_limit, require, require_data
 
 from attnkit.cli import main
 from attnkit.decoding import greedy_search
 from attnkit.export import export_checkpoint, import_checkpoint, load_for_export
+from export_helpers import SHARED_DATA, flickr_sentences, length_limit, require, require_data
 
 
 def _spm(lines: list[str], vocab_size: int) -> bytes:
@@ -57,19 +57,37 @@ def opus_mt(tmp_path_factory):
     vocab["<pad>"] = pad = len(vocab)
     (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
     config = MarianConfig(
-        vocab_size=len(vocab), d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, activation_function="swish",
-        max_position_embeddings=128, scale_embedding=True, pad_token_id=pad, eos_token_id=0,
-        decoder_start_token_id=pad, forced_eos_token_id=0, init_std=0.1, dropout=0.1,
-    )  # fmt: skip
+        vocab_size=len(vocab),
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        activation_function="swish",
+        max_position_embeddings=128,
+        scale_embedding=True,
+        pad_token_id=pad,
+        eos_token_id=0,
+        decoder_start_token_id=pad,
+        forced_eos_token_id=0,
+        init_std=0.1,
+        dropout=0.1,
+    )
     torch.manual_seed(0)
     model = MarianMTModel(config).eval()
     with torch.no_grad():
         model.final_logits_bias.normal_(0.0, 1.0)
         model.final_logits_bias[0, 0] += 3.0  # eos likelier: outputs of random weights end sooner
     model.save_pretrained(folder)
-    MarianTokenizer(str(folder / "source.spm"), str(folder / "target.spm"), str(folder / "vocab.json"),
-                    source_lang="de", target_lang="en").save_pretrained(folder)  # fmt: skip
+    MarianTokenizer(
+        str(folder / "source.spm"),
+        str(folder / "target.spm"),
+        str(folder / "vocab.json"),
+        source_lang="de",
+        target_lang="en",
+    ).save_pretrained(folder)
     ckpt = tmp_path_factory.mktemp("imported") / "opus.pt"
     import_checkpoint("huggingface", folder, ckpt)
     marian = MarianMTModel.from_pretrained(str(folder), local_files_only=True).eval()
@@ -114,7 +132,9 @@ def test_log_probabilities_match_marian(opus_mt):
         tgt_ids = tokenizer.encode(ref, side="tgt")[:20]
         pieces = [tokenizer.id_to_piece(i, side="tgt") for i in tgt_ids]
         hf_tgt = torch.tensor([[pad, *[vocab.get(p, vocab["<unk>"]) for p in pieces]]])
-        tgt = torch.tensor([[1, *[i if tokenizer.id_to_piece(i, side="tgt") in vocab else 3 for i in tgt_ids]]])
+        tgt = torch.tensor(
+            [[1, *[i if tokenizer.id_to_piece(i, side="tgt") in vocab else 3 for i in tgt_ids]]]
+        )
         with torch.no_grad():
             ours = torch.log_softmax(model(src, tgt), dim=-1)[0]  # (T, V_attnkit)
             theirs = torch.log_softmax(marian(input_ids=hf_src, decoder_input_ids=hf_tgt).logits, dim=-1)[0]
@@ -134,8 +154,13 @@ def test_greedy_equals_marian_generate(opus_mt):
         ours = greedy_search(model, torch.tensor([ids]))[0].tokens
         limit = length_limit(len(ids), model.config.max_len)
         with torch.no_grad():
-            out = marian.generate(**hf_tok(text, return_tensors="pt"), num_beams=1, do_sample=False,
-                                  max_length=limit + 1, suppress_tokens=[pad])[0].tolist()  # fmt: skip
+            out = marian.generate(
+                **hf_tok(text, return_tensors="pt"),
+                num_beams=1,
+                do_sample=False,
+                max_length=limit + 1,
+                suppress_tokens=[pad],
+            )[0].tolist()
         theirs = [by_id[t] for t in out[1:] if t != 0]
         assert [tokenizer.id_to_piece(t, side="tgt") for t in ours] == theirs
 
@@ -152,7 +177,10 @@ def test_every_command_works_on_the_imported_checkpoint(opus_mt, tmp_path, capsy
     assert maps.src_pieces[-1] == "</s>" and maps.cross.shape[-1] == len(maps.src_pieces)
     src = tmp_path / "in.de"
     src.write_text("Ein Hund läuft.\n")
-    assert main(["translate", "--checkpoint", str(ckpt), "--input", str(src), "--beam", "2", "--device", "cpu"]) == 0
+    assert (
+        main(["translate", "--checkpoint", str(ckpt), "--input", str(src), "--beam", "2", "--device", "cpu"])
+        == 0
+    )
     assert capsys.readouterr().out.strip().splitlines()[-1] == result.text
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from export_helpers import flickr_sentences, trained_checkpoint
 from torch import nn
 
 from attnkit.cli import main
 from attnkit.errors import ConfigError
 from attnkit.quantize import Int8Linear, quantize_int8
 from attnkit.translate import Translator
+from export_helpers import flickr_sentences, trained_checkpoint
 
 
 def test_int8_linear_is_close_to_the_float_layer():
@@ -41,7 +41,11 @@ def test_quantized_copy_leaves_the_model_untouched():
     src, tgt = torch.randint(4, 20, (2, 6)), torch.randint(4, 20, (2, 5))
     with torch.no_grad(), torch.profiler.profile() as prof:
         approx = q(src, tgt)
-    float_matmuls = {e.key for e in prof.key_averages()} & {"aten::linear", "aten::addmm", "mkldnn::_linear_pointwise"}
+    float_matmuls = {e.key for e in prof.key_averages()} & {
+        "aten::linear",
+        "aten::addmm",
+        "mkldnn::_linear_pointwise",
+    }
     assert not float_matmuls, f"linear layers left in float32: {float_matmuls}"  # the tied output included
     with torch.no_grad():
         exact = model(src, tgt)
@@ -77,7 +81,22 @@ def test_translate_command_takes_quantize_int8(tmp_path, capsys):
     ckpt = trained_checkpoint()
     src = tmp_path / "in.de"
     src.write_text("Zwei Hunde spielen im Schnee.\n")
-    assert main(["translate", "--checkpoint", str(ckpt), "--input", str(src), "--quantize", "int8", "--device", "cpu"]) == 0
+    assert (
+        main(
+            [
+                "translate",
+                "--checkpoint",
+                str(ckpt),
+                "--input",
+                str(src),
+                "--quantize",
+                "int8",
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().out.strip()
     with pytest.raises(SystemExit) as e:
         main(["translate", "--checkpoint", str(ckpt), "--quantize", "int4"])

@@ -14,12 +14,18 @@ from attnkit.model import Transformer, TransformerConfig
 from attnkit.positional import sinusoidal_encoding
 
 CONFIGS = [
-    {}, {"share_vocab": True}, {"tie_output": False}, {"output_bias": True},
-    {"positional": "learned", "share_vocab": True}, {"bias": False, "norm": "pre"},
-]  # fmt: skip
+    {},
+    {"share_vocab": True},
+    {"tie_output": False},
+    {"output_bias": True},
+    {"positional": "learned", "share_vocab": True},
+    {"bias": False, "norm": "pre"},
+]
 
 
-@pytest.mark.parametrize("overrides", CONFIGS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "default")
+@pytest.mark.parametrize(
+    "overrides", CONFIGS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "default"
+)
 def test_logical_weights_round_trip_every_parameter(overrides):
     torch.manual_seed(0)
     cfg = TransformerConfig.preset("tiny", **overrides)
@@ -45,7 +51,9 @@ def test_marian_feature_order_maps_attnkit_sinusoids_onto_marians():
     ours = sinusoidal_encoding(n, d)  # (T, D): sin at even features, cos at odd ones
     pos = torch.arange(n, dtype=torch.float64)[:, None]
     freq = torch.tensor([1 / math.pow(10000, 2 * i / d) for i in range(d // 2)], dtype=torch.float64)
-    marian = torch.cat([torch.sin(pos * freq), torch.cos(pos * freq)], dim=1).float()  # all sines, then cosines
+    marian = torch.cat(
+        [torch.sin(pos * freq), torch.cos(pos * freq)], dim=1
+    ).float()  # all sines, then cosines
     assert torch.allclose(ours[:, marian_feature_order(d)], marian, atol=1e-6)
 
 

@@ -112,12 +112,16 @@ def test_only_products_big_enough_run_packed_and_they_equal_plain_ones():
     x = torch.randn(3, 1, 16)  # one decoding step of 3 rows
     with torch.no_grad(), fast.packed_linears(layer):
         packed = layer(x)
-    torch.testing.assert_close(packed, nn.functional.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        packed, nn.functional.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5
+    )
     wide_in = nn.Linear(1024, 64)  # a feed-forward's second matrix: packed through its input width
     x = torch.randn(8, 1, 1024)
     with torch.no_grad(), fast.packed_linears(wide_in):
         packed = wide_in(x)
-    torch.testing.assert_close(packed, nn.functional.linear(x, wide_in.weight, wide_in.bias), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(
+        packed, nn.functional.linear(x, wide_in.weight, wide_in.bias), atol=1e-4, rtol=1e-4
+    )
 
 
 def test_packed_weights_follow_optimizer_updates():
@@ -129,7 +133,9 @@ def test_packed_weights_follow_optimizer_updates():
     for _ in range(2):
         with torch.no_grad(), fast.packed_linears(layer):
             packed = layer(x)
-        torch.testing.assert_close(packed, nn.functional.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            packed, nn.functional.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5
+        )
         layer(x).sum().backward()
         opt.step()
 
@@ -137,6 +143,7 @@ def test_packed_weights_follow_optimizer_updates():
 def test_training_with_the_fast_edges_equals_the_readable_path():
     """Three SGD steps with the fused loss give the weights the readable loss gives (SGD is linear in
     the gradient; Adam would magnify rounding in near-zero gradients)."""
+
     def run(use_fast: bool):
         model = make_model("transformer").train()
         opt = torch.optim.SGD(model.parameters(), lr=0.1)

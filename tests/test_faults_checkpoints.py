@@ -75,7 +75,9 @@ def test_damaged_checkpoint_is_one_line_and_exit_2_in_translate_and_average(ckpt
     _, weight = largest_weight(ckpt)
     flip_tensor_bytes(ckpt, weight)
     code, out, err = cli("translate", "--checkpoint", ckpt, "--device", "cpu", stdin=b"Ein Hund.\n")
-    assert_user_error(code, err, str(ckpt), "weights damaged (checksum mismatch in model/")  # name or a tied alias
+    assert_user_error(
+        code, err, str(ckpt), "weights damaged (checksum mismatch in model/"
+    )  # name or a tied alias
     assert out == ""
     other = write_checkpoint(tmp_path / "other.pt", tokenizers[0])
     code, _, err = cli("average", "--checkpoints", other, ckpt, "--output", tmp_path / "avg.pt")
@@ -148,7 +150,9 @@ def test_average_of_one_run_still_works(tmp_path, tokenizers):
 
 
 def test_average_refuses_a_checkpoint_listed_twice(tmp_path, ckpt):
-    code, _, err = cli("average", "--checkpoints", ckpt, tmp_path / "." / "model.pt", "--output", tmp_path / "x.pt")
+    code, _, err = cli(
+        "average", "--checkpoints", ckpt, tmp_path / "." / "model.pt", "--output", tmp_path / "x.pt"
+    )
     assert_user_error(code, err, "listed twice")
 
 

@@ -49,8 +49,8 @@ def files(tmp_path_factory) -> Files:
     write = {
         "empty.txt": b"",
         "blank.txt": b"\n\n\n",
-        "one.txt": "Ein Hund spielt im Schnee.\n".encode(),
-        "two.txt": "Ein Hund.\nZwei Katzen.\n".encode(),
+        "one.txt": b"Ein Hund spielt im Schnee.\n",
+        "two.txt": b"Ein Hund.\nZwei Katzen.\n",
         "not_utf8.txt": NOT_UTF8,
         "huge_line.txt": ("Hund " * 200_000 + "\n").encode(),  # one 1 MB line
         "many_lines.txt": "Ein Mann fährt Fahrrad.\n".encode() * 1000,
@@ -87,9 +87,18 @@ CASES = [
     ("translate-many-lines", "translate --checkpoint {ckpt} --input {many_lines.txt} --beam 1", b"", None),
     ("translate-nul-byte", "translate --checkpoint {ckpt} --beam 1", b"Ein\x00Hund\n", None),
     ("translate-not-utf8-stdin", "translate --checkpoint {ckpt}", NOT_UTF8, ["stdin", "UTF-8"]),
-    ("translate-not-utf8-file", "translate --checkpoint {ckpt} --input {not_utf8.txt}", b"",
-     ["not_utf8.txt", "UTF-8"]),
-    ("translate-binary-file", "translate --checkpoint {ckpt} --input {random.bin}", b"", ["random.bin", "UTF-8"]),
+    (
+        "translate-not-utf8-file",
+        "translate --checkpoint {ckpt} --input {not_utf8.txt}",
+        b"",
+        ["not_utf8.txt", "UTF-8"],
+    ),
+    (
+        "translate-binary-file",
+        "translate --checkpoint {ckpt} --input {random.bin}",
+        b"",
+        ["random.bin", "UTF-8"],
+    ),
     ("translate-missing-input", "translate --checkpoint {ckpt} --input {missing}", b"", ["missing.txt"]),
     ("translate-input-is-folder", "translate --checkpoint {ckpt} --input {folder}", b"", ["a_folder"]),
     # translate: checkpoint
@@ -99,11 +108,24 @@ CASES = [
     ("translate-truncated-ckpt", "translate --checkpoint {truncated.pt}", b"x\n", ["truncated.pt"]),
     ("translate-folder-ckpt", "translate --checkpoint {folder}", b"x\n", ["a_folder"]),
     # translate: output
-    ("translate-output-folder", "translate --checkpoint {ckpt} --output {folder}", b"x\n", ["a_folder", "folder"]),
-    ("translate-output-missing-folder", "translate --checkpoint {ckpt} --output {in_missing_folder}", b"x\n",
-     ["no_such_folder", "does not exist"]),
-    ("translate-output-under-a-file", "translate --checkpoint {ckpt} --output {under_a_file}", b"x\n",
-     ["one.txt", "not a folder"]),
+    (
+        "translate-output-folder",
+        "translate --checkpoint {ckpt} --output {folder}",
+        b"x\n",
+        ["a_folder", "folder"],
+    ),
+    (
+        "translate-output-missing-folder",
+        "translate --checkpoint {ckpt} --output {in_missing_folder}",
+        b"x\n",
+        ["no_such_folder", "does not exist"],
+    ),
+    (
+        "translate-output-under-a-file",
+        "translate --checkpoint {ckpt} --output {under_a_file}",
+        b"x\n",
+        ["one.txt", "not a folder"],
+    ),
     ("translate-output-file", "translate --checkpoint {ckpt} --output {out} --beam 1", b"Ein Hund.\n", None),
     # translate: numbers
     ("translate-beam-0", "translate --checkpoint {ckpt} --beam 0", b"x\n", ["--beam", "positive"]),
@@ -111,53 +133,149 @@ CASES = [
     ("translate-beam-huge", "translate --checkpoint {ckpt} --beam 1000000000", b"x\n", ["--beam", "at most"]),
     ("translate-beam-text", "translate --checkpoint {ckpt} --beam four", b"x\n", ["--beam"]),
     ("translate-nbest-huge", "translate --checkpoint {ckpt} --nbest 99999", b"x\n", ["--nbest", "at most"]),
-    ("translate-lp-nan", "translate --checkpoint {ckpt} --length-penalty nan", b"x\n", ["--length-penalty", "finite"]),
-    ("translate-lp-inf", "translate --checkpoint {ckpt} --length-penalty inf", b"x\n", ["--length-penalty", "finite"]),
-    ("translate-lp-text", "translate --checkpoint {ckpt} --length-penalty high", b"x\n", ["--length-penalty"]),
-    ("translate-batch-tokens-0", "translate --checkpoint {ckpt} --batch-tokens 0", b"x\n", ["--batch-tokens"]),
-    ("translate-batch-tokens-1", "translate --checkpoint {ckpt} --batch-tokens 1 --beam 1", b"Ein Hund.\n", None),
+    (
+        "translate-lp-nan",
+        "translate --checkpoint {ckpt} --length-penalty nan",
+        b"x\n",
+        ["--length-penalty", "finite"],
+    ),
+    (
+        "translate-lp-inf",
+        "translate --checkpoint {ckpt} --length-penalty inf",
+        b"x\n",
+        ["--length-penalty", "finite"],
+    ),
+    (
+        "translate-lp-text",
+        "translate --checkpoint {ckpt} --length-penalty high",
+        b"x\n",
+        ["--length-penalty"],
+    ),
+    (
+        "translate-batch-tokens-0",
+        "translate --checkpoint {ckpt} --batch-tokens 0",
+        b"x\n",
+        ["--batch-tokens"],
+    ),
+    (
+        "translate-batch-tokens-1",
+        "translate --checkpoint {ckpt} --batch-tokens 1 --beam 1",
+        b"Ein Hund.\n",
+        None,
+    ),
     ("translate-device-typo", "translate --checkpoint {ckpt} --device gpu", b"x\n", ["--device"]),
     # evaluate
-    ("evaluate-empty-files", "evaluate --checkpoint {ckpt} --src {empty.txt} --ref {empty.txt}", b"",
-     ["empty.txt", "no lines"]),
-    ("evaluate-blank-references", "evaluate --checkpoint {ckpt} --src {blank.txt} --ref {blank.txt}", b"",
-     ["blank.txt", "empty"]),
-    ("evaluate-mismatched", "evaluate --checkpoint {ckpt} --src {one.txt} --ref {two.txt}", b"", ["line counts"]),
-    ("evaluate-not-utf8", "evaluate --checkpoint {ckpt} --src {one.txt} --ref {not_utf8.txt}", b"",
-     ["not_utf8.txt", "UTF-8"]),
+    (
+        "evaluate-empty-files",
+        "evaluate --checkpoint {ckpt} --src {empty.txt} --ref {empty.txt}",
+        b"",
+        ["empty.txt", "no lines"],
+    ),
+    (
+        "evaluate-blank-references",
+        "evaluate --checkpoint {ckpt} --src {blank.txt} --ref {blank.txt}",
+        b"",
+        ["blank.txt", "empty"],
+    ),
+    (
+        "evaluate-mismatched",
+        "evaluate --checkpoint {ckpt} --src {one.txt} --ref {two.txt}",
+        b"",
+        ["line counts"],
+    ),
+    (
+        "evaluate-not-utf8",
+        "evaluate --checkpoint {ckpt} --src {one.txt} --ref {not_utf8.txt}",
+        b"",
+        ["not_utf8.txt", "UTF-8"],
+    ),
     ("evaluate-src-without-ref", "evaluate --checkpoint {ckpt} --src {one.txt}", b"", ["--src and --ref"]),
-    ("evaluate-huge-line", "evaluate --checkpoint {ckpt} --src {huge_line.txt} --ref {huge_line.txt} --beam 1",
-     b"", None),
+    (
+        "evaluate-huge-line",
+        "evaluate --checkpoint {ckpt} --src {huge_line.txt} --ref {huge_line.txt} --beam 1",
+        b"",
+        None,
+    ),
     ("evaluate-unknown-split", "evaluate --checkpoint {ckpt} --split nope", b"", ["--split", "'files'"]),
-    ("evaluate-hyp-output-folder", "evaluate --checkpoint {ckpt} --src {one.txt} --ref {one.txt} "
-     "--hyp-output {folder}", b"", ["--hyp-output", "a_folder"]),
-    ("evaluate-hyp-output-missing-folder", "evaluate --checkpoint {ckpt} --src {one.txt} --ref {one.txt} "
-     "--hyp-output {in_missing_folder}", b"", ["--hyp-output", "does not exist"]),
-    ("evaluate-hyp-output-file", "evaluate --checkpoint {ckpt} --src {one.txt} --ref {one.txt} --beam 1 "
-     "--hyp-output {out}", b"", None),
-    ("evaluate-lp-nan", "evaluate --checkpoint {ckpt} --src {one.txt} --ref {one.txt} --length-penalty nan", b"",
-     ["--length-penalty"]),
+    (
+        "evaluate-hyp-output-folder",
+        "evaluate --checkpoint {ckpt} --src {one.txt} --ref {one.txt} --hyp-output {folder}",
+        b"",
+        ["--hyp-output", "a_folder"],
+    ),
+    (
+        "evaluate-hyp-output-missing-folder",
+        "evaluate --checkpoint {ckpt} --src {one.txt} --ref {one.txt} --hyp-output {in_missing_folder}",
+        b"",
+        ["--hyp-output", "does not exist"],
+    ),
+    (
+        "evaluate-hyp-output-file",
+        "evaluate --checkpoint {ckpt} --src {one.txt} --ref {one.txt} --beam 1 --hyp-output {out}",
+        b"",
+        None,
+    ),
+    (
+        "evaluate-lp-nan",
+        "evaluate --checkpoint {ckpt} --src {one.txt} --ref {one.txt} --length-penalty nan",
+        b"",
+        ["--length-penalty"],
+    ),
     # attention
     ("attention-empty-text", "attention --checkpoint {ckpt} --text '' --out {out}.png", b"", ["empty"]),
     ("attention-blank-text", "attention --checkpoint {ckpt} --text '   ' --out {out}.png", b"", ["empty"]),
-    ("attention-not-utf8-text", "attention --checkpoint {ckpt} --text 'Ein \udcff Hund' --out {out}.png", b"",
-     ["not valid text"]),
+    (
+        "attention-not-utf8-text",
+        "attention --checkpoint {ckpt} --text 'Ein \udcff Hund' --out {out}.png",
+        b"",
+        ["not valid text"],
+    ),
     ("attention-huge-text", "attention --checkpoint {ckpt} --text HUGE --out {out}.png --beam 1", b"", None),
     ("attention-out-not-png", "attention --checkpoint {ckpt} --text Hund --out {out}.txt", b"", [".png"]),
     ("attention-out-folder", "attention --checkpoint {ckpt} --text Hund --out {folder}", b"", ["a_folder"]),
-    ("attention-out-under-a-file", "attention --checkpoint {ckpt} --text Hund --out {one.txt}/sub/a.png", b"",
-     ["one.txt", "not a folder"]),
-    ("attention-out-new-folder", "attention --checkpoint {ckpt} --text Hund --out {out}/new/a.png --beam 1",
-     b"", None),
-    ("plot-positional-out-under-a-file", "plot-positional --out {one.txt}/a.png", b"", ["one.txt", "not a folder"]),
-    ("attention-missing-ckpt", "attention --checkpoint {missing} --text Hund --out {out}.png", b"",
-     ["missing.txt"]),
-    ("attention-beam-huge", "attention --checkpoint {ckpt} --text Hund --out {out}.png --beam 100000", b"",
-     ["--beam"]),
+    (
+        "attention-out-under-a-file",
+        "attention --checkpoint {ckpt} --text Hund --out {one.txt}/sub/a.png",
+        b"",
+        ["one.txt", "not a folder"],
+    ),
+    (
+        "attention-out-new-folder",
+        "attention --checkpoint {ckpt} --text Hund --out {out}/new/a.png --beam 1",
+        b"",
+        None,
+    ),
+    (
+        "plot-positional-out-under-a-file",
+        "plot-positional --out {one.txt}/a.png",
+        b"",
+        ["one.txt", "not a folder"],
+    ),
+    (
+        "attention-missing-ckpt",
+        "attention --checkpoint {missing} --text Hund --out {out}.png",
+        b"",
+        ["missing.txt"],
+    ),
+    (
+        "attention-beam-huge",
+        "attention --checkpoint {ckpt} --text Hund --out {out}.png --beam 100000",
+        b"",
+        ["--beam"],
+    ),
     # plot-positional
-    ("plot-positional-huge", "plot-positional --d-model 100000 --max-len 100000 --out {out}.png", b"",
-     ["--d-model", "at most 4,096"]),
-    ("plot-positional-huge-len", "plot-positional --max-len 20000 --out {out}.png", b"", ["--max-len", "at most"]),
+    (
+        "plot-positional-huge",
+        "plot-positional --d-model 100000 --max-len 100000 --out {out}.png",
+        b"",
+        ["--d-model", "at most 4,096"],
+    ),
+    (
+        "plot-positional-huge-len",
+        "plot-positional --max-len 20000 --out {out}.png",
+        b"",
+        ["--max-len", "at most"],
+    ),
     ("plot-positional-zero", "plot-positional --d-model 0 --out {out}.png", b"", ["--d-model", "positive"]),
     ("plot-positional-float", "plot-positional --d-model 1e3 --out {out}.png", b"", ["--d-model"]),
     ("plot-positional-one", "plot-positional --d-model 1 --max-len 1 --out {out}.png", b"", None),
@@ -168,23 +286,51 @@ CASES = [
     ("average-random-ckpt", "average --checkpoints {ckpt} {random.bin} --output {out}", b"", ["random.bin"]),
     ("average-missing-ckpt", "average --checkpoints {ckpt} {missing} --output {out}", b"", ["missing.txt"]),
     ("average-output-folder", "average --checkpoints {ckpt} --output {folder}", b"", ["a_folder", "folder"]),
-    ("average-output-missing-folder", "average --checkpoints {ckpt} --output {in_missing_folder}", b"",
-     ["does not exist"]),
+    (
+        "average-output-missing-folder",
+        "average --checkpoints {ckpt} --output {in_missing_folder}",
+        b"",
+        ["does not exist"],
+    ),
     # generate, classify, serve: the wrong kind of checkpoint, broken checkpoints, bad numbers
     ("generate-translation-ckpt", "generate --checkpoint {ckpt} --prompt x", b"", ["not a language model"]),
     ("generate-empty-ckpt", "generate --checkpoint {empty.txt} --prompt x", b"", ["empty.txt"]),
-    ("generate-temperature-nan", "generate --checkpoint {ckpt} --prompt x --temperature nan", b"",
-     ["--temperature"]),
-    ("classify-translation-ckpt", "classify --checkpoint {ckpt} --input {two.txt}", b"", ["not a classifier"]),
+    (
+        "generate-temperature-nan",
+        "generate --checkpoint {ckpt} --prompt x --temperature nan",
+        b"",
+        ["--temperature"],
+    ),
+    (
+        "classify-translation-ckpt",
+        "classify --checkpoint {ckpt} --input {two.txt}",
+        b"",
+        ["not a classifier"],
+    ),
     ("classify-random-ckpt", "classify --checkpoint {random.bin} --input {two.txt}", b"", ["random.bin"]),
     ("serve-port-out-of-range", "serve --checkpoint {ckpt} --port 99999", b"", ["--port"]),
     ("serve-negative-body", "serve --checkpoint {ckpt} --max-body-bytes -1", b"", ["--max-body-bytes"]),
     ("serve-zero-join-group", "serve --checkpoint {ckpt} --join-group 0", b"", ["--join-group"]),
-    ("serve-negative-join-wait", "serve --checkpoint {ckpt} --join-wait-steps -1", b"", ["--join-wait-steps"]),
+    (
+        "serve-negative-join-wait",
+        "serve --checkpoint {ckpt} --join-wait-steps -1",
+        b"",
+        ["--join-wait-steps"],
+    ),
     # train: config file and overrides (each fails before any data is read)
     ("train-empty-config", "train --config {empty.yaml} --output-dir {out}", b"", ["empty.yaml", "empty"]),
-    ("train-not-utf8-config", "train --config {not_utf8.yaml} --output-dir {out}", b"", ["not_utf8.yaml", "UTF-8"]),
-    ("train-malformed-config", "train --config {malformed.yaml} --output-dir {out}", b"", ["malformed.yaml", "YAML"]),
+    (
+        "train-not-utf8-config",
+        "train --config {not_utf8.yaml} --output-dir {out}",
+        b"",
+        ["not_utf8.yaml", "UTF-8"],
+    ),
+    (
+        "train-malformed-config",
+        "train --config {malformed.yaml} --output-dir {out}",
+        b"",
+        ["malformed.yaml", "YAML"],
+    ),
     ("train-list-config", "train --config {list.yaml} --output-dir {out}", b"", ["list.yaml", "mapping"]),
     ("train-unknown-key", "train --config {unknown_key.yaml} --output-dir {out}", b"", ["learning_rate"]),
     ("train-binary-config", "train --config {random.bin} --output-dir {out}", b"", ["random.bin"]),
@@ -198,7 +344,12 @@ CASES = [
 
 
 def _fill(text: str, f: Files, out: Path, quote=str) -> str:
-    names = {**{k: str(v) for k, v in f.paths.items()}, "ckpt": str(f.ckpt), "out": str(out), "root": str(f.root)}
+    names = {
+        **{k: str(v) for k, v in f.paths.items()},
+        "ckpt": str(f.ckpt),
+        "out": str(out),
+        "root": str(f.root),
+    }
     for key, value in names.items():
         text = text.replace("{" + key + "}", quote(value))
     return text
@@ -245,8 +396,13 @@ def test_no_case_wrote_into_a_missing_folder(files):
         ["evaluate", "--src", "{one.txt}", "--ref", "{one.txt}", "--hyp-output", "{under_a_file}"],
         ["attention", "--text", "Ein Hund", "--out", "{under_a_file}.png"],
     ],
-    ids=["translate-missing-folder", "translate-folder", "evaluate-missing-folder", "evaluate-under-file",
-         "attention-under-a-file"],
+    ids=[
+        "translate-missing-folder",
+        "translate-folder",
+        "evaluate-missing-folder",
+        "evaluate-under-file",
+        "attention-under-a-file",
+    ],
 )
 def test_output_paths_are_checked_before_any_decoding(monkeypatch, files, argv):
     def must_not_decode(*args, **kwargs):
@@ -265,7 +421,9 @@ def test_plot_positional_bound_is_checked_before_allocating(monkeypatch, tmp_pat
         raise AssertionError("allocated before checking the bounds")
 
     monkeypatch.setattr(attnkit.positional, "sinusoidal_encoding", must_not_allocate)
-    code, _, err = cli("plot-positional", "--d-model", "20000", "--max-len", "20000", "--out", tmp_path / "p.png")
+    code, _, err = cli(
+        "plot-positional", "--d-model", "20000", "--max-len", "20000", "--out", tmp_path / "p.png"
+    )
     assert_user_error(code, err, "at most")
 
 
@@ -273,8 +431,16 @@ def test_output_keeps_its_mode_and_replaces_the_old_content(files, tmp_path):
     out = tmp_path / "out.txt"
     out.write_text("old\n")
     os.chmod(out, 0o640)
-    code, _, err = cli("translate", "--checkpoint", files.ckpt, "--output", out, "--beam", "1",
-                       stdin=b"Ein Hund.\nZwei Katzen.\n")  # fmt: skip
+    code, _, err = cli(
+        "translate",
+        "--checkpoint",
+        files.ckpt,
+        "--output",
+        out,
+        "--beam",
+        "1",
+        stdin=b"Ein Hund.\nZwei Katzen.\n",
+    )
     assert code == 0, err
     assert len(out.read_text().splitlines()) == 2
     assert out.stat().st_mode & 0o777 == 0o640
@@ -285,7 +451,9 @@ def test_output_through_a_symlink_replaces_its_target(files, tmp_path):
     target.write_text("old\n")
     link = tmp_path / "link.txt"
     link.symlink_to(target)
-    code, _, err = cli("translate", "--checkpoint", files.ckpt, "--output", link, "--beam", "1", stdin=b"Ein Hund.\n")
+    code, _, err = cli(
+        "translate", "--checkpoint", files.ckpt, "--output", link, "--beam", "1", stdin=b"Ein Hund.\n"
+    )
     assert code == 0, err
     assert link.is_symlink() and target.read_text() != "old\n"
 
@@ -342,7 +510,9 @@ def test_a_reader_that_leaves_early_is_not_an_error(files):
     import subprocess
 
     argv = ["translate", "--checkpoint", files.ckpt, "--beam", 1, "--input", files["two.txt"]]
-    proc = subprocess.Popen(attnkit_cmd(*argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=process_env())
+    proc = subprocess.Popen(
+        attnkit_cmd(*argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=process_env()
+    )
     proc.stdout.close()  # the reader is gone before the first translation is written
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141, err

@@ -19,8 +19,13 @@ from attnkit.errors import ConfigError
 from attnkit.train.run_folder import PREVIOUS, RunFolder
 from fault_helpers import process_env
 
-OLD = {"checkpoint_last.pt": b"old last", "checkpoint_step10.pt": b"old step", "metrics.csv": b"old rows",
-       "config.yaml": b"old config", "notes.txt": b"the user's own file"}  # fmt: skip
+OLD = {
+    "checkpoint_last.pt": b"old last",
+    "checkpoint_step10.pt": b"old step",
+    "metrics.csv": b"old rows",
+    "config.yaml": b"old config",
+    "notes.txt": b"the user's own file",
+}
 
 
 def old_run(folder: Path) -> Path:
@@ -36,7 +41,9 @@ def contents(folder: Path) -> dict[str, bytes]:
 
 def test_a_second_holder_fails_at_once_naming_the_folder(tmp_path):
     with RunFolder(tmp_path / "run", resume=False, overwrite=False):
-        with pytest.raises(ConfigError, match=rf"output_dir {tmp_path / 'run'} is in use .*pid {os.getpid()}"):
+        with pytest.raises(
+            ConfigError, match=rf"output_dir {tmp_path / 'run'} is in use .*pid {os.getpid()}"
+        ):
             RunFolder(tmp_path / "run", resume=False, overwrite=False).acquire()
     with RunFolder(tmp_path / "run", resume=False, overwrite=False):  # free again after release
         pass
@@ -48,8 +55,9 @@ def test_the_lock_dies_with_a_killed_process(tmp_path):
         "RunFolder(sys.argv[1], resume=False, overwrite=False).acquire(); print('locked', flush=True); "
         "time.sleep(600)"
     )
-    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True,
-                            env=process_env())  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=process_env()
+    )
     try:
         assert proc.stdout.readline().strip() == "locked"
         with pytest.raises(ConfigError, match="in use"):
@@ -142,7 +150,9 @@ def test_a_killed_writes_temporary_files_are_removed(tmp_path):
 def test_resume_trims_metrics_rows_past_the_resumed_step(tmp_path):
     folder = tmp_path / "run"
     folder.mkdir()
-    rows = [{"step": s, "val_loss": v} for s, v in [(1, ""), (2, ""), (2, "3.1"), (3, ""), (4, ""), (4, "2.9")]]
+    rows = [
+        {"step": s, "val_loss": v} for s, v in [(1, ""), (2, ""), (2, "3.1"), (3, ""), (4, ""), (4, "2.9")]
+    ]
     with (folder / "metrics.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=["step", "val_loss"])
         writer.writeheader()

@@ -30,8 +30,12 @@ def write_corpus(folder: Path) -> dict[str, Path]:
     src = synthetic_sentences(240, seed=3)
     tgt = [" ".join(reversed(s.split())) for s in src]
     paths = {}
-    for name, lines in (("train.src", src[:200]), ("train.tgt", tgt[:200]), ("valid.src", src[200:]),
-                        ("valid.tgt", tgt[200:])):  # fmt: skip
+    for name, lines in (
+        ("train.src", src[:200]),
+        ("train.tgt", tgt[:200]),
+        ("valid.src", src[200:]),
+        ("valid.tgt", tgt[200:]),
+    ):
         paths[name] = folder / name
         paths[name].write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return paths
@@ -68,13 +72,19 @@ def train_cmd(config: Path, out: Path, *extra) -> list[str]:
 
 
 def run_train(config: Path, out: Path, *extra, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(train_cmd(config, out, *extra), capture_output=True, text=True, env=process_env(),
-                          timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        train_cmd(config, out, *extra), capture_output=True, text=True, env=process_env(), timeout=timeout
+    )
 
 
 def start_train(config: Path, out: Path, *extra) -> subprocess.Popen:
-    return subprocess.Popen(train_cmd(config, out, *extra), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, env=process_env())  # fmt: skip
+    return subprocess.Popen(
+        train_cmd(config, out, *extra),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=process_env(),
+    )
 
 
 def wait_for_line(proc: subprocess.Popen, fragment: str, timeout: float = 120) -> bool:
@@ -108,7 +118,9 @@ def assert_same_final_state(out: Path, reference: Path) -> None:
     assert got["step"] == want["step"] == MAX_STEPS
     for name, tensor in want["model"].items():
         assert torch.equal(got["model"][name], tensor), f"weights differ in {name}"
-    for (key, a), (_, b) in zip(sorted(_flat(got["optimizer"])), sorted(_flat(want["optimizer"])), strict=True):
+    for (key, a), (_, b) in zip(
+        sorted(_flat(got["optimizer"])), sorted(_flat(want["optimizer"])), strict=True
+    ):
         assert torch.equal(a, b), f"optimizer state differs in {key}"
 
 
@@ -242,8 +254,16 @@ def test_overwrite_replaces_the_old_run_when_the_new_one_works(setup, tmp_path):
     out = tmp_path / "run"
     copy_run(reference, out)
     (out / "notes.txt").write_text("mine")
-    code, _, err = cli("train", "--config", config, "--output-dir", out, "--overwrite", "train.max_steps=2",
-                       "valid.keep_last=1")  # fmt: skip
+    code, _, err = cli(
+        "train",
+        "--config",
+        config,
+        "--output-dir",
+        out,
+        "--overwrite",
+        "train.max_steps=2",
+        "valid.keep_last=1",
+    )
     assert code == 0, err
     assert sorted(p.name for p in out.glob("checkpoint_step*.pt")) == ["checkpoint_step2.pt"]
     assert load_checkpoint(out / "checkpoint_last.pt")["step"] == 2
@@ -259,7 +279,9 @@ def test_a_blank_validation_set_is_refused_at_start_naming_it(setup, tmp_path):
     blank = tmp_path / "blank"
     blank.write_text("\n\n\n")
     out = tmp_path / "run"
-    code, _, err = cli("train", "--config", config, "--output-dir", out, f"data.valid_files=[{blank},{blank}]")
+    code, _, err = cli(
+        "train", "--config", config, "--output-dir", out, f"data.valid_files=[{blank},{blank}]"
+    )
     assert_user_error(code, err, "validation", str(blank))
     assert not out.exists() or not any(out.glob("checkpoint_*.pt")), "it trained before checking"
 
@@ -268,14 +290,18 @@ def test_a_blank_validation_set_is_refused_at_start_naming_it(setup, tmp_path):
 def test_a_diverging_run_stops_with_a_clear_error_and_saves_no_nan(setup, tmp_path, lr):
     _, config, _ = setup
     out = tmp_path / "run"
-    code, _, err = cli("train", "--config", config, "--output-dir", out, f"train.lr={lr}", "train.warmup_steps=1")
+    code, _, err = cli(
+        "train", "--config", config, "--output-dir", out, f"train.lr={lr}", "train.warmup_steps=1"
+    )
     assert code == 2 and "Traceback" not in err, err
     last = err.strip().splitlines()[-1]  # after the run's own progress lines
     assert last.startswith("attnkit train: error: training diverged") and "not finite" in last, last
     assert "step" in last and "train.lr" in last, last
     for path in out.glob("checkpoint_*.pt"):
         weights = load_checkpoint(path)["model"].values()
-        assert all(torch.isfinite(w).all() for w in weights if w.is_floating_point()), f"{path.name} holds nan"
+        assert all(torch.isfinite(w).all() for w in weights if w.is_floating_point()), (
+            f"{path.name} holds nan"
+        )
 
 
 @pytest.mark.parametrize("lr", [".inf", ".nan", "-1"])
@@ -287,6 +313,13 @@ def test_a_learning_rate_that_is_not_a_positive_number_is_refused(setup, tmp_pat
 
 def test_validation_with_a_beam_larger_than_half_the_vocabulary(setup, tmp_path):
     _, config, _ = setup
-    code, _, err = cli("train", "--config", config, "--output-dir", tmp_path / "run", "train.max_steps=1",
-                       "valid.beam_size=60")  # fmt: skip
+    code, _, err = cli(
+        "train",
+        "--config",
+        config,
+        "--output-dir",
+        tmp_path / "run",
+        "train.max_steps=1",
+        "valid.beam_size=60",
+    )
     assert code == 0, err

@@ -5,8 +5,7 @@ import torch
 
 from attnkit.decoding import beam_search, greedy_search
 from attnkit.loss import label_smoothed_cross_entropy
-from attnkit.model import Transformer, TransformerConfig
-from attnkit.model import RNNConfig, RNNSeq2Seq
+from attnkit.model import RNNConfig, RNNSeq2Seq, Transformer, TransformerConfig
 
 PAD, BOS, EOS, FIRST = 0, 1, 2, 3
 

@@ -7,7 +7,9 @@ import torch.nn.functional as F
 
 from attnkit import fast, loss
 
-BOTH = pytest.mark.parametrize("ls_ce", [loss.label_smoothed_cross_entropy, fast.label_smoothed_cross_entropy])
+BOTH = pytest.mark.parametrize(
+    "ls_ce", [loss.label_smoothed_cross_entropy, fast.label_smoothed_cross_entropy]
+)
 label_smoothed_cross_entropy = fast.label_smoothed_cross_entropy
 
 

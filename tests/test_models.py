@@ -7,11 +7,11 @@ from attnkit.errors import ConfigError
 from attnkit.model import (
     ClassifierConfig,
     LMConfig,
+    RNNConfig,
     Transformer,
     TransformerClassifier,
     TransformerConfig,
     TransformerLM,
-    RNNConfig,
     count_parameters,
 )
 from helpers import make_model, random_tokens
@@ -132,10 +132,16 @@ def test_tied_embeddings_share_one_matrix_and_count_once():
 def test_base_preset_is_the_papers_model():
     cfg = TransformerConfig.preset("base", share_vocab=True, src_vocab_size=37000, tgt_vocab_size=37000)
     assert (cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.dropout) == (
-        512, 8, 2048, 6, 6, 0.1,
-    )  # fmt: skip
+        512,
+        8,
+        2048,
+        6,
+        6,
+        0.1,
+    )
     assert cfg.norm == "post" and cfg.positional == "sinusoidal"
-    # 6 encoder layers (4D^2 + 2D*d_ff) + 6 decoder layers (8D^2 + 2D*d_ff) + V*D: about 63M, the paper's "65M".
+    # 6 encoder layers (4D^2 + 2D*d_ff) + 6 decoder layers (8D^2 + 2D*d_ff) + V*D:
+    # about 63M, the paper's "65M".
     assert 60e6 < count_parameters(Transformer(cfg)) < 66e6
 
 

@@ -56,7 +56,9 @@ def transformer(kind: str, values: bool, norm: str = "post") -> Transformer:
 
 def lm(kind: str, values: bool) -> TransformerLM:
     torch.manual_seed(0)
-    model = TransformerLM(LMConfig.preset("tiny", positional=kind, relative_values=values, relative_clip=CLIP))
+    model = TransformerLM(
+        LMConfig.preset("tiny", positional=kind, relative_values=values, relative_clip=CLIP)
+    )
     _randomize_value_embeddings(model)
     return model.eval()
 
@@ -81,7 +83,9 @@ def test_shifting_every_position_leaves_the_weights_unchanged(kind, values):
         cache = KVCache()
         attn(torch.randn(2, c, 16), causal=True, cache=cache, key=torch.randn(2, c, 16))  # c filler keys
         real = torch.arange(c + 5) >= c  # (Tk,) hide the filler
-        out, w = attn(x, x, x, causal=True, cache=cache, key_padding_mask=real.expand(2, -1), need_weights=True)
+        out, w = attn(
+            x, x, x, causal=True, cache=cache, key_padding_mask=real.expand(2, -1), need_weights=True
+        )
         torch.testing.assert_close(w[..., c:], ref_w, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=1e-5)
 
@@ -92,9 +96,7 @@ def test_rotary_scores_are_exactly_relative():
     q, k = torch.randn(1, 1, 1, 8, dtype=torch.float64), torch.randn(1, 1, 1, 8, dtype=torch.float64)
     rope = rope.double()
     for distance in (0, 3, -2):
-        scores = [
-            (rope.rotate(q, m) * rope.rotate(k, m + distance)).sum().item() for m in range(2, 40, 7)
-        ]
+        scores = [(rope.rotate(q, m) * rope.rotate(k, m + distance)).sum().item() for m in range(2, 40, 7)]
         assert max(scores) - min(scores) < 1e-6  # the cos/sin tables are float32
     moved = (rope.rotate(q, 0) * rope.rotate(k, 5)).sum().item()
     assert abs(moved - (q * k).sum().item()) > 1e-6  # rotation does change the score with distance
@@ -335,7 +337,9 @@ def test_checkpoint_round_trip(kind, values):
 def test_experiment_config_takes_the_positional_fields():
     from attnkit.train.config import load_config
 
-    cfg = load_config(None, ["model.positional=relative", "model.relative_clip=8", "model.relative_values=true"])
+    cfg = load_config(
+        None, ["model.positional=relative", "model.relative_clip=8", "model.relative_values=true"]
+    )
     assert cfg.model["relative_clip"] == 8
     with pytest.raises(ConfigError, match="relative_clip"):
         load_config(None, ["model.positional=relative", "model.relative_clip=0"])

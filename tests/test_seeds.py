@@ -18,9 +18,25 @@ def seed_embedding() -> torch.Tensor:
 def test_seed000_basic_self_attention_context_vector_of_word_2():
     z, alpha = basic_self_attention(seed_embedding())
     expected = torch.tensor(
-        [-9.3975e-01, -4.6856e-01, 1.0311e00, -2.8192e-01, 4.9373e-01, -1.2896e-02, -2.7327e-01, -7.6358e-01,
-         1.3958e00, -9.9543e-01, -7.1287e-04, 1.2449e00, -7.8077e-02, 1.2765e00, -1.4589e00, -2.1601e00]
-    )  # fmt: skip
+        [
+            -9.3975e-01,
+            -4.6856e-01,
+            1.0311e00,
+            -2.8192e-01,
+            4.9373e-01,
+            -1.2896e-02,
+            -2.7327e-01,
+            -7.6358e-01,
+            1.3958e00,
+            -9.9543e-01,
+            -7.1287e-04,
+            1.2449e00,
+            -7.8077e-02,
+            1.2765e00,
+            -1.4589e00,
+            -2.1601e00,
+        ]
+    )
     torch.testing.assert_close(z[1], expected, atol=1e-4, rtol=0)
     torch.testing.assert_close(alpha.sum(dim=1), torch.ones(8))
 
@@ -53,9 +69,25 @@ def test_seed000_scaled_dot_product_attention():
     )
     torch.testing.assert_close(weights[1], expected_weights_2, atol=1e-4, rtol=1e-3)
     expected_context_2 = torch.tensor(
-        [-1.2226, -3.4387, -4.3928, -5.2125, -1.1249, -3.3041, -1.4316, -3.2765,
-         -2.5114, -2.6105, -1.5793, -2.8433, -2.4142, -0.3998, -1.9917, -3.3499]
-    )  # fmt: skip
+        [
+            -1.2226,
+            -3.4387,
+            -4.3928,
+            -5.2125,
+            -1.1249,
+            -3.3041,
+            -1.4316,
+            -3.2765,
+            -2.5114,
+            -2.6105,
+            -1.5793,
+            -2.8433,
+            -2.4142,
+            -0.3998,
+            -1.9917,
+            -3.3499,
+        ]
+    )
     torch.testing.assert_close(out[1], expected_context_2, atol=1e-4, rtol=0)
 
 
@@ -69,9 +101,25 @@ def test_seed000_multihead_key_of_word_2_head_3():
     multihead_U_key = torch.rand(8, d, d)
     keys = x @ multihead_U_key.transpose(1, 2)  # (H, T, d): keys[h, i] = U_k_h x_i
     expected = torch.tensor(
-        [-1.9619, -0.7701, -0.7280, -1.6840, -1.0801, -1.6778, 0.6763, 0.6547,
-         1.4445, -2.7016, -1.1364, -1.1204, -2.4430, -0.5982, -0.8292, -1.4401]
-    )  # fmt: skip
+        [
+            -1.9619,
+            -0.7701,
+            -0.7280,
+            -1.6840,
+            -1.0801,
+            -1.6778,
+            0.6763,
+            0.6547,
+            1.4445,
+            -2.7016,
+            -1.1364,
+            -1.1204,
+            -2.4430,
+            -0.5982,
+            -0.8292,
+            -1.4401,
+        ]
+    )
     torch.testing.assert_close(keys[2, 1], expected, atol=1e-4, rtol=0)
 
 

@@ -139,7 +139,9 @@ def test_models_health_and_docs(client):
     assert m["name"] == "tiny" and m["task"] == "translate" and m["max_src_tokens"] == 64
     assert client.get("/health").json()["status"] == "ok"
     paths = client.get("/openapi.json").json()["paths"]
-    assert {"/v1/translate", "/v1/attention", "/v1/models", "/health", "/v1/generate", "/v1/classify"} <= set(paths)
+    assert {"/v1/translate", "/v1/attention", "/v1/models", "/health", "/v1/generate", "/v1/classify"} <= set(
+        paths
+    )
     assert client.get("/docs").status_code == 200
 
 
@@ -161,11 +163,15 @@ def test_a_model_of_another_task_is_refused_by_translate(models):
     with TestClient(create_app([*models, _FakeLM()])) as c:
         r = c.post("/v1/translate", json={"text": "Ein Hund.", "model": "lm"})
         assert r.status_code == 422 and "'lm' is a language model" in r.json()["error"]
-        assert c.post("/v1/translate", json={"text": "Ein Hund."}).json()["model"] == "tiny"  # default by task
+        assert (
+            c.post("/v1/translate", json={"text": "Ein Hund."}).json()["model"] == "tiny"
+        )  # default by task
 
 
 def test_load_models_refuses_unservable_and_duplicate_checkpoints(tmp_path, ckpt):
-    odd = save_checkpoint({"arch": "gpt9", "model_config": {}, "model": {}, "tokenizer": {}}, tmp_path / "x.pt")
+    odd = save_checkpoint(
+        {"arch": "gpt9", "model_config": {}, "model": {}, "tokenizer": {}}, tmp_path / "x.pt"
+    )
     with pytest.raises(CheckpointError, match="unknown model arch 'gpt9'"):
         load_models([str(odd)], device="cpu")
     with pytest.raises(Exception, match="two checkpoints are named 'a'"):
@@ -182,7 +188,9 @@ def _concurrently(app, bodies: list[dict]) -> list[httpx.Response]:
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://serve") as c:
-                return await asyncio.gather(*(c.post("/v1/translate", json=b) for b in bodies)), app.state.decoder.stats
+                return await asyncio.gather(
+                    *(c.post("/v1/translate", json=b) for b in bodies)
+                ), app.state.decoder.stats
 
     return asyncio.run(go())
 
@@ -199,11 +207,17 @@ def test_concurrent_requests_share_model_calls_and_answer_as_alone(models):
     assert stats.decode_steps > 0  # beam 2 decodes in one running search (continuous batching)
     for a, t in zip(alone, (r.json() for r in together)):
         assert [x["text"] for x in t["translations"]] == [x["text"] for x in a["translations"]]
-        assert [x["score"] for x in t["translations"]] == pytest.approx([x["score"] for x in a["translations"]], abs=1e-4)
+        assert [x["score"] for x in t["translations"]] == pytest.approx(
+            [x["score"] for x in a["translations"]], abs=1e-4
+        )
 
 
 def test_requests_with_other_options_are_not_mixed(models):
-    bodies = [{"text": SENTENCES[0], "beam": 1}, {"text": SENTENCES[0], "beam": 2}, {"text": SENTENCES[1], "beam": 1}]
+    bodies = [
+        {"text": SENTENCES[0], "beam": 1},
+        {"text": SENTENCES[0], "beam": 2},
+        {"text": SENTENCES[1], "beam": 1},
+    ]
     responses, stats = _concurrently(create_app(models, max_wait_ms=300), bodies)
     assert all(r.status_code == 200 for r in responses)
     assert stats.model_calls == 2  # beam 1 together, beam 2 alone
@@ -358,8 +372,11 @@ def test_attention_has_every_layer_and_head_and_a_word_alignment(client, models)
     seq = d["sequences"]
     S, T = len(seq["src"]["pieces"]), len(seq["tgt"]["pieces"])
     assert seq["tgt"]["pieces"][-1] == "</s>" and seq["tgt_in"]["pieces"][0] == "<s>"
-    shapes = {"encoder_self": (cfg.n_encoder_layers, S, S), "decoder_self": (cfg.n_decoder_layers, T, T),
-              "cross": (cfg.n_decoder_layers, T, S)}  # fmt: skip
+    shapes = {
+        "encoder_self": (cfg.n_encoder_layers, S, S),
+        "decoder_self": (cfg.n_decoder_layers, T, T),
+        "cross": (cfg.n_decoder_layers, T, S),
+    }
     for kind, (L, R, C) in shapes.items():
         w = torch.tensor(d["attention"][kind]["weights"], dtype=torch.float64)
         assert w.shape == (L, cfg.n_heads, R, C), kind
@@ -368,7 +385,9 @@ def test_attention_has_every_layer_and_head_and_a_word_alignment(client, models)
     n_tgt_words = len(seq["tgt"]["words"]) - 1  # all but </s>
     links = d["alignment"]["links"]
     assert len(links) == n_tgt_words and all(0 <= x["src_word"] < len(seq["src"]["words"]) for x in links)
-    translated = client.post("/v1/translate", json={"text": SENTENCES[2], "beam": 2}).json()["translations"][0]
+    translated = client.post("/v1/translate", json={"text": SENTENCES[2], "beam": 2}).json()["translations"][
+        0
+    ]
     assert d["translation"] == translated["text"]
 
 

@@ -46,9 +46,17 @@ def driver(tmp_path_factory):
 
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1400,1100",
-                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):  # fmt: skip
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--window-size=1400,1100",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+    ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     d = webdriver.Chrome(options=options, service=Service(executable_path=str(CHROMEDRIVER)))
@@ -83,11 +91,16 @@ def _check_view(driver, data: dict, tmp_path: Path) -> None:
         assert len(cells) == spec["layers"] * spec["heads"], kind
     cross = data["attention"]["cross"]
     layer, head = cross["layers"] - 1, cross["heads"] - 1
-    driver.find_element(By.CSS_SELECTOR, f'.cell[data-kind="cross"][data-layer="{layer}"][data-head="{head}"]').click()
+    driver.find_element(
+        By.CSS_SELECTOR, f'.cell[data-kind="cross"][data-layer="{layer}"][data-head="{head}"]'
+    ).click()
     zoom = driver.find_element(By.ID, "zoom")
     geo = {k: float(zoom.get_attribute(f"data-{k}")) for k in ("left", "top", "size", "rows", "cols")}
     assert (zoom.get_attribute("data-kind"), int(geo["rows"]), int(geo["cols"])) == (
-        "cross", len(data["sequences"]["tgt"]["pieces"]), len(data["sequences"]["src"]["pieces"]))
+        "cross",
+        len(data["sequences"]["tgt"]["pieces"]),
+        len(data["sequences"]["src"]["pieces"]),
+    )
     r, c = min(int(geo["rows"]) // 2, 3), int(geo["cols"]) - 1  # near the top: inside the window
     x = geo["left"] + (c + 0.5) * geo["size"] - zoom.size["width"] / 2  # offsets from the centre
     y = geo["top"] + (r + 0.5) * geo["size"] - zoom.size["height"] / 2
@@ -96,14 +109,21 @@ def _check_view(driver, data: dict, tmp_path: Path) -> None:
     tip = driver.find_element(By.ID, "tooltip")
     _wait(driver, lambda d: tip.is_displayed(), 10, "the hover value")
     assert (int(tip.get_attribute("data-row")), int(tip.get_attribute("data-col"))) == (r, c)
-    assert float(tip.get_attribute("data-value")) == pytest.approx(cross["weights"][layer][head][r][c], abs=5e-4)
+    assert float(tip.get_attribute("data-value")) == pytest.approx(
+        cross["weights"][layer][head][r][c], abs=5e-4
+    )
     assert tip.text.endswith(tip.get_attribute("data-value"))
     assert len(driver.find_elements(By.CSS_SELECTOR, "#lines line")) > 0
 
     driver.find_element(By.CSS_SELECTOR, '[data-units="words"]').click()
-    assert int(driver.find_element(By.ID, "zoom").get_attribute("data-rows")) == len(data["sequences"]["tgt"]["words"])
+    assert int(driver.find_element(By.ID, "zoom").get_attribute("data-rows")) == len(
+        data["sequences"]["tgt"]["words"]
+    )
     driver.find_element(By.ID, "hide-special").click()  # hides </s> among the rows
-    assert int(driver.find_element(By.ID, "zoom").get_attribute("data-rows")) == len(data["sequences"]["tgt"]["words"]) - 1
+    assert (
+        int(driver.find_element(By.ID, "zoom").get_attribute("data-rows"))
+        == len(data["sequences"]["tgt"]["words"]) - 1
+    )
     driver.find_element(By.CSS_SELECTOR, '[data-heads="mean"]').click()
     assert len(driver.find_elements(By.CSS_SELECTOR, '.cell[data-kind="cross"]')) == cross["layers"]
     driver.save_screenshot(str(tmp_path / "page.png"))
@@ -136,8 +156,21 @@ def test_the_page_translates_and_shows_every_layer_and_head(driver, ckpt, tmp_pa
 
 def test_the_static_html_file_shows_the_same_view(driver, ckpt, tmp_path, capsys):
     out = tmp_path / "view.html"
-    code = main(["attention", "--checkpoint", str(ckpt), "--text", SENTENCE, "--html", str(out),
-                 "--beam", "1", "--device", "cpu"])  # fmt: skip
+    code = main(
+        [
+            "attention",
+            "--checkpoint",
+            str(ckpt),
+            "--text",
+            SENTENCE,
+            "--html",
+            str(out),
+            "--beam",
+            "1",
+            "--device",
+            "cpu",
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     html = out.read_text(encoding="utf-8")
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html), "the file must not load anything"
@@ -155,6 +188,7 @@ def test_the_static_html_file_shows_the_same_view(driver, ckpt, tmp_path, capsys
 def test_html_needs_text_and_an_output(capsys, ckpt, tmp_path):
     assert main(["attention", "--checkpoint", str(ckpt), "--text", "Hallo"]) == 2
     assert "--out PNG, --html FILE" in capsys.readouterr().err
-    assert main(["attention", "--checkpoint", str(ckpt), "--text", " ", "--html", str(tmp_path / "x.html")]) == 2
+    assert (
+        main(["attention", "--checkpoint", str(ckpt), "--text", " ", "--html", str(tmp_path / "x.html")]) == 2
+    )
     assert not (tmp_path / "x.html").exists()
-

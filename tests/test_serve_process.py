@@ -72,9 +72,13 @@ def test_concurrent_requests_share_model_calls_in_the_process(spec, front):
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://serve") as c:
-                return await asyncio.gather(*(c.post("/v1/translate", json=b) for b in bodies)), app.state.decoder
+                return await asyncio.gather(
+                    *(c.post("/v1/translate", json=b) for b in bodies)
+                ), app.state.decoder
 
-    responses, decoder = asyncio.run(go(create_app(front, max_wait_ms=300, decoder=ProcessDecoder(spec, max_wait_ms=300))))
+    responses, decoder = asyncio.run(
+        go(create_app(front, max_wait_ms=300, decoder=ProcessDecoder(spec, max_wait_ms=300)))
+    )
     assert [r.status_code for r in responses] == [200] * len(bodies)
     assert 0 < decoder.stats.model_calls < len(bodies)
     assert decoder.workers[0].proc.exitcode == 0  # closed with the app, after answering everything
@@ -94,7 +98,9 @@ def test_errors_come_back_and_a_dead_process_is_replaced(spec):
             decoder.submit(Call.of("tiny", "bogus"), ["x"], 1).result(60)
         first = decoder.workers[0].proc
         os.kill(first.pid, signal.SIGKILL)
-        _wait_for(lambda: decoder.workers[0].proc is not first and decoder.down is None)  # restarted by its reader
+        _wait_for(
+            lambda: decoder.workers[0].proc is not first and decoder.down is None
+        )  # restarted by its reader
         call = Call.of("tiny", "translate", beam=2, nbest=1, length_penalty=0.6)
         (result,) = decoder.submit(call, [SENTENCES[0]], 5).result(60)
         assert decoder.workers[0].proc.is_alive() and result.text

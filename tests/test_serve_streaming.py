@@ -35,8 +35,21 @@ def _readline(stream, timeout: float) -> str:
 def test_each_line_is_translated_before_the_next_arrives(ckpt):
     expected = [t.text for t in Translator.from_checkpoint(ckpt, device="cpu").translate(LINES, beam=2)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(SRC)}
-    cmd = [sys.executable, "-m", "attnkit.cli", "translate", "--checkpoint", str(ckpt), "--beam", "2", "--device", "cpu"]
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    cmd = [
+        sys.executable,
+        "-m",
+        "attnkit.cli",
+        "translate",
+        "--checkpoint",
+        str(ckpt),
+        "--beam",
+        "2",
+        "--device",
+        "cpu",
+    ]
+    proc = subprocess.Popen(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
     try:
         for line, want in zip(LINES, expected):
             proc.stdin.write(line.encode() + b"\n")

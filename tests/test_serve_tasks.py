@@ -18,8 +18,12 @@ from attnkit.model import ClassifierConfig, LMConfig, TransformerClassifier, Tra
 from attnkit.serve.app import create_app  # noqa: E402
 from attnkit.serve.tasks import load_models  # noqa: E402
 
-TEXT = [f"{a} {b} {c} ." for a in ("A dog", "Two men", "A woman", "The cat")
-        for b in ("runs", "sits", "plays") for c in ("on the grass", "in the snow")]  # fmt: skip
+TEXT = [
+    f"{a} {b} {c} ."
+    for a in ("A dog", "Two men", "A woman", "The cat")
+    for b in ("runs", "sits", "plays")
+    for c in ("on the grass", "in the snow")
+]
 LABELS = ["animal", "person", "thing"]
 
 
@@ -33,10 +37,20 @@ def ckpts(tmp_path_factory):
     V = tok.src_vocab_size
     lm_cfg = LMConfig.preset("tiny", vocab_size=V, max_len=32)
     clf_cfg = ClassifierConfig.preset("tiny", vocab_size=V, n_classes=3, pooling="attention")
-    lm = save_checkpoint({**base, "arch": "lm", "model_config": lm_cfg.to_dict(),
-                          "model": TransformerLM(lm_cfg).state_dict()}, out / "lm.pt")  # fmt: skip
-    clf = save_checkpoint({**base, "arch": "classifier", "model_config": clf_cfg.to_dict(), "labels": LABELS,
-                           "model": TransformerClassifier(clf_cfg).state_dict()}, out / "clf.pt")  # fmt: skip
+    lm = save_checkpoint(
+        {**base, "arch": "lm", "model_config": lm_cfg.to_dict(), "model": TransformerLM(lm_cfg).state_dict()},
+        out / "lm.pt",
+    )
+    clf = save_checkpoint(
+        {
+            **base,
+            "arch": "classifier",
+            "model_config": clf_cfg.to_dict(),
+            "labels": LABELS,
+            "model": TransformerClassifier(clf_cfg).state_dict(),
+        },
+        out / "clf.pt",
+    )
     return lm, clf
 
 
@@ -76,11 +90,20 @@ def test_generate_answers_as_the_python_api_and_sampling_is_seeded(client, ckpts
     assert gen["text"] == want.text and gen["score"] == pytest.approx(want.score, abs=1e-5)
 
     def sample(seed):
-        body = {"text": "A dog", "sample": True, "temperature": 5.0, "num_samples": 3, "seed": seed, "max_tokens": 6}
+        body = {
+            "text": "A dog",
+            "sample": True,
+            "temperature": 5.0,
+            "num_samples": 3,
+            "seed": seed,
+            "max_tokens": 6,
+        }
         return [g["text"] for g in client.post("/v1/generate", json=body).json()["generations"]]
 
     assert sample(1) == sample(1) and len(sample(1)) == 3
-    top1 = client.post("/v1/generate", json={"text": "A dog", "sample": True, "top_k": 1, "max_tokens": 5}).json()
+    top1 = client.post(
+        "/v1/generate", json={"text": "A dog", "sample": True, "top_k": 1, "max_tokens": 5}
+    ).json()
     assert top1["generations"][0]["text"] == gen["text"]  # top-k 1 is greedy
 
 
@@ -100,7 +123,7 @@ def test_generate_answers_as_the_python_api_and_sampling_is_seeded(client, ckpts
         ("/v1/generate", {"text": "A dog", "top_p": 0}, 422, "top_p"),
         ("/v1/generate", {"text": "dog " * 40}, 422, "takes at most 31"),
     ],
-)  # fmt: skip
+)
 def test_wrong_task_and_bad_requests_name_the_problem(client, path, body, status, fragment):
     r = client.post(path, json=body)
     assert r.status_code == status, r.text

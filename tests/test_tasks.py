@@ -97,7 +97,9 @@ def record(label, text, text_b=None):
 
 def test_classifier_examples_pairs_and_truncation():
     task, tok = ClassifierTask(labels=["neg", "pos"]), WordTokenizer(WORDS)
-    enc = task.encode([record("pos", "w0 w1"), record("neg", "w2", "w3 w4"), record("neg", "w0 " * 9)], tok, 4)
+    enc = task.encode(
+        [record("pos", "w0 w1"), record("neg", "w2", "w3 w4"), record("neg", "w0 " * 9)], tok, 4
+    )
     assert enc.examples == [([4, 5], 1), ([6, 2, 7, 8], 0), ([4, 4, 4, 4], 0)] and "cut 1" in enc.dropped
     assert enc.lengths == [(2, 0), (4, 0), (4, 0)]
     b = task.collate(enc.examples, tok)
@@ -119,7 +121,9 @@ def test_classifier_task_loss_and_validation_metrics():
     assert out.loss.item() == pytest.approx(expected.item(), rel=1e-5) and out.n_tokens == 3
     smoothed = task.loss(clf, b, tok, epsilon=0.1).loss
     assert smoothed.item() == pytest.approx(
-        torch.nn.functional.cross_entropy(clf(b.tokens), b.labels, reduction="sum", label_smoothing=0.1).item(),
+        torch.nn.functional.cross_entropy(
+            clf(b.tokens), b.labels, reduction="sum", label_smoothing=0.1
+        ).item(),
         rel=1e-5,
     )
     valid = Encoded([([4, 5], 0), ([6], 2), ([7, 8, 9], 1)], [(2, 0), (1, 0), (3, 0)])

@@ -106,13 +106,18 @@ def test_bf16_on_a_cpu_without_native_bf16_says_it_will_be_slow(tmp_path, tiny_c
     build_module = sys.modules["attnkit.train.build"]  # the module (attnkit.train.build is also a function)
     monkeypatch.setattr(build_module, "_cpu_has_bf16", lambda: False)
     lines: list[str] = []
-    train(tiny_config(tmp_path, "train.max_steps=1", "valid.every=1", "train.precision=bf16"), log=lines.append)
+    train(
+        tiny_config(tmp_path, "train.max_steps=1", "valid.every=1", "train.precision=bf16"), log=lines.append
+    )
     assert any("emulated" in line and "train.precision=fp32" in line for line in lines), lines
     monkeypatch.setattr(build_module, "_cpu_has_bf16", lambda: True)
     for glibc, name in ((True, "b"), (False, "c")):  # native bf16: the allocator note only under glibc
         monkeypatch.setattr(build_module, "_uses_glibc_malloc", lambda glibc=glibc: glibc)
         lines.clear()
-        train(tiny_config(tmp_path / name, "train.max_steps=1", "valid.every=1", "train.precision=bf16"), log=lines.append)
+        train(
+            tiny_config(tmp_path / name, "train.max_steps=1", "valid.every=1", "train.precision=bf16"),
+            log=lines.append,
+        )
         assert not any("emulated" in line for line in lines) and any("bf16" in line for line in lines)
         assert any("LD_PRELOAD=libjemalloc" in line for line in lines) == glibc, lines
 
@@ -138,7 +143,9 @@ def test_bf16_autocast_on_a_cpu_gives_the_fp32_loss_and_gradient_to_bf16_precisi
             logits = model(src, tgt[:, :-1])  # (B, T, V)
             out = fast.label_smoothed_cross_entropy(logits, tgt[:, 1:], epsilon=0.1, pad_id=0)
         out.loss.backward()
-        return out.loss.item(), torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        return out.loss.item(), torch.cat(
+            [p.grad.flatten() for p in model.parameters() if p.grad is not None]
+        )
 
     (loss32, grad32), (loss16, grad16) = loss_and_grad(False), loss_and_grad(True)
     assert loss16 == pytest.approx(loss32, rel=1e-2) and loss16 != loss32  # bf16 really ran
@@ -169,14 +176,31 @@ def test_two_process_ddp_matches_one_process_on_the_same_global_batch(tmp_path, 
 
     Four steps stay inside the first epoch, where both see batches 0..7 in the same order.
     """
-    overrides = [f"data.data_dir={shared_data}", *TINY, "train.max_steps=4", "valid.every=4", "model.dropout=0.0"]
+    overrides = [
+        f"data.data_dir={shared_data}",
+        *TINY,
+        "train.max_steps=4",
+        "valid.every=4",
+        "model.dropout=0.0",
+    ]
     config = tmp_path / "tiny.yaml"
     config.write_text("model:\n  arch: transformer\n")
     cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=2",
-        "--master_addr=127.0.0.1", f"--master_port={free_port()}",
-        "-m", "attnkit.cli", "train", "--config", str(config), *overrides, f"output_dir={tmp_path / 'ddp'}",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes=1",
+        "--nproc_per_node=2",
+        "--master_addr=127.0.0.1",
+        f"--master_port={free_port()}",
+        "-m",
+        "attnkit.cli",
+        "train",
+        "--config",
+        str(config),
+        *overrides,
+        f"output_dir={tmp_path / 'ddp'}",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -219,13 +243,17 @@ def test_noam_schedule_is_the_papers_formula():
 
 def test_cooldown_scales_the_last_steps_linearly_towards_zero():
     def at(step, cooldown):
-        kwargs = dict(schedule="inverse_sqrt", lr=1e-3, lr_scale=1, warmup_steps=100, d_model=1, max_steps=1000)
+        kwargs = dict(
+            schedule="inverse_sqrt", lr=1e-3, lr_scale=1, warmup_steps=100, d_model=1, max_steps=1000
+        )
         return lr_at(step, cooldown_steps=cooldown, **kwargs)
 
     # Untouched before the cooldown starts (and everywhere without one).
     for step in (1, 50, 100, 400, 800):
-        assert at(step, 200) == at(step, 0) == lr_at(
-            step, schedule="inverse_sqrt", lr=1e-3, lr_scale=1, warmup_steps=100, d_model=1
+        assert (
+            at(step, 200)
+            == at(step, 0)
+            == lr_at(step, schedule="inverse_sqrt", lr=1e-3, lr_scale=1, warmup_steps=100, d_model=1)
         )
     # Then the 1/sqrt(step) value times (steps left + 1) / cooldown: halfway is half, the last step 1/200.
     assert at(801, 200) == pytest.approx(at(801, 0))
@@ -331,7 +359,9 @@ def test_trains_from_a_hugging_face_dataset_and_from_plain_files(tmp_path):
 
 def test_resume_from_the_end_of_an_epoch_starts_the_next_one(tmp_path, tiny_config):
     small = ["data.max_train_pairs=100", "model.dropout=0.1"]
-    n = len(Trainer.from_config(tiny_config(tmp_path / "probe", *small), log=lambda m: None).sampler)  # batches per epoch
+    n = len(
+        Trainer.from_config(tiny_config(tmp_path / "probe", *small), log=lambda m: None).sampler
+    )  # batches per epoch
     straight = train(
         tiny_config(tmp_path / "a", *small, f"train.max_steps={n + 2}", f"valid.every={n}"),
         log=lambda m: None,

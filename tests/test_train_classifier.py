@@ -42,7 +42,9 @@ def sentences(n: int, seed: int) -> list[tuple[str, str]]:
 
 
 def write_tsv(path, rows, header: bool = False):
-    path.write_text(("label\ttext\n" if header else "") + "".join(f"{a}\t{b}\n" for a, b in rows), encoding="utf-8")
+    path.write_text(
+        ("label\ttext\n" if header else "") + "".join(f"{a}\t{b}\n" for a, b in rows), encoding="utf-8"
+    )
     return path
 
 
@@ -84,11 +86,21 @@ def test_attnkit_train_model_arch_classifier_on_a_tsv_corpus(tsv_run, capsys):
     code, out, err = cli(capsys, "evaluate", "--checkpoint", ckpt)  # the config's test_files
     assert code == 0, err
     assert "test.tsv: 20 examples" in out and "macro-F1" in out
-    code, out, err = cli(capsys, "evaluate", "--checkpoint", ckpt, "--input", d / "valid.tsv",
-                         "--confusion", d / "confusion.png")  # fmt: skip
+    code, out, err = cli(
+        capsys,
+        "evaluate",
+        "--checkpoint",
+        ckpt,
+        "--input",
+        d / "valid.tsv",
+        "--confusion",
+        d / "confusion.png",
+    )
     assert code == 0, err
     assert_png(d / "confusion.png")
-    code, out, err = cli(capsys, "attention", "--checkpoint", ckpt, "--text", "a dog runs", "--out", d / "review")
+    code, out, err = cli(
+        capsys, "attention", "--checkpoint", ckpt, "--text", "a dog runs", "--out", d / "review"
+    )
     assert code == 0, err
     assert (d / "review.html").is_file()
     assert_png(d / "review.png")
@@ -98,8 +110,16 @@ def test_classifier_resume_continues_exactly(tsv_run):
     d, config = tsv_run
 
     def cfg(out, steps):
-        return load_config(config, ["model.arch=classifier", f"output_dir={d / out}", f"train.max_steps={steps}",
-                                    "valid.every=3", "model.dropout=0.1"])  # fmt: skip
+        return load_config(
+            config,
+            [
+                "model.arch=classifier",
+                f"output_dir={d / out}",
+                f"train.max_steps={steps}",
+                "valid.every=3",
+                "model.dropout=0.1",
+            ],
+        )
 
     straight = train(cfg("a", 6), log=lambda m: None)
     half = train(cfg("b", 3), log=lambda m: None)
@@ -114,8 +134,9 @@ def test_classifier_resume_continues_exactly(tsv_run):
 def test_a_hugging_face_dataset_with_text_and_label_fields(tmp_path):
     datasets = pytest.importorskip("datasets")
     torch.set_num_threads(1)
-    features = datasets.Features({"sentence": datasets.Value("string"),
-                                  "label": datasets.ClassLabel(names=["animal", "person"])})  # fmt: skip
+    features = datasets.Features(
+        {"sentence": datasets.Value("string"), "label": datasets.ClassLabel(names=["animal", "person"])}
+    )
 
     def split(rows):
         return datasets.Dataset.from_dict(
@@ -123,13 +144,28 @@ def test_a_hugging_face_dataset_with_text_and_label_fields(tmp_path):
         )
 
     ds = tmp_path / "ds"
-    datasets.DatasetDict({"train": split(sentences(60, 0)), "validation": split(sentences(10, 1))}).save_to_disk(ds)
-    cfg = load_config(None, [
-        "data.corpus=hf", f"data.dataset={ds}", "data.text_field=sentence", "data.label_field=label",
-        "data.valid_split=validation", "data.test_split=validation", "tokenizer.vocab_size=40",
-        "model.arch=classifier", "model.preset=tiny", "train.max_steps=2", "train.max_tokens=300",
-        "train.progress=false", "valid.every=2", f"output_dir={tmp_path / 'run'}",
-    ])  # fmt: skip
+    datasets.DatasetDict(
+        {"train": split(sentences(60, 0)), "validation": split(sentences(10, 1))}
+    ).save_to_disk(ds)
+    cfg = load_config(
+        None,
+        [
+            "data.corpus=hf",
+            f"data.dataset={ds}",
+            "data.text_field=sentence",
+            "data.label_field=label",
+            "data.valid_split=validation",
+            "data.test_split=validation",
+            "tokenizer.vocab_size=40",
+            "model.arch=classifier",
+            "model.preset=tiny",
+            "train.max_steps=2",
+            "train.max_tokens=300",
+            "train.progress=false",
+            "valid.every=2",
+            f"output_dir={tmp_path / 'run'}",
+        ],
+    )
     result = train(cfg, log=lambda m: None)
     assert result.metric == "macro_f1" and load_checkpoint(result.best_checkpoint)["labels"] == LABELS
 
@@ -142,10 +178,21 @@ def test_multi30k_language_id_corpus(shared_data, tmp_path, capsys):
     assert all(1 <= len(e.text.split()) <= 3 for e in examples)
     torch.set_num_threads(1)
     code, out, err = cli(
-        capsys, "train", "--config", "configs/multi30k_langid_first3.yaml", "--data-dir", shared_data,
-        "data.max_train_pairs=200", "data.max_valid_pairs=40", "tokenizer.vocab_size=300", "train.max_steps=2",
-        "train.progress=false", "valid.every=2", "--output-dir", tmp_path / "run",
-    )  # fmt: skip
+        capsys,
+        "train",
+        "--config",
+        "configs/multi30k_langid_first3.yaml",
+        "--data-dir",
+        shared_data,
+        "data.max_train_pairs=200",
+        "data.max_valid_pairs=40",
+        "tokenizer.vocab_size=300",
+        "train.max_steps=2",
+        "train.progress=false",
+        "valid.every=2",
+        "--output-dir",
+        tmp_path / "run",
+    )
     assert code == 0, err
     assert load_checkpoint(tmp_path / "run" / "checkpoint_best.pt")["labels"] == ["cs", "de", "en", "fr"]
 
@@ -158,7 +205,7 @@ def test_multi30k_language_id_corpus(shared_data, tmp_path, capsys):
         ("train", b"label\ttext\nanimal\t  \nperson\ta man\n", ["train.tsv:2", "empty text"]),
         ("train", b"animal\ta dog\nperson\ta m\xe4n\n", ["train.tsv:2", "not valid UTF-8"]),
     ],
-)  # fmt: skip
+)
 def test_bad_labelled_lines_are_one_line_naming_file_and_line(tsv_run, capsys, split, content, fragments):
     d, config = tsv_run
     (d / f"{split}.tsv").write_bytes(content)
@@ -178,9 +225,17 @@ def test_unknown_label_in_the_test_split_is_named_by_evaluate(tsv_run, capsys):
 def test_a_classifier_needs_labelled_data_and_a_translation_model_pairs(tsv_run, capsys, tmp_path):
     d, config = tsv_run
     (d / "a.txt").write_text("a dog\n", encoding="utf-8")
-    code, out, err = cli(capsys, "train", "--config", config, "model.arch=classifier", "data.corpus=text",
-                         f"data.train_files=[{d / 'a.txt'}]", f"data.valid_files=[{d / 'a.txt'}]",
-                         "data.test_files=[]")  # fmt: skip
+    code, out, err = cli(
+        capsys,
+        "train",
+        "--config",
+        config,
+        "model.arch=classifier",
+        "data.corpus=text",
+        f"data.train_files=[{d / 'a.txt'}]",
+        f"data.valid_files=[{d / 'a.txt'}]",
+        "data.test_files=[]",
+    )
     assert_user_error(code, err, "gives text records", "needs a labelled corpus")
     code, out, err = cli(capsys, "train", "--config", config, "model.arch=classifier", "model.n_classes=3")
     assert_user_error(code, err, "model.n_classes = 3 contradicts the training data's 2")

@@ -15,11 +15,23 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 needs_data = pytest.mark.skipif(not (DATA / "multi30k" / "train.en.gz").exists(), reason="Multi30k not found")
 # An English LM on one side of Multi30k.
 TINY_LM = [
-    f"data.data_dir={DATA}", "data.lang=en", "data.max_train_pairs=300", "data.max_valid_pairs=30", "tokenizer.vocab_size=300",
-    "model.arch=lm", "model.preset=tiny", "model.dropout=0.1", "train.max_tokens=800",
-    "train.schedule=inverse_sqrt", "train.lr=0.003", "train.warmup_steps=5", "train.label_smoothing=0.0",
-    "train.progress=false", "train.log_every=5", "valid.keep_last=2",
-]  # fmt: skip
+    f"data.data_dir={DATA}",
+    "data.lang=en",
+    "data.max_train_pairs=300",
+    "data.max_valid_pairs=30",
+    "tokenizer.vocab_size=300",
+    "model.arch=lm",
+    "model.preset=tiny",
+    "model.dropout=0.1",
+    "train.max_tokens=800",
+    "train.schedule=inverse_sqrt",
+    "train.lr=0.003",
+    "train.warmup_steps=5",
+    "train.label_smoothing=0.0",
+    "train.progress=false",
+    "train.log_every=5",
+    "valid.keep_last=2",
+]
 
 
 def tiny_lm(tmp: Path, *extra: str):
@@ -83,10 +95,21 @@ def test_lm_on_a_text_corpus_plain_or_gzipped(tmp_path, capsys, gz):
         paths[split] = tmp_path / (f"{split}.txt.gz" if gz else f"{split}.txt")
         paths[split].write_bytes(gzip.compress(lines) if gz else lines)
     code, out, err = cli(
-        capsys, "train", "--config", "configs/multi30k_lm_en.yaml", "data.corpus=text", "data.lang=",
-        *(f"data.{s}_files=[{p}]" for s, p in paths.items()), "tokenizer.vocab_size=25", "model.preset=tiny",
-        "train.max_steps=4", "train.progress=false", "valid.every=2", "--output-dir", tmp_path / "run",
-    )  # fmt: skip
+        capsys,
+        "train",
+        "--config",
+        "configs/multi30k_lm_en.yaml",
+        "data.corpus=text",
+        "data.lang=",
+        *(f"data.{s}_files=[{p}]" for s, p in paths.items()),
+        "tokenizer.vocab_size=25",
+        "model.preset=tiny",
+        "train.max_steps=4",
+        "train.progress=false",
+        "valid.every=2",
+        "--output-dir",
+        tmp_path / "run",
+    )
     assert code == 0, err
     assert "valid perplexity" in out
     code, out, err = cli(capsys, "evaluate", "--checkpoint", tmp_path / "run" / "checkpoint_best.pt")
@@ -97,6 +120,13 @@ def test_lm_on_a_text_corpus_plain_or_gzipped(tmp_path, capsys, gz):
 def test_an_lm_on_a_parallel_corpus_is_told_to_name_one_language(tmp_path, capsys):
     from cli_helpers import assert_user_error, cli
 
-    code, out, err = cli(capsys, "train", "--config", "configs/multi30k_lm_en.yaml", "data.lang=",
-                         "--output-dir", tmp_path / "run")  # fmt: skip
+    code, out, err = cli(
+        capsys,
+        "train",
+        "--config",
+        "configs/multi30k_lm_en.yaml",
+        "data.lang=",
+        "--output-dir",
+        tmp_path / "run",
+    )
     assert_user_error(code, err, "gives pairs records", "multi30k with data.lang")

@@ -47,4 +47,8 @@ def test_batches_take_their_ids_from_the_tokenizer():
     batch = task.collate([([5, 6, 7], [8]), ([9], [10, 11])], tok)
     v = tok.vocabulary
     assert batch.tgt_in[:, 0].tolist() == [v.bos_id, v.bos_id]
-    assert batch.tgt_out[0].tolist() == [8, v.eos_id, v.pad_id] and batch.src[1].tolist() == [9, v.pad_id, v.pad_id]
+    assert batch.tgt_out[0].tolist() == [8, v.eos_id, v.pad_id] and batch.src[1].tolist() == [
+        9,
+        v.pad_id,
+        v.pad_id,
+    ]

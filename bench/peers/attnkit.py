@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import importlib.metadata
 
-import attnkit
 import torch
+from torch import Tensor
+
+import attnkit
 from attnkit import fast
 from attnkit.decoding import beam_search, greedy_search
 from attnkit.model import Transformer, TransformerConfig, count_parameters
-from torch import Tensor
 
 from .common import DROPOUT, LABEL_SMOOTHING, REFERENCE, PeerAdapter
 
@@ -41,9 +42,16 @@ def build(
 ) -> PeerAdapter:
     """attnkit's Transformer of the reference size (or ``dims``, e.g. the paper's base) on ``device``."""
     cfg = TransformerConfig(
-        **(dims or REFERENCE), dropout=dropout, src_vocab_size=vocab_size, tgt_vocab_size=vocab_size,
-        share_vocab=True, tie_output=True, pad_id=pad_id, bos_id=bos_id, eos_id=eos_id,
-    )  # fmt: skip
+        **(dims or REFERENCE),
+        dropout=dropout,
+        src_vocab_size=vocab_size,
+        tgt_vocab_size=vocab_size,
+        share_vocab=True,
+        tie_output=True,
+        pad_id=pad_id,
+        bos_id=bos_id,
+        eos_id=eos_id,
+    )
     model = Transformer(cfg).to(device)
 
     def train_step(src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> Tensor:

@@ -28,6 +28,7 @@ NAME = "torch.nn.Transformer"
 
 class TorchNNSeq2Seq(nn.Module):
     """torch.nn.Transformer (post-norm, no final encoder/decoder norms) + tied embeddings + sinusoidal PE."""
+
     def __init__(self, vocab_size: int, pad_id: int):
         super().__init__()
         self.pad_id = pad_id

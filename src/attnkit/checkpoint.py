@@ -51,9 +51,7 @@ def save_checkpoint(state: dict[str, Any], path: str | Path) -> Path:
         cause = os_error_in(e)
         if cause is None:
             raise
-        raise CheckpointError(
-            f"cannot write checkpoint {path}: {describe_os_error(cause)}"
-        ) from None
+        raise CheckpointError(f"cannot write checkpoint {path}: {describe_os_error(cause)}") from None
     return path
 
 

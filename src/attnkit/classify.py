@@ -136,7 +136,8 @@ class Classifier:
         unknown = sorted(set(gold) - set(index))
         if unknown:
             raise DataError(
-                f"label(s) the model does not know: {', '.join(unknown[:5])} (known: {', '.join(self.labels)})"
+                f"label(s) the model does not know: {', '.join(unknown[:5])} "
+                f"(known: {', '.join(self.labels)})"
             )
         predicted = self.probabilities(texts).argmax(-1).tolist()
         return classification_report([index[g] for g in gold], predicted, self.labels)

@@ -65,8 +65,11 @@ def _patched(modules: list[nn.Module], make_forward) -> Iterator[None]:
 
 
 def packs(rows: int, out_features: int, in_features: int) -> bool:
-    """Whether a decoding step of ``rows`` rows through an ``in_features`` -> ``out_features`` weight runs packed."""
-    return out_features >= _PACK_MIN_OUT or in_features >= _PACK_MIN_IN or rows * out_features >= _PACK_MIN_WORK
+    """Whether a decoding step of ``rows`` rows through an ``in_features`` -> ``out_features``
+    weight runs packed."""
+    return (
+        out_features >= _PACK_MIN_OUT or in_features >= _PACK_MIN_IN or rows * out_features >= _PACK_MIN_WORK
+    )
 
 
 def _packed_forward(m: nn.Linear):
@@ -74,9 +77,13 @@ def _packed_forward(m: nn.Linear):
 
     def forward(x: Tensor) -> Tensor:
         if (
-            torch.is_grad_enabled() or x.dtype != torch.float32 or x.dim() != 3 or x.size(1) != 1
-            or torch.is_autocast_enabled("cpu") or not packs(x.size(0), m.out_features, m.in_features)
-        ):  # fmt: skip
+            torch.is_grad_enabled()
+            or x.dtype != torch.float32
+            or x.dim() != 3
+            or x.size(1) != 1
+            or torch.is_autocast_enabled("cpu")
+            or not packs(x.size(0), m.out_features, m.in_features)
+        ):
             return F.linear(x, m.weight, m.bias)
         return torch.ops.mkldnn._linear_pointwise(x, packed, m.bias, "none", [], "")
 
@@ -175,7 +182,9 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         return grad.to(ctx.in_dtype), None, None, None
 
 
-def label_smoothed_cross_entropy(logits: Tensor, target: Tensor, *, epsilon: float, pad_id: int) -> LossOutput:
+def label_smoothed_cross_entropy(
+    logits: Tensor, target: Tensor, *, epsilon: float, pad_id: int
+) -> LossOutput:
     """:func:`attnkit.loss.label_smoothed_cross_entropy` with the hand-written gradient."""
     V = logits.size(-1)
     target = target.reshape(-1)  # (N,)

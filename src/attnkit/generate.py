@@ -67,7 +67,9 @@ class LanguageModel:
         return cls.from_state(load_checkpoint(path), device=device, path=path)
 
     @classmethod
-    def from_state(cls, state: dict, *, device: str = "auto", path: str | Path = "checkpoint") -> LanguageModel:
+    def from_state(
+        cls, state: dict, *, device: str = "auto", path: str | Path = "checkpoint"
+    ) -> LanguageModel:
         """From a loaded checkpoint (:func:`attnkit.checkpoint.load_checkpoint`)."""
         if state["arch"] != "lm":
             raise CheckpointError(f"{path} holds a {state['arch']!r} model, not a language model (arch lm)")
@@ -107,8 +109,9 @@ class LanguageModel:
                 raise DataError(f"a prompt of {length} pieces leaves no room in max_len={cfg.max_len}")
             rows = by_length[length]
             copies = num_samples if sampling is not None else 1  # independent samples: one row each
-            prompt = torch.tensor([encoded[i] for i in rows for _ in range(copies)], dtype=torch.long,
-                                  device=self.device).view(len(rows) * copies, length)  # fmt: skip
+            prompt = torch.tensor(
+                [encoded[i] for i in rows for _ in range(copies)], dtype=torch.long, device=self.device
+            ).view(len(rows) * copies, length)
             state, last = start_from_prompt(self.model, prompt)
             limits = torch.full(
                 (prompt.size(0),), min(max_new_tokens + 1, room), device=self.device
@@ -119,8 +122,15 @@ class LanguageModel:
             elif beam == 1:
                 hyps = [[h] for h in greedy_decode(self.model, state, last, limits)]
             else:
-                hyps = beam_decode(self.model, state, last, limits, beam_size=beam, nbest=num_samples,
-                                   length_penalty_alpha=length_penalty)  # fmt: skip
+                hyps = beam_decode(
+                    self.model,
+                    state,
+                    last,
+                    limits,
+                    beam_size=beam,
+                    nbest=num_samples,
+                    length_penalty_alpha=length_penalty,
+                )
             for i, hs in zip(rows, hyps, strict=True):
                 results[i] = [self._generation(encoded[i], h) for h in hs]
         return results

@@ -107,8 +107,15 @@ def plot_highlight(
         x = 1.0
         for word, w, top in words:
             alpha = 0.0 if top <= 0 else max(0.0, min(1.0, w / top))
-            ax.text(x, y, word, fontsize=fontsize, family="monospace", va="center",
-                    bbox=dict(boxstyle="square,pad=0.15", facecolor=(1.0, 0.55, 0.0, alpha), edgecolor="none"))  # fmt: skip
+            ax.text(
+                x,
+                y,
+                word,
+                fontsize=fontsize,
+                family="monospace",
+                va="center",
+                bbox=dict(boxstyle="square,pad=0.15", facecolor=(1.0, 0.55, 0.0, alpha), edgecolor="none"),
+            )
             x += len(word) + 1
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,9 @@ class LossOutput:
     n_tokens: int
 
 
-def label_smoothed_cross_entropy(logits: Tensor, target: Tensor, *, epsilon: float, pad_id: int) -> LossOutput:
+def label_smoothed_cross_entropy(
+    logits: Tensor, target: Tensor, *, epsilon: float, pad_id: int
+) -> LossOutput:
     """logits (B, T, V) or (N, V), target (B, T) or (N,) -> sums over the non-pad target tokens.
 
     The smoothed target puts 1 - epsilon on the gold token and spreads epsilon uniformly over the

@@ -30,7 +30,9 @@ class Int8Linear(nn.Module):
         scale = (w.abs().amax(dim=1) / 127.0).clamp(min=1e-12).double()  # (out,)
         with warnings.catch_warnings():  # torch 2.13 marks quantized tensor creation deprecated
             warnings.simplefilter("ignore", UserWarning)
-            qw = torch.quantize_per_channel(w, scale, torch.zeros_like(scale, dtype=torch.long), 0, torch.qint8)
+            qw = torch.quantize_per_channel(
+                w, scale, torch.zeros_like(scale, dtype=torch.long), 0, torch.qint8
+            )
         bias = None if bias is None else bias.detach().float().cpu()
         self._packed = torch.ops.quantized.linear_prepack(qw, bias)
         self.out_features, self.in_features = w.shape
@@ -69,7 +71,6 @@ def quantize_int8(model: nn.Module) -> nn.Module:
             if isinstance(child, nn.Linear):
                 setattr(parent, name, Int8Linear.from_linear(child))
     return model
-
 
 
 def check_quantize(quantize: str | None, device: torch.device) -> None:

@@ -77,7 +77,9 @@ class Translator:
         self.tokenizer = tokenizer
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path, *, device: str = "auto", quantize: str | None = None) -> Translator:
+    def from_checkpoint(
+        cls, path: str | Path, *, device: str = "auto", quantize: str | None = None
+    ) -> Translator:
         return cls.from_state(load_checkpoint(path), device=device, quantize=quantize)
 
     @classmethod
@@ -147,20 +149,30 @@ class Translator:
                 limits = dict(max_len_a=max_len_a, max_len_b=max_len_b, return_attention=return_attention)
                 if sampling is not None:
                     found = sample_search(
-                        self.model, src, temperature=sampling.temperature, top_k=sampling.top_k,
-                        top_p=sampling.top_p, num_samples=nbest, generator=generator,
-                        max_len_a=max_len_a, max_len_b=max_len_b,
-                    )  # fmt: skip
+                        self.model,
+                        src,
+                        temperature=sampling.temperature,
+                        top_k=sampling.top_k,
+                        top_p=sampling.top_p,
+                        num_samples=nbest,
+                        generator=generator,
+                        max_len_a=max_len_a,
+                        max_len_b=max_len_b,
+                    )
                 elif beam == 1 and nbest == 1:
                     found = [[h] for h in greedy_search(self.model, src, **limits)]
                 else:
                     found = beam_search(
-                        self.model, src, beam_size=beam, nbest=nbest, length_penalty_alpha=length_penalty, **limits
+                        self.model,
+                        src,
+                        beam_size=beam,
+                        nbest=nbest,
+                        length_penalty_alpha=length_penalty,
+                        **limits,
                     )
                 for row, i in enumerate(batch):
                     results[i] = self._translation(ids[i], found[row])
         return results  # type: ignore[return-value]
-
 
     def _translation(self, src_ids: list[int], hyps: list[Hypothesis]) -> Translation:
         """The best hypothesis and the n-best list of one sentence as text."""
@@ -193,7 +205,9 @@ class TranslationStream:
     def __init__(self, translator: Translator, *, beam: int, nbest: int, length_penalty: float):
         _check_search(beam, nbest, length_penalty, 1, searching=True)
         self.translator = translator
-        self.pool = BeamPool(translator.model, beam_size=beam, nbest=nbest, length_penalty_alpha=length_penalty)
+        self.pool = BeamPool(
+            translator.model, beam_size=beam, nbest=nbest, length_penalty_alpha=length_penalty
+        )
         self.nbest = nbest
         self.src_ids: dict[Hashable, list[int]] = {}
 
@@ -213,7 +227,11 @@ class TranslationStream:
     def add(self, items: list[tuple[Hashable, str]]) -> list[tuple[Hashable, Translation]]:
         tags, texts = zip(*items) if items else ((), ())
         ids, _ = self.translator._encode(_check_sentences(list(texts)))  # the server checks lengths first
-        done = [(t, Translation("", 0.0, [("", 0.0)] * self.nbest, [], [], [])) for t, seq in zip(tags, ids) if not seq]
+        done = [
+            (t, Translation("", 0.0, [("", 0.0)] * self.nbest, [], [], []))
+            for t, seq in zip(tags, ids)
+            if not seq
+        ]
         new = [(t, seq) for t, seq in zip(tags, ids) if seq]
         if new:
             model = self.translator.model
@@ -226,7 +244,9 @@ class TranslationStream:
         return done
 
     def step(self) -> list[tuple[Hashable, Translation]]:
-        return [(tag, self.translator._translation(self.src_ids.pop(tag), hyps)) for tag, hyps in self.pool.step()]
+        return [
+            (tag, self.translator._translation(self.src_ids.pop(tag), hyps)) for tag, hyps in self.pool.step()
+        ]
 
 
 @dataclass
@@ -261,9 +281,12 @@ def attention_maps(translator: Translator, text: str, *, beam: int = 4) -> Atten
         return None if not ws or ws[0] is None else torch.stack([w[0] for w in ws]).float().cpu()
 
     return AttentionMaps(
-        result.src_pieces, result.tgt_pieces, stack(out.cross_attn),
-        stack(getattr(enc, "self_attn", None)), stack(out.self_attn),
-    )  # fmt: skip
+        result.src_pieces,
+        result.tgt_pieces,
+        stack(out.cross_attn),
+        stack(getattr(enc, "self_attn", None)),
+        stack(out.self_attn),
+    )
 
 
 def _check_sentences(sentences) -> list[str]:
@@ -285,7 +308,9 @@ def _check_sentences(sentences) -> list[str]:
     return sentences
 
 
-def _check_search(beam: int, nbest: int, length_penalty: float, batch_tokens: int, *, searching: bool) -> None:
+def _check_search(
+    beam: int, nbest: int, length_penalty: float, batch_tokens: int, *, searching: bool
+) -> None:
     for name, value in (("beam", beam), ("nbest", nbest), ("batch_tokens", batch_tokens)):
         try:
             positive = not isinstance(value, bool) and operator.index(value) >= 1

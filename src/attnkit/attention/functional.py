@@ -11,7 +11,6 @@ import torch.nn.functional as F
 from torch import Tensor
 
 
-
 def basic_self_attention(x: Tensor) -> tuple[Tensor, Tensor]:
     """Parameter-free self-attention of seed 000: omega = X X^T, alpha = softmax(omega), z = alpha X.
 
@@ -27,7 +26,10 @@ def basic_self_attention(x: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def attention_scores(q: Tensor, k: Tensor) -> Tensor:
-    """Unnormalized weights omega_ij = q_i . k_j (seed 000): q (..., Tq, Dh), k (..., Tk, Dh) -> (..., Tq, Tk)."""
+    """Unnormalized weights omega_ij = q_i . k_j (seed 000).
+
+    q (..., Tq, Dh), k (..., Tk, Dh) -> (..., Tq, Tk).
+    """
     return q @ k.transpose(-2, -1)
 
 

@@ -88,4 +88,3 @@ class MultiplicativeAttention(nn.Module):
         B = annotations.size(0)
         e = state.view(B, group, -1) @ keys.transpose(1, 2)  # (B, G, Ds) @ (B, Ds, S) -> (B, G, S)
         return _attend(e, annotations, mask)
-

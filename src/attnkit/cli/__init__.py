@@ -15,11 +15,33 @@ import warnings
 from .. import fast
 from ..errors import AttnkitError
 from . import (
-    attention, average, classify, evaluate, export, generate, import_, plot_positional, serve, train, translate,
-)  # fmt: skip
+    attention,
+    average,
+    classify,
+    evaluate,
+    export,
+    generate,
+    import_,
+    plot_positional,
+    serve,
+    train,
+    translate,
+)
 from .common import EXIT_USAGE, Parser
 
-COMMANDS = [train, translate, evaluate, attention, plot_positional, average, serve, generate, classify, export, import_]
+COMMANDS = [
+    train,
+    translate,
+    evaluate,
+    attention,
+    plot_positional,
+    average,
+    serve,
+    generate,
+    classify,
+    export,
+    import_,
+]
 
 
 def build_parser() -> Parser:

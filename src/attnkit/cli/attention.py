@@ -26,7 +26,8 @@ def add_parser(sub) -> None:
     )
     p.add_argument(
         "--out",
-        help="PNG for cross-attention (self-attention goes beside it); a classifier writes OUT.html and OUT.png",
+        help="PNG for cross-attention (self-attention goes beside it); "
+        "a classifier writes OUT.html and OUT.png",
     )
     p.add_argument(
         "--html", help="the interactive attention page as one static HTML file (translation models)"

@@ -102,12 +102,19 @@ def run_translation(args, state: dict) -> None:
     spec = ParallelFilesSpec(args.src, args.ref) if args.src else _test_spec(state, args)
     pairs = load_corpus(spec)
     if pairs and not any(t.strip() for _, t in pairs):  # before decoding, naming the file
-        raise DataError(f"{args.ref or spec.describe()}: every reference line is empty; nothing to score against")
+        raise DataError(
+            f"{args.ref or spec.describe()}: every reference line is empty; nothing to score against"
+        )
     translator = Translator.from_state(state, device=args.device)
     result = evaluate(
-        translator, [s for s, _ in pairs], [t for _, t in pairs], beam=args.beam,
-        length_penalty=args.length_penalty, batch_tokens=args.batch_tokens, lowercase_bleu=args.lowercase,
-    )  # fmt: skip
+        translator,
+        [s for s, _ in pairs],
+        [t for _, t in pairs],
+        beam=args.beam,
+        length_penalty=args.length_penalty,
+        batch_tokens=args.batch_tokens,
+        lowercase_bleu=args.lowercase,
+    )
     if args.hyp_output:
         with atomic_write(args.hyp_output) as f:
             f.write("".join(h + "\n" for h in result.hypotheses))

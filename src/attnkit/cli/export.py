@@ -13,10 +13,14 @@ def add_parser(sub) -> None:
     p.add_argument("--format", required=True, choices=FORMATS, help="ctranslate2 or huggingface")
     p.add_argument("--output", required=True, help="the folder to write (must not exist unless --force)")
     p.add_argument(
-        "--quantization", choices=QUANTIZATIONS, default="float32",
+        "--quantization",
+        choices=QUANTIZATIONS,
+        default="float32",
         help="CTranslate2 weight type (default float32)",
-    )  # fmt: skip
-    p.add_argument("--force", action="store_true", help="replace an existing output folder (once the new one is written)")
+    )
+    p.add_argument(
+        "--force", action="store_true", help="replace an existing output folder (once the new one is written)"
+    )
 
 
 def run(args) -> None:

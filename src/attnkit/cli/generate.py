@@ -62,10 +62,16 @@ def run(args) -> None:
     )
     lm = LanguageModel.from_checkpoint(args.checkpoint, device=args.device)
     results = lm.generate(
-        prompts, max_new_tokens=args.max_new_tokens, beam=beam, sample=sample,
-        temperature=args.temperature or 1.0, top_k=args.top_k or 0, top_p=args.top_p or 1.0,
-        num_samples=args.num_samples, seed=args.seed,
-    )  # fmt: skip
+        prompts,
+        max_new_tokens=args.max_new_tokens,
+        beam=beam,
+        sample=sample,
+        temperature=args.temperature or 1.0,
+        top_k=args.top_k or 0,
+        top_p=args.top_p or 1.0,
+        num_samples=args.num_samples,
+        seed=args.seed,
+    )
     for i, gens in enumerate(results):
         for g in gens:
             if len(prompts) == 1 and args.num_samples == 1:

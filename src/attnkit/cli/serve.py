@@ -10,49 +10,74 @@ NAME = "serve"
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser(NAME, help="serve translation, attention, generation and classification over HTTP (needs attnkit[serve])")
+    p = sub.add_parser(
+        NAME,
+        help="serve translation, attention, generation and classification over HTTP (needs attnkit[serve])",
+    )
     p.add_argument(
-        "--checkpoint", action="append", required=True, metavar="[NAME=]PATH",
-        help="a checkpoint to serve; repeat for several (named after the file, or its folder for checkpoint_*.pt)",
-    )  # fmt: skip
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+        "--checkpoint",
+        action="append",
+        required=True,
+        metavar="[NAME=]PATH",
+        help="a checkpoint to serve; repeat for several "
+        "(named after the file, or its folder for checkpoint_*.pt)",
+    )
+    p.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)"
+    )
     p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
     p.add_argument(
-        "--max-batch-tokens", type=positive_int, default=4000,
-        help="source tokens decoding together: in one running beam search, or one batched call (default 4000)",
-    )  # fmt: skip
+        "--max-batch-tokens",
+        type=positive_int,
+        default=4000,
+        help="source tokens decoding together: in one running beam search, "
+        "or one batched call (default 4000)",
+    )
     p.add_argument(
-        "--max-wait-ms", type=float, default=5.0,
+        "--max-wait-ms",
+        type=float,
+        default=5.0,
         help="how long a request waits for others to share its model call (default 5)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--join-group", type=positive_int, default=4,
+        "--join-group",
+        type=positive_int,
+        default=4,
         help="newcomers join a running beam search once this many sentences wait (default 4) ...",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--join-wait-steps", type=int, default=4,
+        "--join-wait-steps",
+        type=int,
+        default=4,
         help="... or once the oldest has waited this many decoding steps (default 4; 0: join at once)",
-    )  # fmt: skip
-    p.add_argument("--max-sentences", type=positive_int, default=256, help="sentences per request (default 256)")
+    )
+    p.add_argument(
+        "--max-sentences", type=positive_int, default=256, help="sentences per request (default 256)"
+    )
     p.add_argument(
         "--max-body-bytes", type=positive_int, default=1_000_000, help="request body size (default 1000000)"
     )
     p.add_argument("--device", type=device, default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
     p.add_argument(
-        "--workers", type=workers, default="auto",
+        "--workers",
+        type=workers,
+        default="auto",
         help="decoding processes side by side, each with its own copy of the models (default auto: on a CPU "
         "one per core, at most 4; on a GPU one)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--threads", type=positive_int,
+        "--threads",
+        type=positive_int,
         help="CPU threads of each decoding process (default: the cores divided among the workers), or of "
         "the server's process with --decoder thread (default: torch's)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--decoder", choices=("process", "thread"), default="process",
+        "--decoder",
+        choices=("process", "thread"),
+        default="process",
         help="where the models run: a decoding process of their own (default; HTTP work and decoding "
         "then use separate cores), or a thread of the server's process (one copy of the weights)",
-    )  # fmt: skip
+    )
 
 
 def workers(text: str) -> int | str:
@@ -71,7 +96,9 @@ def run(args) -> None:
         from ..serve.app import create_app
         from ..serve.schemas import Limits
     except ImportError as e:
-        raise ConfigError(f"attnkit serve needs the serve extra: pip install 'attnkit[serve]' ({e})") from None
+        raise ConfigError(
+            f"attnkit serve needs the serve extra: pip install 'attnkit[serve]' ({e})"
+        ) from None
     from ..serve.decoder import ProcessDecoder, WorkerSpec
     from ..serve.tasks import load_models, release_weights
 
@@ -86,11 +113,17 @@ def run(args) -> None:
     _check_address(args.host, args.port)
     import torch
 
-    n_workers, threads = _workers_and_threads(args.workers, args.threads, args.device, torch.get_num_threads())
+    n_workers, threads = _workers_and_threads(
+        args.workers, args.threads, args.device, torch.get_num_threads()
+    )
     if args.threads:
         torch.set_num_threads(args.threads)
-    batching = dict(max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms,
-                    join_group=args.join_group, join_wait_steps=args.join_wait_steps)  # fmt: skip
+    batching = dict(
+        max_batch_tokens=args.max_batch_tokens,
+        max_wait_ms=args.max_wait_ms,
+        join_group=args.join_group,
+        join_wait_steps=args.join_wait_steps,
+    )
     decoder = None
     if args.decoder == "process":  # the decoding process loads the models on the device; here they
         # only check requests (names, tasks, token counts), so they load on the CPU and drop their weights

@@ -12,7 +12,9 @@ NAME = "train"
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser(NAME, help="train a model from a config file", description="Train (or resume) a model.")
+    p = sub.add_parser(
+        NAME, help="train a model from a config file", description="Train (or resume) a model."
+    )
     p.add_argument("--config", required=True, help="YAML config file (see configs/)")
     p.add_argument("overrides", nargs="*", help="section.key=value overrides, e.g. train.max_steps=100")
     p.add_argument("--data-dir", help="folder holding multi30k/ (default: $ATTNKIT_DATA or ~/.cache/attnkit)")

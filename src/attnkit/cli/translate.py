@@ -26,9 +26,11 @@ def add_parser(sub) -> None:
     p.add_argument("--input", help="input file (default stdin)")
     p.add_argument("--output", help="output file (default stdout); written whole at the end or not at all")
     p.add_argument(
-        "--nbest", type=int_at_most(256), default=1,
+        "--nbest",
+        type=int_at_most(256),
+        default=1,
         help="with N > 1 (at most 256): lines 'INDEX<TAB>SCORE<TAB>TEXT'",
-    )  # fmt: skip
+    )
     p.add_argument("--quantize", choices=("int8",), help="int8 weights for the linear layers (CPU only)")
     add_decoding_flags(p)
     p.add_argument(
@@ -56,9 +58,14 @@ def run(args) -> None:
 
     def translate(lines: list[str]):
         return translator.translate(
-            lines, beam=max(args.beam, args.nbest), nbest=args.nbest, length_penalty=args.length_penalty,
-            batch_tokens=args.batch_tokens, sampling=sampling, seed=args.seed,
-        )  # fmt: skip
+            lines,
+            beam=max(args.beam, args.nbest),
+            nbest=args.nbest,
+            length_penalty=args.length_penalty,
+            batch_tokens=args.batch_tokens,
+            sampling=sampling,
+            seed=args.seed,
+        )
 
     # A file is swapped in whole at the end (a full disk or a kill never leaves half of it).
     with atomic_write(args.output) if args.output else contextlib.nullcontext(sys.stdout) as out:

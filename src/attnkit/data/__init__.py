@@ -19,7 +19,13 @@ from attnkit.data.corpus import (
     TsvSpec,
     load_corpus,
 )
-from attnkit.data.multi30k import load_multi30k, load_multi30k_langid, load_multi30k_text, multi30k_path, resolve_data_dir
+from attnkit.data.multi30k import (
+    load_multi30k,
+    load_multi30k_langid,
+    load_multi30k_text,
+    multi30k_path,
+    resolve_data_dir,
+)
 from attnkit.data.readers import (
     LabelledExample,
     drop_empty,

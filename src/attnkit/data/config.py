@@ -107,8 +107,9 @@ class DataConfig(ConfigBase):
         )
         self._check(
             isinstance(self.langs, list) and all(isinstance(x, str) and x for x in self.langs),
-            "langs", "must be a list of language codes, e.g. [de, en, fr, cs]",
-        )  # fmt: skip
+            "langs",
+            "must be a list of language codes, e.g. [de, en, fr, cs]",
+        )
         self._check(self.first_words >= 0, "first_words", "must be >= 0 (0 = whole captions)")
         self._check(self.max_train_pairs >= 0, "max_train_pairs", "must be >= 0")
         self._check(self.max_valid_pairs >= 0, "max_valid_pairs", "must be >= 0")

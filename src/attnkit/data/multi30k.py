@@ -139,7 +139,9 @@ def check_langid_langs(langs: tuple[str, ...]) -> None:
     for lang in langs:
         _check_lang(lang)
     if len(set(langs)) != len(langs) or len(langs) < 2:
-        raise DataError(f"language identification needs 2 or more different languages, got {', '.join(langs)}")
+        raise DataError(
+            f"language identification needs 2 or more different languages, got {', '.join(langs)}"
+        )
 
 
 def load_multi30k_langid(
@@ -167,7 +169,9 @@ def load_multi30k_langid(
         for lang, caption in zip(langs, captions, strict=True):
             words = caption.split()
             if words:
-                examples.append(LabelledExample(lang, " ".join(words[:first_words] if first_words else words)))
+                examples.append(
+                    LabelledExample(lang, " ".join(words[:first_words] if first_words else words))
+                )
     return examples
 
 

@@ -151,7 +151,8 @@ def _labelled(
         raise DataError(f"{where}: empty text")
     if labels is not None and label not in labels:
         raise DataError(
-            f"{where}: unknown label {label!r}, not in the training split (labels: {', '.join(sorted(labels))})"
+            f"{where}: unknown label {label!r}, not in the training split "
+            f"(labels: {', '.join(sorted(labels))})"
         )
     return LabelledExample(label, text, text_b)
 

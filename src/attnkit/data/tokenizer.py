@@ -105,9 +105,13 @@ class Vocabulary:
     def model_fields(self) -> dict[str, int]:
         """Values for the model-config fields of these names (whichever a config has)."""
         return {
-            "src_vocab_size": self.src_size, "tgt_vocab_size": self.tgt_size, "vocab_size": self.tgt_size,
-            "pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id,
-        }  # fmt: skip
+            "src_vocab_size": self.src_size,
+            "tgt_vocab_size": self.tgt_size,
+            "vocab_size": self.tgt_size,
+            "pad_id": self.pad_id,
+            "bos_id": self.bos_id,
+            "eos_id": self.eos_id,
+        }
 
     @property
     def special_ids(self) -> dict[str, int]:
@@ -244,7 +248,9 @@ class SubwordTokenizer:
                 pick = 0
                 if len(segs) > 1:
                     sizes = np.fromiter(map(len, segs), dtype=np.int64, count=len(segs))  # (K,)
-                    flat = np.fromiter((i for seg in segs for i in seg), dtype=np.int64, count=int(sizes.sum()))
+                    flat = np.fromiter(
+                        (i for seg in segs for i in seg), dtype=np.int64, count=int(sizes.sum())
+                    )
                     starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
                     logp = alpha * np.add.reduceat(score[flat], starts)  # (K,) alpha * log P(segmentation)
                     cdf = np.cumsum(np.exp(logp - logp.max()))

@@ -91,7 +91,8 @@ def rank_extensions(scores: Tensor, logp: Tensor, K: int, eos_id: int) -> Ranked
     top_scores, top_beam, top_tok = top_extensions(scores, logp, C)  # (B, C) each, best first
     is_eos = (top_tok == eos_id) & torch.isfinite(top_scores)
     finished = [
-        (b, b * beams + int(top_beam[b, j]), float(top_scores[b, j])) for b, j in is_eos[:, :K].nonzero().tolist()
+        (b, b * beams + int(top_beam[b, j]), float(top_scores[b, j]))
+        for b, j in is_eos[:, :K].nonzero().tolist()
     ]
     # The K best non-eos candidates live on (eos ones pushed behind all others).
     rank = torch.arange(C, device=scores.device).expand(n, -1) + is_eos.long() * C  # (B, C)
@@ -100,7 +101,9 @@ def rank_extensions(scores: Tensor, logp: Tensor, K: int, eos_id: int) -> Ranked
         keep_pos = torch.cat([keep_pos, keep_pos[:, -1:].expand(n, K - keep_pos.size(1))], dim=1)
     # With a vocabulary narrower than the beam, eos or impossible candidates fill the K places:
     # they live on at -inf, so they never finish and never keep a sentence open.
-    new_scores = top_scores.gather(1, keep_pos).masked_fill(is_eos.gather(1, keep_pos), float("-inf"))  # (B, K)
+    new_scores = top_scores.gather(1, keep_pos).masked_fill(
+        is_eos.gather(1, keep_pos), float("-inf")
+    )  # (B, K)
     if C < K:
         new_scores[:, C:] = float("-inf")
     origin = (top_beam.gather(1, keep_pos) + torch.arange(n, device=scores.device)[:, None] * beams).view(-1)
@@ -143,9 +146,16 @@ def beam_search(
     """Translate src (B, S); returns for each sentence its ``nbest`` hypotheses, best first."""
     state, first, limits = start_from_source(model, src, max_len_a, max_len_b)
     return beam_decode(
-        model, state, first, limits, beam_size=beam_size, length_penalty_alpha=length_penalty_alpha,
-        nbest=nbest, min_len=min_len, return_attention=return_attention,
-    )  # fmt: skip
+        model,
+        state,
+        first,
+        limits,
+        beam_size=beam_size,
+        length_penalty_alpha=length_penalty_alpha,
+        nbest=nbest,
+        min_len=min_len,
+        return_attention=return_attention,
+    )
 
 
 @torch.no_grad()
@@ -181,9 +191,14 @@ def beam_decode(
     step = 0
     while active.numel() > 0:
         logp, attn = step_log_probs(
-            model, prefix[:, -1:], state, step=step, limits=limits[active].repeat_interleave(beams),
-            min_len=min_len, need_weights=return_attention,
-        )  # fmt: skip
+            model,
+            prefix[:, -1:],
+            state,
+            step=step,
+            limits=limits[active].repeat_interleave(beams),
+            min_len=min_len,
+            need_weights=return_attention,
+        )
         ranked = rank_extensions(scores, logp, K, eos_id)
         if attn is not None:
             step_attn = attn[:, None]  # (N, 1, S)

@@ -98,7 +98,11 @@ class BeamPool:
         K = self.K
         # step 0 with limits shifted by each sentence's own step: at_limit = steps + 1 >= limits
         logp, _ = step_log_probs(
-            self.model, self.prefix[:, -1:], self.state, step=0, limits=(self.limits - self.steps).repeat_interleave(K)
+            self.model,
+            self.prefix[:, -1:],
+            self.state,
+            step=0,
+            limits=(self.limits - self.steps).repeat_interleave(K),
         )
         ranked = rank_extensions(self.scores, logp, K, self.model.config.eos_id)
         width = self.prefix.size(1)
@@ -121,7 +125,9 @@ class BeamPool:
             self.prefix = prefix
             self.state.reorder(ranked.origin)  # origin stays within each sentence's K rows
             return out
-        keep = torch.tensor([b for b, d in enumerate(done) if not d], dtype=torch.long, device=self.scores.device)
+        keep = torch.tensor(
+            [b for b, d in enumerate(done) if not d], dtype=torch.long, device=self.scores.device
+        )
         keep_rows = (keep[:, None] * K + torch.arange(K, device=keep.device)).view(-1)  # (B' * K,)
         self.tags = [self.tags[b] for b in keep.tolist()]
         self.finished = [self.finished[b] for b in keep.tolist()]

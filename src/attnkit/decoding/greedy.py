@@ -48,7 +48,13 @@ def greedy_decode(
     step = 0
     while active.numel() > 0:
         logp, attn = step_log_probs(
-            model, last, state, step=step, limits=limits[active], min_len=min_len, need_weights=return_attention
+            model,
+            last,
+            state,
+            step=step,
+            limits=limits[active],
+            min_len=min_len,
+            need_weights=return_attention,
         )
         best_lp, best = logp.max(dim=-1)  # (N,)
         for row, (i, tok, lp) in enumerate(zip(active.tolist(), best.tolist(), best_lp.tolist())):

@@ -97,9 +97,15 @@ def sample_search(
         model, src.repeat_interleave(num_samples, dim=0), max_len_a, max_len_b
     )
     hyps = sample_decode(
-        model, state, first, limits, sampling=SamplingConfig(temperature, top_k, top_p),
-        generator=generator, seed=seed, min_len=min_len,
-    )  # fmt: skip
+        model,
+        state,
+        first,
+        limits,
+        sampling=SamplingConfig(temperature, top_k, top_p),
+        generator=generator,
+        seed=seed,
+        min_len=min_len,
+    )
     return [hyps[b * num_samples : (b + 1) * num_samples] for b in range(B)]
 
 

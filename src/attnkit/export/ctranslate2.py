@@ -70,14 +70,17 @@ def build_spec(model, tokenizer):
     cfg = model.config
     check_exportable(cfg)
     activation = {
-        "relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,
+        "relu": common_spec.Activation.RELU,
+        "gelu": common_spec.Activation.GELU,
         "swish": common_spec.Activation.SWISH,
-    }[cfg.activation]  # fmt: skip
+    }[cfg.activation]
     w = logical_weights(model)
     spec = transformer_spec.TransformerSpec.from_config(
-        (cfg.n_encoder_layers, cfg.n_decoder_layers), cfg.n_heads, pre_norm=cfg.norm == "pre",
+        (cfg.n_encoder_layers, cfg.n_decoder_layers),
+        cfg.n_heads,
+        pre_norm=cfg.norm == "pre",
         activation=activation,
-    )  # fmt: skip
+    )
     enc, dec = spec.encoder, spec.decoder
     enc.embeddings[0].weight = _np(w["src_embed"])
     enc.position_encodings.encodings = _np(w["src_positions"])
@@ -99,8 +102,13 @@ def build_spec(model, tokenizer):
     bias[[cfg.pad_id, cfg.bos_id]] = _NEVER_GENERATED_BIAS
     dec.projection.bias = _np(bias)
 
-    for side, register in (("src", spec.register_source_vocabulary), ("tgt", spec.register_target_vocabulary)):
-        register([tokenizer.id_to_piece(i, side=side) for i in range(getattr(tokenizer, f"{side}_vocab_size"))])
+    for side, register in (
+        ("src", spec.register_source_vocabulary),
+        ("tgt", spec.register_target_vocabulary),
+    ):
+        register(
+            [tokenizer.id_to_piece(i, side=side) for i in range(getattr(tokenizer, f"{side}_vocab_size"))]
+        )
     pieces = {i: tokenizer.id_to_piece(i, side="tgt") for i in (cfg.bos_id, cfg.eos_id, tokenizer.unk_id)}
     spec.config.bos_token = spec.config.decoder_start_token = pieces[cfg.bos_id]
     spec.config.eos_token = pieces[cfg.eos_id]
@@ -146,7 +154,10 @@ def _ffn(spec, w: dict[str, Tensor], layer: str) -> None:
 
 
 def converter(model, tokenizer):
-    """A ``ctranslate2.converters.Converter`` for this model: ``converter(m, t).convert(dir, quantization=...)``."""
+    """A ``ctranslate2.converters.Converter`` for this model.
+
+    Use: ``converter(m, t).convert(dir, quantization=...)``.
+    """
     from ctranslate2.converters.converter import Converter
 
     class AttnkitConverter(Converter):

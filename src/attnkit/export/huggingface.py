@@ -205,14 +205,20 @@ def _write_tokenizer(tokenizer, folder: Path) -> None:
     (folder / "vocab.json").write_text(json.dumps(vocab("src"), ensure_ascii=False), encoding="utf-8")
     kwargs = {}
     if not tokenizer.joint:
-        (folder / "target_vocab.json").write_text(json.dumps(vocab("tgt"), ensure_ascii=False), encoding="utf-8")
+        (folder / "target_vocab.json").write_text(
+            json.dumps(vocab("tgt"), ensure_ascii=False), encoding="utf-8"
+        )
         kwargs = dict(target_vocab_file=str(folder / "target_vocab.json"), separate_vocabs=True)
     special = (tokenizer.unk_id, tokenizer.eos_id, tokenizer.pad_id, tokenizer.bos_id)
     pieces = {i: tokenizer.id_to_piece(i, side="tgt") for i in special}
     hf_tok = transformers.MarianTokenizer(
-        source_spm=str(folder / "source.spm"), target_spm=str(folder / "target.spm"),
-        vocab=str(folder / "vocab.json"), unk_token=pieces[tokenizer.unk_id],
-        eos_token=pieces[tokenizer.eos_id], pad_token=pieces[tokenizer.pad_id],
-        bos_token=pieces[tokenizer.bos_id], **kwargs,
-    )  # fmt: skip
+        source_spm=str(folder / "source.spm"),
+        target_spm=str(folder / "target.spm"),
+        vocab=str(folder / "vocab.json"),
+        unk_token=pieces[tokenizer.unk_id],
+        eos_token=pieces[tokenizer.eos_id],
+        pad_token=pieces[tokenizer.pad_id],
+        bos_token=pieces[tokenizer.bos_id],
+        **kwargs,
+    )
     hf_tok.save_pretrained(folder)

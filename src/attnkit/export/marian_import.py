@@ -29,7 +29,13 @@ from torch import Tensor
 from ..data.tokenizer import SubwordTokenizer
 from ..errors import CheckpointError
 from ..model import TransformerConfig
-from .huggingface import HF_ACTIVATIONS, hf_name_table, marian_feature_order, residual_axis, transformers_module
+from .huggingface import (
+    HF_ACTIVATIONS,
+    hf_name_table,
+    marian_feature_order,
+    residual_axis,
+    transformers_module,
+)
 from .spm_vocab import SPECIAL_ROLES, reorder_pieces
 from .weights import attnkit_state_dict
 
@@ -49,7 +55,9 @@ def _marian_model(folder: Path):
     transformers = transformers_module()
     config = _read_json(folder / "config.json")
     if config.get("model_type") != "marian":
-        raise CheckpointError(f"{folder}: config.json says model_type {config.get('model_type')!r}, not 'marian'")
+        raise CheckpointError(
+            f"{folder}: config.json says model_type {config.get('model_type')!r}, not 'marian'"
+        )
     try:
         return transformers.MarianMTModel.from_pretrained(str(folder), local_files_only=True).eval()
     except (OSError, ValueError, RuntimeError) as e:
@@ -57,7 +65,9 @@ def _marian_model(folder: Path):
         raise CheckpointError(f"{folder}: the Marian weights could not be loaded: {message}") from None
 
 
-def _attnkit_config(hf_config, src_vocab: int, tgt_vocab: int, share: bool, output_bias: bool) -> TransformerConfig:
+def _attnkit_config(
+    hf_config, src_vocab: int, tgt_vocab: int, share: bool, output_bias: bool
+) -> TransformerConfig:
     c = hf_config
     by_marian = {v: k for k, v in HF_ACTIVATIONS.items()} | {"silu": "swish", "gelu_new": None}
     activation = by_marian.get(c.activation_function)
@@ -73,13 +83,27 @@ def _attnkit_config(hf_config, src_vocab: int, tgt_vocab: int, share: bool, outp
     if problems:
         raise CheckpointError("this Marian model cannot be imported: " + "; ".join(problems))
     return TransformerConfig(
-        d_model=c.d_model, n_heads=c.encoder_attention_heads, d_ff=c.encoder_ffn_dim,
-        dropout=float(c.dropout), attention_dropout=float(c.attention_dropout), activation=activation,
-        norm="post", positional="sinusoidal", max_len=c.max_position_embeddings, bias=True, pad_id=0,
-        src_vocab_size=src_vocab, tgt_vocab_size=tgt_vocab, n_encoder_layers=c.encoder_layers,
-        n_decoder_layers=c.decoder_layers, share_vocab=share, tie_output=bool(c.tie_word_embeddings),
-        output_bias=output_bias and bool(c.tie_word_embeddings), bos_id=1, eos_id=2,
-    )  # fmt: skip
+        d_model=c.d_model,
+        n_heads=c.encoder_attention_heads,
+        d_ff=c.encoder_ffn_dim,
+        dropout=float(c.dropout),
+        attention_dropout=float(c.attention_dropout),
+        activation=activation,
+        norm="post",
+        positional="sinusoidal",
+        max_len=c.max_position_embeddings,
+        bias=True,
+        pad_id=0,
+        src_vocab_size=src_vocab,
+        tgt_vocab_size=tgt_vocab,
+        n_encoder_layers=c.encoder_layers,
+        n_decoder_layers=c.decoder_layers,
+        share_vocab=share,
+        tie_output=bool(c.tie_word_embeddings),
+        output_bias=output_bias and bool(c.tie_word_embeddings),
+        bos_id=1,
+        eos_id=2,
+    )
 
 
 def _rows(pieces: list[str], vocab: dict[str, int], roles: dict[str, int]) -> Tensor:
@@ -96,7 +120,9 @@ def import_marian(folder: str | Path) -> dict[str, Any]:
         raise CheckpointError(f"{folder}: not a folder")
     hf = _marian_model(folder)
     c = hf.config
-    tok_config = _read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").exists() else {}
+    tok_config = (
+        _read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").exists() else {}
+    )
     separate = bool(tok_config.get("separate_vocabs", False))
     src_vocab = _read_json(folder / "vocab.json")
     tgt_vocab = _read_json(folder / "target_vocab.json") if separate else src_vocab
@@ -150,6 +176,9 @@ def import_marian(folder: str | Path) -> dict[str, Any]:
         "arch": "transformer",
         "model_config": cfg.to_dict(),
         "tokenizer": tokenizer.state_dict(),
-        "experiment": {"data": {"corpus": "imported"}, "imported_from": {"format": "huggingface", "path": str(folder)}},
+        "experiment": {
+            "data": {"corpus": "imported"},
+            "imported_from": {"format": "huggingface", "path": str(folder)},
+        },
         "model": attnkit_state_dict(logical, cfg),
     }

@@ -59,7 +59,10 @@ def name_table(cfg: TransformerConfig) -> list[tuple[str, str, slice | None]]:
     reading takes the first, writing fills all.
     """
     d, b = cfg.d_model, cfg.bias
-    table = [("src_embed", "src_embed.embedding.weight", None), ("tgt_embed", "tgt_embed.embedding.weight", None)]
+    table = [
+        ("src_embed", "src_embed.embedding.weight", None),
+        ("tgt_embed", "tgt_embed.embedding.weight", None),
+    ]
     if cfg.share_vocab:
         table.append(("src_embed", "tgt_embed.embedding.weight", None))
     for i in range(cfg.n_encoder_layers):

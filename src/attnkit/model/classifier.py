@@ -29,8 +29,9 @@ from .transformer import Encoder
 @dataclass
 class ClassifierOutput:
     """logits (B, C); token_weights (B, T): each input token's share of the pooled vector (0 on
-    padding, rows sum to 1; for ``first`` pooling, only with need_weights); self_attn: L x (B, H, T', T') encoder self-attention when asked for
-    (T' = T + 1 with the CLS token of ``first`` pooling, which sits at position 0)."""
+    padding, rows sum to 1; for ``first`` pooling, only with need_weights); self_attn:
+    L x (B, H, T', T') encoder self-attention when asked for (T' = T + 1 with the CLS token of
+    ``first`` pooling, which sits at position 0)."""
 
     logits: Tensor
     token_weights: Tensor | None = None

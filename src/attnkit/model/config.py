@@ -100,7 +100,8 @@ class TransformerConfig(BlockConfig):
             self._check(
                 self.src_vocab_size == self.tgt_vocab_size,
                 "share_vocab",
-                f"needs src_vocab_size == tgt_vocab_size (got {self.src_vocab_size} and {self.tgt_vocab_size})",
+                "needs src_vocab_size == tgt_vocab_size "
+                f"(got {self.src_vocab_size} and {self.tgt_vocab_size})",
             )
         vocab = min(self.src_vocab_size, self.tgt_vocab_size)
         for name in ("pad_id", "bos_id", "eos_id"):

@@ -36,7 +36,10 @@ class TokenEmbedding(nn.Module):
         return self.embedding.weight
 
     def forward(self, tokens: Tensor, offset: int | Tensor = 0) -> Tensor:
-        """tokens (B, T) at positions offset..offset+T-1 -> (B, T, D); ``offset`` an int or one per row (B,)."""
+        """tokens (B, T) at positions offset..offset+T-1 -> (B, T, D).
+
+        ``offset`` is an int or one per row (B,).
+        """
         T = tokens.size(1)
         if isinstance(offset, Tensor):  # rows at different positions (sentences joined mid-decoding)
             positions = offset[:, None] + torch.arange(T, device=tokens.device)  # (B, T)

@@ -8,8 +8,8 @@ additive scores e_ij = v^T tanh(W s_(i-1) + U h_j). Its state s_i depends on s_(
 It keeps the seq2seq contract of :mod:`attnkit.model.interface` (``encode``, ``init_state``, ``decode``,
 ``forward``), so the same trainer and the same searches serve it and the Transformer.
 
-Legend: B sentences, G hypotheses per sentence, N = B * G rows, S source length, T target length, E embedding size, H encoder hidden size per
-direction, Hd decoder hidden size, A attention size, V vocabulary.
+Legend: B sentences, G hypotheses per sentence, N = B * G rows, S source length, T target length,
+E embedding size, H encoder hidden size per direction, Hd decoder hidden size, A attention size, V vocabulary.
 """
 
 from __future__ import annotations

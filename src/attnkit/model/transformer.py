@@ -78,7 +78,9 @@ class TransformerState:
             rows = (sentences[:, None] * G + torch.arange(G, device=sentences.device)).view(-1)  # (B' * G,)
         self.reorder(rows)
         self.src_mask = self.src_mask.index_select(0, sentences)
-        self.cross_kv = [(k.index_select(0, sentences), v.index_select(0, sentences)) for k, v in self.cross_kv]
+        self.cross_kv = [
+            (k.index_select(0, sentences), v.index_select(0, sentences)) for k, v in self.cross_kv
+        ]
         if self.start is not None:
             self.start = self.start.index_select(0, sentences)
             self._trim()
@@ -96,7 +98,9 @@ class TransformerState:
         t = max(len(self), len(other))
         S = max(self.src_mask.size(-1), other.src_mask.size(-1))
         start = torch.cat([self.starts() + t - len(self), other.starts() + t - len(other)])  # (B + B',)
-        self.src_mask = torch.cat([_pad_right(self.src_mask, S), _pad_right(other.src_mask, S)])  # (B+B', 1, 1, S)
+        self.src_mask = torch.cat(
+            [_pad_right(self.src_mask, S), _pad_right(other.src_mask, S)]
+        )  # (B+B', 1, 1, S)
         self.cross_kv = [
             (torch.cat([_pad_time(k, S), _pad_time(ko, S)]), torch.cat([_pad_time(v, S), _pad_time(vo, S)]))
             for (k, v), (ko, vo) in zip(self.cross_kv, other.cross_kv)
@@ -108,7 +112,9 @@ class TransformerState:
                 continue
             k_a, v_a = _cache_or_empty(mine, n_self * self.group, like)
             k_b, v_b = _cache_or_empty(theirs, n_other * self.group, like)
-            mine.k = torch.cat([_pad_time(k_a, t, left=True), _pad_time(k_b, t, left=True)])  # (N+N', H, t, Dh)
+            mine.k = torch.cat(
+                [_pad_time(k_a, t, left=True), _pad_time(k_b, t, left=True)]
+            )  # (N+N', H, t, Dh)
             mine.v = torch.cat([_pad_time(v_a, t, left=True), _pad_time(v_b, t, left=True)])
         self.start = start
         self._trim()
@@ -215,7 +221,9 @@ class Transformer(nn.Module):
         offset, self_mask = len(state), None
         if state.start is not None:  # sentences joined at different steps (TransformerState.join)
             if self.tgt_embed.positions is None:
-                raise ValueError("sentences at different steps need absolute positions (sinusoidal or learned)")
+                raise ValueError(
+                    "sentences at different steps need absolute positions (sinusoidal or learned)"
+                )
             start = state.start.repeat_interleave(state.group)  # (N,)
             offset = len(state) - start  # (N,) position of each row's first new token
             cache_pos = torch.arange(len(state) + tgt.size(1), device=tgt.device)  # (t + T,)
@@ -224,9 +232,14 @@ class Transformer(nn.Module):
         self_ws, cross_ws = [], []
         for layer, cross_kv, self_kv in zip(self.decoder_layers, state.cross_kv, state.self_kv):
             y, self_w, cross_w = layer(
-                y, cross_kv, src_mask=state.src_mask, self_cache=self_kv, self_mask=self_mask,
-                kv_group=state.group, need_weights=need_weights,
-            )  # fmt: skip
+                y,
+                cross_kv,
+                src_mask=state.src_mask,
+                self_cache=self_kv,
+                self_mask=self_mask,
+                kv_group=state.group,
+                need_weights=need_weights,
+            )
             self_ws.append(self_w)
             cross_ws.append(cross_w)
         logits = self.output_proj(self.decoder_norm(y))  # (N, T, V)

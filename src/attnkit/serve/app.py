@@ -30,7 +30,14 @@ from .schemas import (
     TranslateRequest,
     TranslateResponse,
 )
-from .tasks import ENDPOINT_TASK, TASK_NOUN, ClassifierServed, LanguageModelServed, ServedModel, TranslationModel
+from .tasks import (
+    ENDPOINT_TASK,
+    TASK_NOUN,
+    ClassifierServed,
+    LanguageModelServed,
+    ServedModel,
+    TranslationModel,
+)
 
 
 class ServeError(Exception):
@@ -62,9 +69,12 @@ def create_app(
     async def lifespan(app: FastAPI):
         nonlocal decoder
         decoder = app.state.decoder = given or ThreadDecoder(
-            models, max_batch_tokens=max_batch_tokens, max_wait_ms=max_wait_ms, join_group=join_group,
+            models,
+            max_batch_tokens=max_batch_tokens,
+            max_wait_ms=max_wait_ms,
+            join_group=join_group,
             join_wait_steps=join_wait_steps,
-        )  # fmt: skip
+        )
         try:
             yield
         finally:  # uvicorn has let in-flight requests finish; finish what is queued, then stop
@@ -82,7 +92,10 @@ def create_app(
             fit = [m for m in models if m.task == task]
             if not fit:
                 loaded = ", ".join(f"{m.name} ({m.task})" for m in models)
-                raise ServeError(422, f"no loaded model serves /v1/{endpoint} (it needs {TASK_NOUN[task]}; loaded: {loaded})")
+                raise ServeError(
+                    422,
+                    f"no loaded model serves /v1/{endpoint} (it needs {TASK_NOUN[task]}; loaded: {loaded})",
+                )
             return fit[0]
         if name not in by_name:
             raise ServeError(404, f"unknown model {name!r} (loaded: {', '.join(by_name)})")
@@ -130,23 +143,29 @@ def create_app(
         model: TranslationModel = resolve(req.model, "translate")
         sentences = [req.text] if isinstance(req.text, str) else req.text
         if len(sentences) > limits.max_sentences:
-            raise ServeError(413, f"too many sentences: {len(sentences)} (the limit is {limits.max_sentences} per request)")
+            raise ServeError(
+                413, f"too many sentences: {len(sentences)} (the limit is {limits.max_sentences} per request)"
+            )
         if req.beam > limits.max_beam:
             raise ServeError(422, f"beam {req.beam} is over the limit of {limits.max_beam}")
         if req.nbest > req.beam:
             raise ServeError(422, f"nbest {req.nbest} is larger than beam {req.beam}")
         cost = sum(_check_sentence(model, s, i, limits) for i, s in enumerate(sentences))
-        call = Call.of(model.name, "translate", beam=req.beam, nbest=req.nbest, length_penalty=req.length_penalty)
+        call = Call.of(
+            model.name, "translate", beam=req.beam, nbest=req.nbest, length_penalty=req.length_penalty
+        )
         results = await run_job(call, sentences, cost)  # beam search: continuous batching where the model can
         # Built here and returned as is: the response model only documents it (validating our own
         # output again cost ~0.1 ms of the event loop's time per request).
-        return JSONResponse({
-            "model": model.name,
-            "translations": [
-                {"text": r.text, "score": r.score, "nbest": [{"text": t, "score": s} for t, s in r.nbest]}
-                for r in results
-            ],
-        })  # fmt: skip
+        return JSONResponse(
+            {
+                "model": model.name,
+                "translations": [
+                    {"text": r.text, "score": r.score, "nbest": [{"text": t, "score": s} for t, s in r.nbest]}
+                    for r in results
+                ],
+            }
+        )
 
     @app.post("/v1/attention", summary="every attention map of one translation, with words and an alignment")
     async def attention(req: AttentionRequest) -> dict[str, Any]:
@@ -156,7 +175,9 @@ def create_app(
         if not req.text.strip():
             raise ServeError(422, "text is empty: there is no attention to show")
         cost = _check_sentence(model, req.text, 0, limits)
-        (payload,) = await run_job(Call.of(model.name, "attention", beam=req.beam), [req.text], cost, alone=True)
+        (payload,) = await run_job(
+            Call.of(model.name, "attention", beam=req.beam), [req.text], cost, alone=True
+        )
         return {"model": model.name, **payload}
 
     @app.post("/v1/generate", summary="continue a prompt (language-model checkpoints)")
@@ -167,10 +188,21 @@ def create_app(
         if req.num_samples > limits.max_samples:
             raise ServeError(422, f"num_samples {req.num_samples} is over the limit of {limits.max_samples}")
         if not req.sample and req.num_samples > req.beam:
-            raise ServeError(422, f"num_samples {req.num_samples} is larger than beam {req.beam}: sample, or widen the beam")
+            raise ServeError(
+                422,
+                f"num_samples {req.num_samples} is larger than beam {req.beam}: sample, or widen the beam",
+            )
         cost = _check_sentence(model, req.text, 0, limits) if req.text else 0
-        options = dict(max_new_tokens=req.max_tokens, beam=req.beam, sample=req.sample, temperature=req.temperature,
-                       top_k=req.top_k, top_p=req.top_p, num_samples=req.num_samples, seed=req.seed)  # fmt: skip
+        options = dict(
+            max_new_tokens=req.max_tokens,
+            beam=req.beam,
+            sample=req.sample,
+            temperature=req.temperature,
+            top_k=req.top_k,
+            top_p=req.top_p,
+            num_samples=req.num_samples,
+            seed=req.seed,
+        )
         (gens,) = await run_job(Call.of(model.name, "generate", **options), [req.text], cost, alone=True)
         return {
             "model": model.name,
@@ -182,10 +214,14 @@ def create_app(
         model: ClassifierServed = resolve(req.model, "classify")
         texts = [req.text] if isinstance(req.text, str) else req.text
         if len(texts) > limits.max_sentences:
-            raise ServeError(413, f"too many texts: {len(texts)} (the limit is {limits.max_sentences} per request)")
+            raise ServeError(
+                413, f"too many texts: {len(texts)} (the limit is {limits.max_sentences} per request)"
+            )
         n_labels = len(model.classifier.labels)
         if req.top_k > n_labels:
-            raise ServeError(422, f"top_k {req.top_k} is larger than the {n_labels} labels of model {model.name!r}")
+            raise ServeError(
+                422, f"top_k {req.top_k} is larger than the {n_labels} labels of model {model.name!r}"
+            )
         for i, text in enumerate(texts):
             if not text.strip():
                 raise ServeError(422, f"text {i} is empty: nothing to classify")
@@ -211,7 +247,8 @@ def _check_sentence(model, text: str, i: int, limits: Limits) -> int:
     n = model.count_tokens(text)
     if n > getattr(model, "max_src_tokens", n):
         raise ServeError(
-            422, f"sentence {i} has {n} subword tokens; model {model.name!r} takes at most {model.max_src_tokens}"
+            422,
+            f"sentence {i} has {n} subword tokens; model {model.name!r} takes at most {model.max_src_tokens}",
         )
     return n
 
@@ -224,8 +261,12 @@ def _add_error_handlers(app: FastAPI) -> None:
         if bad_json:
             reason = (bad_json[0].get("ctx") or {}).get("error", "invalid JSON")
             return JSONResponse({"error": f"the body is not valid JSON: {reason}"}, status_code=400)
-        if "json" not in request.headers.get("content-type", "") and any(x.get("loc") == ("body",) for x in errs):
-            return JSONResponse({"error": "the body must be JSON, sent with Content-Type: application/json"}, 400)
+        if "json" not in request.headers.get("content-type", "") and any(
+            x.get("loc") == ("body",) for x in errs
+        ):
+            return JSONResponse(
+                {"error": "the body must be JSON, sent with Content-Type: application/json"}, 400
+            )
         return JSONResponse({"error": "; ".join(_describe(x) for x in errs[:5])}, status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
@@ -288,4 +329,3 @@ class BodyLimit:
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": 413, "headers": headers})
         await send({"type": "http.response.body", "body": body})
-

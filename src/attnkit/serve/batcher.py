@@ -21,6 +21,7 @@ compete for the same cores.
 
 from __future__ import annotations
 
+import functools
 import queue
 import threading
 import time
@@ -102,9 +103,13 @@ class Batcher:
     """
 
     def __init__(
-        self, *, max_batch_tokens: int = 4000, max_wait_ms: float = 5.0,
-        join_group: int = 1, join_wait_steps: int = 0,
-    ):  # fmt: skip
+        self,
+        *,
+        max_batch_tokens: int = 4000,
+        max_wait_ms: float = 5.0,
+        join_group: int = 1,
+        join_wait_steps: int = 0,
+    ):
         if max_batch_tokens <= 0 or max_wait_ms < 0:
             raise ValueError("max_batch_tokens must be positive and max_wait_ms not negative")
         if join_group < 1 or join_wait_steps < 0:
@@ -121,9 +126,14 @@ class Batcher:
         self._thread.start()
 
     def submit(
-        self, key: Hashable, items: list[Any], cost: int, run: BatchFn | None = None, *,
+        self,
+        key: Hashable,
+        items: list[Any],
+        cost: int,
+        run: BatchFn | None = None,
+        *,
         stream: Callable[[], Stream] | None = None,
-    ) -> Future:  # fmt: skip
+    ) -> Future:
         """Queue ``items`` for ``run`` (one batched call) or for the ``stream`` of ``key`` (continuous
         batching; the factory is called when no stream of the key is running); the future resolves
         to their results, in order."""
@@ -276,7 +286,7 @@ class Batcher:
                 live.jobs.append(job)
             self.stats.model_calls += 1
             self.stats.largest_batch_jobs = max(self.stats.largest_batch_jobs, len(live.jobs))
-            self._deliver(key, lambda: live.stream.add(pairs))
+            self._deliver(key, functools.partial(live.stream.add, pairs))
 
     def _due_keys(self) -> set[Hashable]:
         """Keys whose held stream jobs may join now: no stream running, or enough items waiting,

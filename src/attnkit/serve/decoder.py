@@ -167,7 +167,9 @@ class ProcessDecoder:
                 return worker.submit(job, call, items, cost, alone)
             except DecoderUnavailable as e:
                 error = e
-        raise error or DecoderUnavailable(self.down or "the decoding processes stopped; fresh ones are starting")
+        raise error or DecoderUnavailable(
+            self.down or "the decoding processes stopped; fresh ones are starting"
+        )
 
     def close(self, timeout: float | None = None) -> None:
         """Let the children answer everything queued, then stop them (those not done by ``timeout``

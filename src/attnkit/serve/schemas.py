@@ -28,7 +28,9 @@ class _Request(BaseModel):
 
 class TranslateRequest(_Request):
     text: str | list[str] = Field(description="one sentence, or a list of sentences")
-    model: str | None = Field(None, description="a name from GET /v1/models; default: the first translation model")
+    model: str | None = Field(
+        None, description="a name from GET /v1/models; default: the first translation model"
+    )
     beam: int = Field(4, ge=1, description="beam size; 1 = greedy")
     nbest: int = Field(1, ge=1, description="hypotheses returned per sentence (at most beam)")
     length_penalty: float = Field(0.6, ge=0.0, le=10.0, description="GNMT length penalty alpha")
@@ -42,7 +44,9 @@ class AttentionRequest(_Request):
 
 class GenerateRequest(_Request):
     text: str = Field(description="the prompt (may be empty: generate from the start)")
-    model: str | None = Field(None, description="a name from GET /v1/models; default: the first language model")
+    model: str | None = Field(
+        None, description="a name from GET /v1/models; default: the first language model"
+    )
     max_tokens: int = Field(50, ge=1, description="new subword tokens at most")
     beam: int = Field(1, ge=1, description="beam size when not sampling; 1 = greedy")
     sample: bool = Field(False, description="sample instead of searching (temperature, top_k, top_p, seed)")

@@ -21,7 +21,12 @@ from ..generate import Generation, LanguageModel
 from ..translate import Translation, TranslationStream, Translator
 
 TASK_OF_ARCH = {"transformer": "translate", "rnn": "translate", "lm": "generate", "classifier": "classify"}
-ENDPOINT_TASK = {"translate": "translate", "attention": "translate", "generate": "generate", "classify": "classify"}
+ENDPOINT_TASK = {
+    "translate": "translate",
+    "attention": "translate",
+    "generate": "generate",
+    "classify": "classify",
+}
 TASK_NOUN = {"translate": "a translation model", "generate": "a language model", "classify": "a classifier"}
 
 
@@ -41,7 +46,9 @@ class TranslationModel:
 
     task = "translate"
 
-    def __init__(self, name: str, arch: str, translator: Translator, experiment: dict[str, Any] | None = None):
+    def __init__(
+        self, name: str, arch: str, translator: Translator, experiment: dict[str, Any] | None = None
+    ):
         self.name, self.arch, self.translator = name, arch, translator
         # A served model's weights never change: pack them once for the server's life instead of
         # at every call (Translator.translate's own packing then keeps these).
@@ -63,12 +70,16 @@ class TranslationModel:
     def count_tokens(self, text: str) -> int:
         return len(self.translator.tokenizer.encode(text, side="src"))
 
-    def translate(self, sentences: list[str], *, beam: int, nbest: int, length_penalty: float,
-                  batch_tokens: int) -> list[Translation]:  # fmt: skip
+    def translate(
+        self, sentences: list[str], *, beam: int, nbest: int, length_penalty: float, batch_tokens: int
+    ) -> list[Translation]:
         return self.translator.translate(
-            sentences, beam=max(beam, nbest), nbest=nbest, length_penalty=length_penalty,
+            sentences,
+            beam=max(beam, nbest),
+            nbest=nbest,
+            length_penalty=length_penalty,
             batch_tokens=batch_tokens,
-        )  # fmt: skip
+        )
 
     def streams(self, *, beam: int, nbest: int) -> bool:
         """Whether requests with these options decode by continuous batching (:meth:`stream`); the
@@ -120,9 +131,16 @@ class LanguageModelServed:
 
     def describe(self) -> dict[str, Any]:
         cfg = self.lm.model.config
-        return {"name": self.name, "task": self.task, "arch": self.arch, "max_src_tokens": self.max_src_tokens,
-                "layers": cfg.n_layers, "heads": cfg.n_heads, "parameters": _parameters(self.lm.model),
-                "device": str(self.lm.device)}  # fmt: skip
+        return {
+            "name": self.name,
+            "task": self.task,
+            "arch": self.arch,
+            "max_src_tokens": self.max_src_tokens,
+            "layers": cfg.n_layers,
+            "heads": cfg.n_heads,
+            "parameters": _parameters(self.lm.model),
+            "device": str(self.lm.device),
+        }
 
 
 class ClassifierServed:
@@ -139,17 +157,27 @@ class ClassifierServed:
         return cls(name, state["arch"], Classifier.from_state(state, device=device, path=name))
 
     def count_tokens(self, text: str) -> int:
-        return min(len(self.classifier.tokenizer.encode(text, side="src")), self.classifier.model.config.max_len)
+        return min(
+            len(self.classifier.tokenizer.encode(text, side="src")), self.classifier.model.config.max_len
+        )
 
     def predict(self, texts: list[str], *, top_k: int) -> list[list[tuple[str, float]]]:
         return self.classifier.predict(texts, top_k=top_k)
 
     def describe(self) -> dict[str, Any]:
         cfg = self.classifier.model.config
-        return {"name": self.name, "task": self.task, "arch": self.arch, "labels": self.classifier.labels,
-                "pooling": cfg.pooling, "max_src_tokens": cfg.max_len, "layers": cfg.n_layers,
-                "heads": cfg.n_heads, "parameters": _parameters(self.classifier.model),
-                "device": str(self.classifier.device)}  # fmt: skip
+        return {
+            "name": self.name,
+            "task": self.task,
+            "arch": self.arch,
+            "labels": self.classifier.labels,
+            "pooling": cfg.pooling,
+            "max_src_tokens": cfg.max_len,
+            "layers": cfg.n_layers,
+            "heads": cfg.n_heads,
+            "parameters": _parameters(self.classifier.model),
+            "device": str(self.classifier.device),
+        }
 
 
 def _parameters(model) -> int:
@@ -157,7 +185,11 @@ def _parameters(model) -> int:
 
 
 # task -> loader(name, checkpoint state, device)
-LOADERS = {"translate": TranslationModel.load, "generate": LanguageModelServed.load, "classify": ClassifierServed.load}
+LOADERS = {
+    "translate": TranslationModel.load,
+    "generate": LanguageModelServed.load,
+    "classify": ClassifierServed.load,
+}
 
 
 def model_name(spec: str) -> tuple[str, Path]:
@@ -201,4 +233,3 @@ def release_weights(models: list[ServedModel]) -> None:
         else:
             module = m.lm.model if isinstance(m, LanguageModelServed) else m.classifier.model
         module.to("meta")
-

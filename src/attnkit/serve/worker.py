@@ -67,8 +67,9 @@ class Worker:
     def _start(self):
         ctx = mp.get_context("spawn")  # a fresh interpreter: no inherited threads or locks
         conn, child_conn = ctx.Pipe()
-        proc = ctx.Process(target=self.main, args=(child_conn, self.spec, self.batching), name="attnkit-decoder",
-                           daemon=True)  # fmt: skip
+        proc = ctx.Process(
+            target=self.main, args=(child_conn, self.spec, self.batching), name="attnkit-decoder", daemon=True
+        )
         proc.start()
         child_conn.close()
         return conn, proc
@@ -85,15 +86,18 @@ class Worker:
             hello = conn.recv()
         except EOFError:
             proc.join(5)
-            raise ConfigError(f"the decoding process exited while loading the models (exit code {proc.exitcode})") from None
+            raise ConfigError(
+                f"the decoding process exited while loading the models (exit code {proc.exitcode})"
+            ) from None
         if hello[0] != "ready":
             proc.join(5)
             raise ConfigError(f"the decoding process could not load the models: {hello[1]}")
         return hello[1]
 
     def _watch(self, conn, proc, pending) -> None:
-        reader = threading.Thread(target=self._read, args=(conn, proc, pending), name="attnkit-decoder-reader",
-                                  daemon=True)  # fmt: skip
+        reader = threading.Thread(
+            target=self._read, args=(conn, proc, pending), name="attnkit-decoder-reader", daemon=True
+        )
         with self._lock:
             self._reader = reader
         reader.start()
@@ -155,7 +159,9 @@ class Worker:
             self._retired, self._stats = added(self._retired, self._stats), BatchStats()
             restart = not self._closed
             if restart:
-                self._down = f"the decoding process stopped (exit code {proc.exitcode}); a fresh one is starting"
+                self._down = (
+                    f"the decoding process stopped (exit code {proc.exitcode}); a fresh one is starting"
+                )
         for future in lost:
             settle(future, error=RuntimeError(f"the decoding process stopped (exit code {proc.exitcode})"))
         if restart:
@@ -199,7 +205,8 @@ class Worker:
             pass
 
     def join(self, deadline: float | None) -> None:
-        """Wait until the reader has reaped the child (by ``deadline``, a ``time.monotonic()``), else kill it."""
+        """Wait until the reader has reaped the child (by ``deadline``, a ``time.monotonic()``),
+        else kill it."""
         while True:
             reader = self._reader
             if reader is None:  # never ready: no reader thread, so waiting here races with nobody

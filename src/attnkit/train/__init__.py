@@ -1,8 +1,9 @@
-"""Training: the experiment config, building a run (build), the loop (trainer) and the task objects it calls."""
+"""Training: the experiment config, building a run (build), the loop (trainer) and the task
+objects it calls."""
 
 from ..checkpoint import average_checkpoints, load_checkpoint, save_checkpoint
-from .config import ExperimentConfig, load_config
 from .build import Setup, build
+from .config import ExperimentConfig, load_config
 from .task import Task, TranslationTask
 from .trainer import Trainer, TrainResult, train
 

@@ -21,15 +21,18 @@ from ..data.tokenizer import SubwordTokenizer
 from ..errors import CheckpointError, ConfigError, DataError
 from ..translate import resolve_device
 from . import distributed as ddp
-from .config import ExperimentConfig
 from .classifier_task import ClassifierTask
+from .config import ExperimentConfig
 from .lm_task import LanguageModelTask
 from .task import Encoded, Task, TranslationTask
 
 # model.arch -> the task that trains it; a new task is a class with Task's methods and one line here.
 TASKS: dict[str, type] = {
-    "transformer": TranslationTask, "rnn": TranslationTask, "lm": LanguageModelTask, "classifier": ClassifierTask,
-}  # fmt: skip
+    "transformer": TranslationTask,
+    "rnn": TranslationTask,
+    "lm": LanguageModelTask,
+    "classifier": ClassifierTask,
+}
 
 
 @dataclass
@@ -94,9 +97,14 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
     train = task.encode(records, tokenizer, max_len, split="train")
     valid = task.encode(valid_records, tokenizer, max_len, split="valid")
     sampler = TokenBatchSampler(
-        train.lengths, t.max_tokens, shuffle=True, seed=t.seed, rank=dist.rank, world_size=dist.world_size,
+        train.lengths,
+        t.max_tokens,
+        shuffle=True,
+        seed=t.seed,
+        rank=dist.rank,
+        world_size=dist.world_size,
         epoch_size=train.epoch_size,
-    )  # fmt: skip
+    )
     notes = [n for n in (train.dropped, valid.dropped) if n]
     if t.bidirectional_epochs:
         n_later = sampler.n_batches(t.bidirectional_epochs)  # first: epoch 0 stays in the sampler's cache
@@ -147,17 +155,34 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
         model = build_model(cfg.arch, model_cfg.to_dict())
     model.to(device)
     optimizer = torch.optim.Adam(
-        model.parameters(), lr=t.lr, betas=(t.beta1, t.beta2), eps=t.eps, weight_decay=t.weight_decay,
+        model.parameters(),
+        lr=t.lr,
+        betas=(t.beta1, t.beta2),
+        eps=t.eps,
+        weight_decay=t.weight_decay,
         fused=True,  # one kernel over all parameters, on CPU and GPU alike
-    )  # fmt: skip
+    )
     if resume_state is not None:
         optimizer.load_state_dict(resume_state["optimizer"])
         sampler.load_state_dict(resume_state["sampler"])
     d_model = getattr(model_cfg, "d_model", getattr(model_cfg, "hidden_size", 512))
     return Setup(
-        cfg, device, dist, bf16, task, tokenizer, train, valid, valid_records, sampler, model, optimizer,
-        d_model, resume_state, notes,
-    )  # fmt: skip
+        cfg,
+        device,
+        dist,
+        bf16,
+        task,
+        tokenizer,
+        train,
+        valid,
+        valid_records,
+        sampler,
+        model,
+        optimizer,
+        d_model,
+        resume_state,
+        notes,
+    )
 
 
 def _cpu_has_bf16() -> bool:

@@ -39,8 +39,11 @@ class ClassifierBatch:
     n_tgt_tokens: int  # examples: the loss is averaged per example
 
     def to(self, device, non_blocking: bool = False) -> ClassifierBatch:
-        return ClassifierBatch(self.tokens.to(device, non_blocking=non_blocking),
-                               self.labels.to(device, non_blocking=non_blocking), self.n_tgt_tokens)  # fmt: skip
+        return ClassifierBatch(
+            self.tokens.to(device, non_blocking=non_blocking),
+            self.labels.to(device, non_blocking=non_blocking),
+            self.n_tgt_tokens,
+        )
 
     def __len__(self) -> int:
         return self.tokens.size(0)
@@ -92,11 +95,22 @@ class ClassifierTask:
     def train_tokenizer(self, records: Sequence[LabelledExample], seed: int) -> SubwordTokenizer:
         texts = [t for r in records for t in (r.text, r.text_b) if t is not None and t.strip()]
         tok = self.cfg.tokenizer
-        return SubwordTokenizer.train(texts, texts, vocab_size=tok.vocab_size, model_type=tok.model_type,
-                                      character_coverage=tok.character_coverage, seed=seed)  # fmt: skip
+        return SubwordTokenizer.train(
+            texts,
+            texts,
+            vocab_size=tok.vocab_size,
+            model_type=tok.model_type,
+            character_coverage=tok.character_coverage,
+            seed=seed,
+        )
 
     def encode(
-        self, records: Sequence[LabelledExample], tokenizer: SubwordTokenizer, max_len: int, *, split: str = "train"
+        self,
+        records: Sequence[LabelledExample],
+        tokenizer: SubwordTokenizer,
+        max_len: int,
+        *,
+        split: str = "train",
     ) -> Encoded:
         """(pieces, class id) per record; a text longer than ``max_len`` pieces is cut to its prefix
         (a classifier reads a prefix rather than losing the example)."""
@@ -111,7 +125,9 @@ class ClassifierTask:
         dropped = f"cut {cut} {split} text(s) to their first {max_len} subwords" if cut else ""
         return Encoded(examples, [(len(ids), 0) for ids, _ in examples], dropped)
 
-    def collate(self, examples: Sequence[tuple[list[int], int]], tokenizer: SubwordTokenizer) -> ClassifierBatch:
+    def collate(
+        self, examples: Sequence[tuple[list[int], int]], tokenizer: SubwordTokenizer
+    ) -> ClassifierBatch:
         T = max(len(ids) for ids, _ in examples)
         tokens = torch.full((len(examples), T), tokenizer.pad_id, dtype=torch.long)  # (B, T)
         for r, (ids, _) in enumerate(examples):
@@ -120,12 +136,21 @@ class ClassifierTask:
         return ClassifierBatch(tokens, labels, len(examples))
 
     # -- loss and metrics ------------------------------------------------------------------------
-    def loss(self, model, batch: ClassifierBatch, tokenizer: SubwordTokenizer, *, epsilon: float = 0.0,
-             loss_fn=label_smoothed_cross_entropy) -> LossOutput:  # fmt: skip
+    def loss(
+        self,
+        model,
+        batch: ClassifierBatch,
+        tokenizer: SubwordTokenizer,
+        *,
+        epsilon: float = 0.0,
+        loss_fn=label_smoothed_cross_entropy,
+    ) -> LossOutput:
         return loss_fn(model(batch.tokens), batch.labels, epsilon=epsilon, pad_id=NO_PAD)  # logits (B, C)
 
     @torch.no_grad()
-    def report(self, model, tokenizer, valid: Encoded, device, batch_tokens: int = 8000) -> tuple[float, ClassificationReport]:
+    def report(
+        self, model, tokenizer, valid: Encoded, device, batch_tokens: int = 8000
+    ) -> tuple[float, ClassificationReport]:
         """(mean loss per example, the classification report) on encoded examples."""
         nll, n, gold, predicted = 0.0, 0, [], []
         for idx in TokenBatchSampler(valid.lengths, batch_tokens, shuffle=False):

@@ -42,8 +42,11 @@ class TokenizerConfig(ConfigBase):
         self._check(self.vocab_size >= 16, "vocab_size", "must be at least 16")
         self._choice("model_type", ("unigram", "bpe"))
         self._check(0.9 <= self.character_coverage <= 1.0, "character_coverage", "must be in [0.9, 1]")
-        self._check(self.sample_nbest == 0 or 2 <= self.sample_nbest <= 1024, "sample_nbest",
-                    "must be 0 (off) or in [2, 1024]")  # fmt: skip
+        self._check(
+            self.sample_nbest == 0 or 2 <= self.sample_nbest <= 1024,
+            "sample_nbest",
+            "must be 0 (off) or in [2, 1024]",
+        )
         self._check(self.sample_alpha > 0, "sample_alpha", "must be > 0")
         self._check(
             not self.sample_nbest or self.model_type == "unigram",
@@ -156,7 +159,9 @@ SECTIONS: dict[str, type[ConfigBase]] = {
 class ExperimentConfig:
     data: DataConfig
     tokenizer: TokenizerConfig
-    model: dict[str, Any]  # arch, optional preset, and fields of that arch's config (vocabulary from the tokenizer)
+    model: dict[
+        str, Any
+    ]  # arch, optional preset, and fields of that arch's config (vocabulary from the tokenizer)
     train: TrainConfig
     valid: ValidConfig
     output_dir: str = "runs/experiment"
@@ -188,7 +193,8 @@ class ExperimentConfig:
         for key, value in (data_fields or {}).items():
             if key in fields and fields[key] != value:
                 raise ConfigError(
-                    f"model.{key} = {fields[key]!r} contradicts the training data's {value}; remove model.{key} "
+                    f"model.{key} = {fields[key]!r} contradicts the training data's {value}; "
+                    f"remove model.{key} "
                     "(the training split fixes it)"
                 )
             fields[key] = value
@@ -246,7 +252,9 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as e:
-        raise ConfigError(f"override {text!r}: cannot parse value ({getattr(e, 'problem', None) or e})") from None
+        raise ConfigError(
+            f"override {text!r}: cannot parse value ({getattr(e, 'problem', None) or e})"
+        ) from None
     return path, value
 
 

@@ -32,7 +32,8 @@ def load_records(data: DataConfig, which: str, records: str, *, labels: Sequence
     spec = data.spec(which, labels=labels, records=records)
     if spec.records != records:
         raise ConfigError(
-            f"data.corpus = {data.corpus!r} gives {spec.records} records here; this model needs {NEEDS[records]}"
+            f"data.corpus = {data.corpus!r} gives {spec.records} records here; "
+            f"this model needs {NEEDS[records]}"
         )
     limit = {"train": data.max_train_pairs, "valid": data.max_valid_pairs}.get(which, 0)
     return load_corpus(spec)[: limit or None]
@@ -71,7 +72,14 @@ class SampledPairs(Sequence):
     """
 
     def __init__(
-        self, corpus: EncodedCorpus, tokenizer: SubwordTokenizer, max_len: int, *, nbest: int, alpha: float, seed
+        self,
+        corpus: EncodedCorpus,
+        tokenizer: SubwordTokenizer,
+        max_len: int,
+        *,
+        nbest: int,
+        alpha: float,
+        seed,
     ):
         self.corpus, self.tokenizer, self.max_len = corpus, tokenizer, max_len
         self.nbest, self.alpha = nbest, alpha

@@ -30,8 +30,11 @@ class LMBatch:
     n_tgt_tokens: int  # predicted tokens (non-pad targets): the loss is averaged over these
 
     def to(self, device, non_blocking: bool = False) -> LMBatch:
-        return LMBatch(self.tokens.to(device, non_blocking=non_blocking),
-                       self.targets.to(device, non_blocking=non_blocking), self.n_tgt_tokens)  # fmt: skip
+        return LMBatch(
+            self.tokens.to(device, non_blocking=non_blocking),
+            self.targets.to(device, non_blocking=non_blocking),
+            self.n_tgt_tokens,
+        )
 
     def __len__(self) -> int:
         return self.tokens.size(0)
@@ -57,8 +60,14 @@ class LanguageModelTask(SplitTask):
         if not texts:
             raise DataError("cannot train a tokenizer: the training text is empty")
         tok = self.cfg.tokenizer
-        return SubwordTokenizer.train(texts, texts, vocab_size=tok.vocab_size, model_type=tok.model_type,
-                                      character_coverage=tok.character_coverage, seed=seed)  # fmt: skip
+        return SubwordTokenizer.train(
+            texts,
+            texts,
+            vocab_size=tok.vocab_size,
+            model_type=tok.model_type,
+            character_coverage=tok.character_coverage,
+            seed=seed,
+        )
 
     def encode(
         self, records: Sequence, tokenizer: SubwordTokenizer, max_len: int, *, split: str = "train"
@@ -85,8 +94,15 @@ class LanguageModelTask(SplitTask):
         tokens, targets = collate_lm(examples, pad_id=v.pad_id, bos_id=v.bos_id, eos_id=v.eos_id)  # (B, T)
         return LMBatch(tokens, targets, int((targets != v.pad_id).sum()))
 
-    def loss(self, model, batch: LMBatch, tokenizer: SubwordTokenizer, *, epsilon: float = 0.0,
-             loss_fn=label_smoothed_cross_entropy) -> LossOutput:  # fmt: skip
+    def loss(
+        self,
+        model,
+        batch: LMBatch,
+        tokenizer: SubwordTokenizer,
+        *,
+        epsilon: float = 0.0,
+        loss_fn=label_smoothed_cross_entropy,
+    ) -> LossOutput:
         return loss_fn(
             model(batch.tokens), batch.targets, epsilon=epsilon, pad_id=tokenizer.vocabulary.pad_id
         )

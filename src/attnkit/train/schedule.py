@@ -24,7 +24,9 @@ def lr_at(
     zero, so a fixed-budget run ends at a small lr rather than on a 1/sqrt(step) tail.
     """
     step = max(step, 1)
-    return _base(step, schedule, lr, lr_scale, warmup_steps, d_model) * _cooldown(step, max_steps, cooldown_steps)
+    return _base(step, schedule, lr, lr_scale, warmup_steps, d_model) * _cooldown(
+        step, max_steps, cooldown_steps
+    )
 
 
 def _cooldown(step: int, max_steps: int, cooldown_steps: int) -> float:

@@ -66,9 +66,13 @@ class Task(Protocol):
 
     def collate(self, examples: list, tokenizer: SubwordTokenizer) -> Batch: ...
 
-    def loss(self, model, batch: Batch, tokenizer: SubwordTokenizer, *, epsilon: float, loss_fn) -> LossOutput: ...
+    def loss(
+        self, model, batch: Batch, tokenizer: SubwordTokenizer, *, epsilon: float, loss_fn
+    ) -> LossOutput: ...
 
-    def validate(self, model, tokenizer: SubwordTokenizer, valid: Encoded, records: list, device) -> dict[str, float]:
+    def validate(
+        self, model, tokenizer: SubwordTokenizer, valid: Encoded, records: list, device
+    ) -> dict[str, float]:
         """Metrics on the validation split: at least ``loss`` (per token) and ``self.metric``."""
         ...
 
@@ -131,15 +135,17 @@ class TranslationTask(SplitTask):
 
         Batches are packed from the best segmentation's lengths, so a batch may hold more tokens
         than ``train.max_tokens`` (Multi30k at 4,096 tokens, nbest 64, alpha 0.1: 1.15x on average,
-        1.36x at most): lower the budget where memory is tight. The sampler moves to the next epoch as it hands out
-        an epoch's last batch, so the step that trains on it reads the next epoch's draw.
+        1.36x at most): lower the budget where memory is tight. The sampler moves to the next epoch
+        as it hands out an epoch's last batch, so the step that trains on it reads the next epoch's draw.
         """
         if encoded.corpus is None:
             return encoded.examples
         if self._drawn is None or self._drawn[0] != epoch:
             tk, (corpus, max_len) = self.cfg.tokenizer, encoded.corpus
             seed = (self.cfg.train.seed % 2**64, epoch)  # SeedSequence takes non-negative integers
-            drawn = SampledPairs(corpus, tokenizer, max_len, nbest=tk.sample_nbest, alpha=tk.sample_alpha, seed=seed)
+            drawn = SampledPairs(
+                corpus, tokenizer, max_len, nbest=tk.sample_nbest, alpha=tk.sample_alpha, seed=seed
+            )
             if encoded.epoch_size is not None:  # bidirectional: the reversed draw follows
                 drawn = BidirectionalPairs(drawn)
             self._drawn = (epoch, drawn)
@@ -148,7 +154,9 @@ class TranslationTask(SplitTask):
     def collate(self, examples, tokenizer) -> Batch:
         return collate(examples, **tokenizer.vocabulary.special_ids)
 
-    def loss(self, model, batch, tokenizer, *, epsilon: float, loss_fn=label_smoothed_cross_entropy) -> LossOutput:
+    def loss(
+        self, model, batch, tokenizer, *, epsilon: float, loss_fn=label_smoothed_cross_entropy
+    ) -> LossOutput:
         logits = model(batch.src, batch.tgt_in)  # (B, T, V)
         return loss_fn(logits, batch.tgt_out, epsilon=epsilon, pad_id=tokenizer.vocabulary.pad_id)
 
@@ -163,7 +171,10 @@ class TranslationTask(SplitTask):
             nll, tokens = nll + out.nll.item(), tokens + out.n_tokens
         pairs = records[: v.max_sentences or None]
         hyps = Translator(model, tokenizer, device).translate(
-            [s for s, _ in pairs], beam=v.beam_size, length_penalty=v.length_penalty, batch_tokens=v.batch_tokens
+            [s for s, _ in pairs],
+            beam=v.beam_size,
+            length_penalty=v.length_penalty,
+            batch_tokens=v.batch_tokens,
         )
         bleu = corpus_scores([h.text for h in hyps], [t for _, t in pairs]).bleu
         return {"loss": nll / max(tokens, 1), "bleu": bleu}

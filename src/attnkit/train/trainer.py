@@ -87,7 +87,8 @@ class Trainer:
             self.info(note)
         tok = setup.tokenizer
         self.info(
-            f"{self.cfg.arch}: {count_parameters(self.model):,} parameters; {len(setup.train.examples):,} training "
+            f"{self.cfg.arch}: {count_parameters(self.model):,} parameters; "
+            f"{len(setup.train.examples):,} training "
             f"examples; vocabulary {tok.src_vocab_size}/{tok.tgt_vocab_size}; device {setup.device}"
             f"{' x' + str(self.dist.world_size) + ' processes' if self.dist.enabled else ''}; "
             f"{'bf16' if setup.bf16 else 'fp32'}"
@@ -199,9 +200,12 @@ class Trainer:
             amp = torch.autocast(s.device.type, dtype=torch.bfloat16, enabled=s.bf16)
             with ctx, amp:
                 out = s.task.loss(
-                    self.train_model, batch, s.tokenizer, epsilon=self.cfg.train.label_smoothing,
+                    self.train_model,
+                    batch,
+                    s.tokenizer,
+                    epsilon=self.cfg.train.label_smoothing,
                     loss_fn=fast.label_smoothed_cross_entropy,
-                )  # fmt: skip
+                )
                 (out.loss * scale).backward()
             loss_sum += out.loss.item()
             nll_sum += out.nll.item()
@@ -240,9 +244,12 @@ class Trainer:
                 f.write(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
         self.csv_path = self.out / "metrics.csv"
         bar = tqdm(
-            total=t.max_steps, initial=self.step, disable=not (t.progress and self.dist.is_main) or None,
-            unit="step", dynamic_ncols=True,
-        )  # fmt: skip
+            total=t.max_steps,
+            initial=self.step,
+            disable=not (t.progress and self.dist.is_main) or None,
+            unit="step",
+            dynamic_ncols=True,
+        )
         window, it, stop_reason = Window(), iter(self.s.sampler), "max_steps"
         with fast.fast_dropout(self.model):  # patched once for the run, not once per step
             while self.step < t.max_steps:
@@ -257,7 +264,9 @@ class Trainer:
                     window = Window()
                 out_of_time = bool(t.max_minutes and self.elapsed() >= 60 * t.max_minutes)
                 if t.max_minutes and self.dist.enabled:
-                    out_of_time = bool(ddp.broadcast_object(out_of_time, self.dist))  # every rank stops together
+                    out_of_time = bool(
+                        ddp.broadcast_object(out_of_time, self.dist)
+                    )  # every rank stops together
                 if self.step % cfg.valid.every == 0 or self.step == t.max_steps or out_of_time or epochs_done:
                     if self._validate_and_save():
                         stop_reason = "early stopping"
@@ -269,29 +278,43 @@ class Trainer:
         last = self.out / "checkpoint_last.pt"
         if self.step % cfg.valid.every and stop_reason == "max_epochs" and not last.exists():
             self._validate_and_save()
-        self.info(f"stopped at step {self.step} ({stop_reason}); best valid {self.metric} {self.best_score:.2f}")
+        self.info(
+            f"stopped at step {self.step} ({stop_reason}); best valid {self.metric} {self.best_score:.2f}"
+        )
         averaged = curve = None
         if self.dist.is_main:
             averaged = self._average()
             if self.csv_path.exists():
                 from ..plotting import plot_learning_curve
 
-                curve = plot_learning_curve(self.csv_path, self.out / "learning_curve.png", metric=self.metric)
+                curve = plot_learning_curve(
+                    self.csv_path, self.out / "learning_curve.png", metric=self.metric
+                )
         ddp.barrier(self.dist)
         best = self.out / "checkpoint_best.pt"
         return TrainResult(
-            self.out, self.step, self.metric, self.best_score, best if best.exists() else None,
-            last if last.exists() else None, averaged, self.csv_path, curve,
-        )  # fmt: skip
+            self.out,
+            self.step,
+            self.metric,
+            self.best_score,
+            best if best.exists() else None,
+            last if last.exists() else None,
+            averaged,
+            self.csv_path,
+            curve,
+        )
 
     def _log_window(self, w: Window, bar) -> None:
         t = self.cfg.train
         row = {
-            "step": self.step, "epoch": self.epoch, "elapsed_s": round(self.elapsed(), 1),
-            "lr": f"{self.lr(self.step):.3e}", "train_loss": round(w.loss / max(w.tokens, 1), 4),
+            "step": self.step,
+            "epoch": self.epoch,
+            "elapsed_s": round(self.elapsed(), 1),
+            "lr": f"{self.lr(self.step):.3e}",
+            "train_loss": round(w.loss / max(w.tokens, 1), 4),
             "train_nll": round(w.nll / max(w.tokens, 1), 4),
             "tokens_per_s": round(w.tokens * self.dist.world_size / max(time.monotonic() - w.start, 1e-9)),
-        }  # fmt: skip
+        }
         bar.set_postfix(loss=row["train_loss"], lr=row["lr"], tok_s=row["tokens_per_s"])
         if bar.disable and self.dist.is_main and t.progress:
             self.log(
@@ -305,7 +328,9 @@ class Trainer:
         stop = False
         if self.dist.is_main:
             s = self.s
-            metrics = s.task.validate(unwrap(self.model).eval(), s.tokenizer, s.valid, s.valid_records, s.device)
+            metrics = s.task.validate(
+                unwrap(self.model).eval(), s.tokenizer, s.valid, s.valid_records, s.device
+            )
             score = metrics[self.metric]
             improved = self.better(score)
             if improved:
@@ -361,7 +386,9 @@ class Trainer:
             writer.writerow(row)
 
 
-def train(cfg: ExperimentConfig, *, resume: str | Path | None = None, overwrite: bool = False, log=print) -> TrainResult:
+def train(
+    cfg: ExperimentConfig, *, resume: str | Path | None = None, overwrite: bool = False, log=print
+) -> TrainResult:
     """Train (or resume) the experiment; returns where the checkpoints and metrics went.
 
     The output folder is locked for the whole run (rank 0), and an old run in it is replaced only
