@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -44,6 +45,8 @@ _PACK_MIN_IN = 1024  # input features from which it pays at any row count
 _PACK_MIN_WORK = 65536  # rows x output features from which it pays for the smaller weights
 _PACKING = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
+M = TypeVar("M", bound=nn.Module)
+
 
 def flush_denormals() -> None:
     """Treat denormal floats as zero on this process's CPU threads (a no-op where unsupported)."""
@@ -51,7 +54,7 @@ def flush_denormals() -> None:
 
 
 @contextlib.contextmanager
-def _patched(modules: list[nn.Module], make_forward) -> Iterator[None]:
+def _patched(modules: Sequence[M], make_forward: Callable[[M], Callable[[Tensor], Tensor]]) -> Iterator[None]:
     """Give each module an instance-level ``forward`` for the block; modules already patched by an
     outer block keep theirs."""
     patched = [m for m in modules if "forward" not in m.__dict__]
@@ -72,7 +75,7 @@ def packs(rows: int, out_features: int, in_features: int) -> bool:
     )
 
 
-def _packed_forward(m: nn.Linear):
+def _packed_forward(m: nn.Linear) -> Callable[[Tensor], Tensor]:
     packed = torch.ops.mkldnn._reorder_linear_weight(m.weight.detach(), _TYPICAL_ROWS)
 
     def forward(x: Tensor) -> Tensor:
@@ -138,7 +141,7 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
 def fast_dropout(model: nn.Module) -> Iterator[None]:
     """Inside the block, every ``nn.Dropout`` of ``model`` draws its mask with :func:`dropout`."""
 
-    def make(m: nn.Dropout):
+    def make(m: nn.Dropout) -> Callable[[Tensor], Tensor]:
         return lambda x: dropout(x, m.p, m.training)
 
     with _patched([m for m in model.modules() if type(m) is nn.Dropout], make):
@@ -154,7 +157,7 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, logits: Tensor, target: Tensor, real: Tensor, epsilon: float):  # type: ignore[override]
+    def forward(ctx, logits: Tensor, target: Tensor, real: Tensor, epsilon: float):
         V = logits.size(-1)
         x = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
         logp = F.log_softmax(x, dim=-1)  # (N, V) in float32 (or float64)
@@ -169,7 +172,7 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_loss: Tensor, _grad_nll: Tensor):  # type: ignore[override]
+    def backward(ctx, grad_loss: Tensor, _grad_nll: Tensor):
         if ctx.spent:
             raise RuntimeError("label_smoothed_cross_entropy: backward can run only once per loss")
         ctx.spent = True

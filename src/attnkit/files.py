@@ -106,12 +106,13 @@ def _default_mode(path: Path) -> int:
 
 def os_error_in(exc: BaseException) -> OSError | None:
     """The OSError behind ``exc`` (itself, or its cause or context: torch wraps write errors)."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, OSError):
-            return exc
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, OSError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
     return None
 
 

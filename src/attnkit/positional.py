@@ -30,6 +30,8 @@ def sinusoidal_encoding(max_len: int, d_model: int) -> Tensor:
 class SinusoidalPositionalEncoding(nn.Module):
     """Adds no parameters: a fixed table, sliced at the positions asked for."""
 
+    pe: Tensor  # buffer (max_len, D)
+
     def __init__(self, max_len: int, d_model: int):
         super().__init__()
         self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)

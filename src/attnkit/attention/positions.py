@@ -113,6 +113,8 @@ class RotaryPositions(nn.Module):
     """
 
     needs_weights = False
+    cos: Tensor  # buffers (max_len, Dh/2)
+    sin: Tensor
 
     def __init__(self, d_head: int, max_len: int):
         super().__init__()
@@ -140,7 +142,7 @@ class RotaryPositions(nn.Module):
 
 def attention_positions(
     kind: str, *, d_head: int, max_len: int, relative_clip: int = 16, relative_values: bool = False
-) -> nn.Module | None:
+) -> RelativePositions | RotaryPositions | None:
     """The config's ``positional`` -> the self-attention's scheme; None for absolute kinds."""
     if kind == "relative":
         return RelativePositions(d_head, relative_clip, values=relative_values)

@@ -277,7 +277,7 @@ CorpusSpec = (
 )
 
 
-R = TypeVar("R", covariant=True)
+R = TypeVar("R")  # invariant: load() returns a list, which is invariant in R
 
 
 class Loadable(Protocol[R]):

@@ -11,6 +11,7 @@ Special ids are fixed across attnkit: pad=0, bos=1, eos=2, unk=3. ``encode`` add
 
 from __future__ import annotations
 
+import functools
 import io
 import warnings
 from collections.abc import Iterable, Sequence
@@ -187,7 +188,8 @@ class SubwordTokenizer:
         for name, sents in (("source", src), ("target", tgt)):
             if not any(s.strip() for s in sents):
                 raise DataError(f"cannot train a tokenizer: the {name} corpus is empty")
-        kw = dict(
+        train_one = functools.partial(
+            _train_one,
             vocab_size=vocab_size,
             model_type=model_type,
             character_coverage=character_coverage,
@@ -196,8 +198,8 @@ class SubwordTokenizer:
             seed=seed,
         )
         if joint:
-            return cls(_train_one(src + tgt, name="joint", **kw))
-        return cls(_train_one(src, name="source", **kw), _train_one(tgt, name="target", **kw))
+            return cls(train_one(src + tgt, name="joint"))
+        return cls(train_one(src, name="source"), train_one(tgt, name="target"))
 
     # --- vocabulary -------------------------------------------------------------------------------
     @property

@@ -96,6 +96,7 @@ class TransformerClassifier(nn.Module):
                 weights = attn[-1][:, :, 0, 1:].mean(dim=1)  # (B, T)
                 weights = weights / weights.sum(-1, keepdim=True).clamp(min=1e-12)
         elif cfg.pooling == "attention":
+            assert self.attention_pool is not None  # built for this pooling in __init__
             pooled, weights = self.attention_pool(h, real)  # (B, D), (B, T)
         else:
             weights = real.to(h.dtype) / real.sum(-1, keepdim=True).clamp(min=1).to(h.dtype)  # (B, T)

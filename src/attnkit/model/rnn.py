@@ -88,6 +88,7 @@ class RNNSeq2Seq(nn.Module):
         )
         annotation = 2 * c.hidden_size
         self.W_s = nn.Linear(c.hidden_size, c.hidden_size)  # s0 = tanh(W_s h_B^(1))
+        self.attention: AdditiveAttention | MultiplicativeAttention
         if c.attention == "additive":
             self.attention = AdditiveAttention(c.hidden_size, annotation, c.attention_size)
         else:

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 BatchFn = Callable[[list[Any]], list[Any]]
 
@@ -229,8 +229,10 @@ class Batcher:
 
     def _run(self, batch: list[Job]) -> None:
         items = [item for job in batch for item in job.items]
+        run = batch[0].run
+        assert run is not None  # a batch job has run, a stream job has stream (submit checks)
         try:
-            results = batch[0].run(items) if items else []
+            results = run(items) if items else []
             if len(results) != len(items):
                 raise RuntimeError(f"batch function returned {len(results)} results for {len(items)} items")
         except BaseException as e:  # the requests get the error; the worker lives on
@@ -279,7 +281,7 @@ class Batcher:
         self._held = rest
         for key, jobs in joining.items():
             live = self._live[key]
-            pairs = []
+            pairs: list[tuple[Hashable, Any]] = []
             for job in jobs:
                 job.results, job.waiting = [None] * len(job.items), len(job.items)
                 pairs += [((job, i), item) for i, item in enumerate(job.items)]
@@ -327,7 +329,8 @@ class Batcher:
                     settle(job.future, error=e)
             del self._live[key]
             return
-        for (job, i), result in finished:
+        for tag, result in finished:
+            job, i = cast(tuple[Job, int], tag)  # the tags _admit gave: (job, index of the item)
             job.results[i] = result
             job.waiting -= 1
             if job.waiting == 0:

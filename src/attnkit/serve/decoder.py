@@ -20,6 +20,7 @@ can cross into another process. Both decoders give the app the same three things
 from __future__ import annotations
 
 import atexit
+import functools
 import itertools
 import pickle
 import signal
@@ -234,5 +235,5 @@ def decoding_process(conn, spec: WorkerSpec, batching: dict[str, Any]) -> None:
         except BaseException as e:  # noqa: BLE001 - the request gets the error
             future = Future()
             future.set_exception(e)
-        future.add_done_callback(lambda f, job=job: answer(job, f))
+        future.add_done_callback(functools.partial(answer, job))
     decoder.close()

@@ -221,7 +221,9 @@ class Worker:
             if self._reader is reader:  # no restart began after it
                 return
         self.proc.kill()  # the child ignores SIGTERM (the server decides when it stops)
-        self._reader.join(10)
+        reader = self._reader  # the newest reader: a restart may have replaced the one waited on
+        assert reader is not None  # set when the child was ready, never unset
+        reader.join(10)
 
 
 def left(deadline: float | None) -> float | None:

@@ -156,7 +156,7 @@ class RunFolder:
         complete = lines if text.endswith("\n") else lines[:-1]  # a kill can cut the last row short
         reader = csv.DictReader(complete)
         fields, rows = reader.fieldnames, list(reader)
-        keep = [r for r in rows if None not in r.values() and _step(r) is not None and _step(r) <= step]
+        keep = [r for r in rows if None not in r.values() and (s := _step(r)) is not None and s <= step]
         if len(keep) == len(rows) == len(lines) - 1 or not fields:
             return 0
         with atomic_write(path, newline="") as f:

@@ -14,15 +14,19 @@ import math
 import os
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import torch
 import yaml
+from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from .. import fast
 from ..checkpoint import average_checkpoints, save_checkpoint, unwrap
+from ..config import ConfigBase
 from ..errors import ConfigError
 from ..files import atomic_write
 from ..model import count_parameters
@@ -77,9 +81,10 @@ class Trainer:
         self.best_score = float("-inf") if self.task.higher_is_better else float("inf")
         if setup.resume_state is not None:
             self._restore(setup.resume_state)
-        self.train_model = self.model
+        self.train_model: nn.Module = self.model
         if self.cfg.train.compile:
-            self.train_model = torch.compile(self.train_model)
+            # torch.compile returns an OptimizedModule (an nn.Module); its stub says only "callable"
+            self.train_model = cast(nn.Module, torch.compile(self.train_model))
         if self.dist.enabled:
             ids = [setup.device.index] if setup.device.type == "cuda" else None
             self.train_model = DistributedDataParallel(self.train_model, device_ids=ids)
@@ -147,6 +152,7 @@ class Trainer:
     def _state(self) -> dict:
         py = random.getstate()
         model = unwrap(self.model)
+        assert isinstance(model.config, ConfigBase)  # every model keeps its config dataclass
         return {
             **self.task.checkpoint_fields(),  # e.g. a classifier's label names
             "arch": self.cfg.arch,
@@ -172,8 +178,8 @@ class Trainer:
         }
 
     # -- one optimizer step --------------------------------------------------------------------
-    def _next_batches(self, it):
-        batches = []
+    def _next_batches(self, it: Iterator[list[int]]) -> tuple[list[list[int]], Iterator[list[int]], bool]:
+        batches: list[list[int]] = []
         while len(batches) < self.cfg.train.accumulate:
             try:
                 batches.append(next(it))
@@ -196,7 +202,10 @@ class Trainer:
         self.train_model.train()
         for i, batch in enumerate(batches):
             sync = i == len(batches) - 1 or not self.dist.enabled
-            ctx = contextlib.nullcontext() if sync else self.train_model.no_sync()
+            ctx: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+            if not sync:
+                assert isinstance(self.train_model, DistributedDataParallel)  # wrapped when distributed
+                ctx = self.train_model.no_sync()
             amp = torch.autocast(s.device.type, dtype=torch.bfloat16, enabled=s.bf16)
             with ctx, amp:
                 out = s.task.loss(
@@ -367,7 +376,7 @@ class Trainer:
 
     def _average(self) -> Path | None:
         n = self.cfg.valid.average_last
-        paths = self._step_checkpoints()[-n:] if n else []
+        paths: list[str | Path] = list(self._step_checkpoints()[-n:]) if n else []
         if len(paths) < 2:
             return None
         out = save_checkpoint(average_checkpoints(paths), self.out / "checkpoint_averaged.pt")
