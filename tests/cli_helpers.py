@@ -71,7 +71,7 @@ def write_config(tmp_path: Path, text: str = TINY_CONFIG) -> Path:
 
 
 def api_translations(ckpt: Path, lines: list[str], beam: int) -> list[str]:
-    from attnkit.translate import Translator
+    from attnkit.tasks.translation import Translator
 
     translator = Translator.from_checkpoint(ckpt, device="cpu")
     return [t.text for t in translator.translate(lines, beam=beam)]

@@ -7,8 +7,7 @@ import torch
 
 from attnkit.checkpoint import load_checkpoint
 from attnkit.errors import DataError
-from attnkit.evaluate import evaluate
-from attnkit.translate import Translator
+from attnkit.tasks.translation import Translator, evaluate
 from cli_helpers import N_EVAL, SENTENCES, assert_png, assert_user_error, cli
 
 # -- evaluate --------------------------------------------------------------------------------------

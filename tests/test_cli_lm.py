@@ -371,8 +371,8 @@ def test_translate_sampling_flags_need_sample(ckpts, monkeypatch):
 
 
 def test_classify_reads_text_pairs_like_training(ckpts, tmp_path):
-    from attnkit.classify import Classifier, classifier_pieces, example_text
     from attnkit.data.readers import read_labelled
+    from attnkit.tasks.classification import Classifier, classifier_pieces, example_text
 
     f = tmp_path / "pairs.tsv"
     f.write_text("animal\tA dog runs .\tIt is fast .\n")

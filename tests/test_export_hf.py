@@ -140,7 +140,7 @@ def test_marian_tokenizer_agrees_with_attnkit(exported):
 
 
 def test_round_trip_export_import_translates_identically(exported, tmp_path):
-    from attnkit.translate import Translator
+    from attnkit.tasks.translation import Translator
 
     model, *_, out = exported
     ckpt = tmp_path / "imported.pt"

@@ -166,7 +166,7 @@ def test_greedy_equals_marian_generate(opus_mt):
 
 
 def test_every_command_works_on_the_imported_checkpoint(opus_mt, tmp_path, capsys):
-    from attnkit.translate import Translator, attention_maps
+    from attnkit.tasks.translation import Translator, attention_maps
 
     folder, *_ = opus_mt
     ckpt = tmp_path / "cli.pt"

@@ -14,7 +14,7 @@ from torch import nn
 from attnkit.cli import main
 from attnkit.errors import ConfigError
 from attnkit.quantize import Int8Linear, quantize_int8
-from attnkit.translate import Translator
+from attnkit.tasks.translation import Translator
 from export_helpers import flickr_sentences, trained_checkpoint
 
 

@@ -17,7 +17,7 @@ import torch
 
 from attnkit.checkpoint import FORMAT, average_checkpoints, load_checkpoint, save_checkpoint
 from attnkit.errors import CheckpointError
-from attnkit.translate import Translator
+from attnkit.tasks.translation import Translator
 from fault_helpers import (
     DiskFull,
     assert_user_error,

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from attnkit.errors import ConfigError, DataError
-from attnkit.translate import Translator
+from attnkit.tasks.translation import Translator
 from fault_helpers import (
     assert_user_error,
     attnkit_cmd,

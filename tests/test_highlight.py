@@ -2,7 +2,7 @@
 
 import pytest
 
-from attnkit.highlight import highlight_html, merge_subwords, write_highlight
+from attnkit.tasks.classification.highlight import highlight_html, merge_subwords, write_highlight
 
 
 def test_subwords_merge_into_words_and_weights_add_up():

@@ -4,8 +4,8 @@ import torch
 
 from attnkit.decoding import beam_decode, greedy_decode
 from attnkit.decoding.sampling import SamplingConfig, sample_decode
-from attnkit.generate import start_from_prompt
 from attnkit.model import LMConfig, TransformerLM
+from attnkit.tasks.language_model import start_from_prompt
 from helpers import random_tokens
 
 BOS = 1

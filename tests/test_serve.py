@@ -29,7 +29,7 @@ from attnkit.serve.attention import word_level, words  # noqa: E402
 from attnkit.serve.batcher import Batcher  # noqa: E402
 from attnkit.serve.schemas import Limits  # noqa: E402
 from attnkit.serve.tasks import load_models, model_name  # noqa: E402
-from attnkit.translate import Translator  # noqa: E402
+from attnkit.tasks.translation import Translator  # noqa: E402
 from serve_helpers import free_port, live_server, post, tiny_checkpoint  # noqa: E402
 
 SENTENCES = [

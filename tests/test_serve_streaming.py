@@ -13,7 +13,7 @@ import torch
 
 from attnkit.cli.translate import arriving_lines
 from attnkit.errors import DataError
-from attnkit.translate import Translator
+from attnkit.tasks.translation import Translator
 from serve_helpers import SRC, tiny_checkpoint
 
 LINES = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.", "Eine Frau lacht."]

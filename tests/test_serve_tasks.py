@@ -11,12 +11,12 @@ pytest.importorskip("fastapi", reason="attnkit serve needs the serve extra: pip 
 from fastapi.testclient import TestClient  # noqa: E402
 
 from attnkit.checkpoint import save_checkpoint  # noqa: E402
-from attnkit.classify import Classifier  # noqa: E402
 from attnkit.data.tokenizer import SubwordTokenizer  # noqa: E402
-from attnkit.generate import LanguageModel  # noqa: E402
 from attnkit.model import ClassifierConfig, LMConfig, TransformerClassifier, TransformerLM  # noqa: E402
 from attnkit.serve.app import create_app  # noqa: E402
 from attnkit.serve.tasks import load_models  # noqa: E402
+from attnkit.tasks.classification import Classifier  # noqa: E402
+from attnkit.tasks.language_model import LanguageModel  # noqa: E402
 
 TEXT = [
     f"{a} {b} {c} ."

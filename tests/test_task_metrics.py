@@ -8,7 +8,8 @@ import torch
 from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, precision_score, recall_score
 
 from attnkit.errors import DataError
-from attnkit.task_metrics import classification_report, lm_scores, plot_confusion_matrix
+from attnkit.tasks.classification import classification_report, plot_confusion_matrix
+from attnkit.tasks.language_model import lm_scores
 
 
 def test_perplexity_of_a_uniform_model_is_the_vocabulary_size():

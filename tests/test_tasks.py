@@ -8,9 +8,9 @@ import torch
 
 from attnkit.data.readers import LabelledExample
 from attnkit.model import ClassifierConfig, LMConfig, TransformerClassifier, TransformerLM
-from attnkit.train.classifier_task import ClassifierTask
-from attnkit.train.lm_task import LanguageModelTask
-from attnkit.train.task import Encoded
+from attnkit.tasks import Encoded
+from attnkit.tasks.classification import ClassifierTask
+from attnkit.tasks.language_model import LanguageModelTask, score_texts
 
 
 class WordTokenizer:
@@ -84,8 +84,11 @@ def test_lm_learns_a_synthetic_grammar_to_near_its_true_perplexity():
         opt.zero_grad()
         (out.loss / batch.n_tgt_tokens).backward()
         opt.step()
-    valid = task.encode(grammar(300, 1), tok, 8)
-    scores = task.scores(lm.eval(), tok, valid, torch.device("cpu"))
+    valid = grammar(300, 1)
+    scores = score_texts(lm.eval(), tok, valid, torch.device("cpu"))
+    assert task.validate(lm, tok, task.encode(valid, tok, 8), valid, torch.device("cpu"))["perplexity"] == (
+        scores.perplexity
+    )
     true_ppl = math.exp((math.log(5) + math.log(3)) / 5)
     assert scores.perplexity < 1.15 * true_ppl, scores.perplexity  # uniform over 13 tokens would be 13
     assert task.metric == "perplexity" and not task.higher_is_better
@@ -127,7 +130,8 @@ def test_classifier_task_loss_and_validation_metrics():
         rel=1e-5,
     )
     valid = Encoded([([4, 5], 0), ([6], 2), ([7, 8, 9], 1)], [(2, 0), (1, 0), (3, 0)])
-    metrics = task.validate(clf, tok, valid, [], torch.device("cpu"))
+    records = [record("a", "w0 w1"), record("c", "w2"), record("b", "w3 w4 w5")]
+    metrics = task.validate(clf, tok, valid, records, torch.device("cpu"))
     predicted = clf(b.tokens).argmax(-1)
     assert metrics["accuracy"] == pytest.approx((predicted == b.labels).float().mean().item())
     assert metrics["loss"] == pytest.approx(expected.item() / 3, rel=1e-5)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from attnkit.checkpoint import load_checkpoint
-from attnkit.generate import LanguageModel
+from attnkit.tasks.language_model import LanguageModel
 from attnkit.train import load_config, train
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

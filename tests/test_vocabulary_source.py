@@ -8,8 +8,8 @@ import pytest
 
 from attnkit.data.tokenizer import SubwordTokenizer, Vocabulary
 from attnkit.errors import ConfigError
+from attnkit.tasks.translation import TranslationTask
 from attnkit.train import load_config
-from attnkit.train.task import TranslationTask
 
 
 @pytest.mark.parametrize(

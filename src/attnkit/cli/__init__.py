@@ -71,8 +71,20 @@ def _silence_stdout() -> None:
         pass  # stdout is not a real file (tests, notebooks): nothing to flush later
 
 
+def parse(argv: list[str] | None = None):
+    """The command line as a namespace; ``key=value`` overrides may stand anywhere after the command
+    (``attnkit train --config C a.b=1 --output-dir D c.d=2``)."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and hasattr(args, "overrides") and all("=" in e and not e.startswith("-") for e in extra):
+        args.overrides = [*args.overrides, *extra]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(argv)
     run = {c.NAME: c.run for c in COMMANDS}[args.command]
     formatwarning = warnings.formatwarning
     warnings.formatwarning = lambda msg, category, *a, **k: f"attnkit: warning: {_one_line(msg)}\n"

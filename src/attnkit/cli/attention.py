@@ -38,33 +38,31 @@ def add_parser(sub) -> None:
 
 def run(args) -> None:
     from ..checkpoint import load_checkpoint
+    from ..tasks import task_of
 
-    arch = load_checkpoint(args.checkpoint)["arch"]
-    if arch in ("lm", "classifier") and not args.out:
-        raise ConfigError(f"{arch} checkpoints need --out (--html is for translation models)")
-    if arch == "lm":
-        return run_lm(args)
-    if arch == "classifier":
-        return run_classifier(args)
-    run_translation(args)
+    state = load_checkpoint(args.checkpoint)
+    task = task_of(state, args.checkpoint)
+    if task.name != "translate" and not args.out:
+        raise ConfigError(f"{task.noun} needs --out (--html is for translation models)")
+    {"translate": run_translation, "generate": run_lm, "classify": run_classifier}[task.name](args, state)
 
 
-def run_lm(args) -> None:
-    from ..generate import LanguageModel
+def run_lm(args, state) -> None:
     from ..plotting import plot_attention
+    from ..tasks.language_model import LanguageModel
 
-    lm = LanguageModel.from_checkpoint(args.checkpoint, device=args.device)
+    lm = LanguageModel.from_state(state, device=args.device, path=args.checkpoint)
     pieces, weights = lm.self_attention(args.text)  # (L, H, T, T)
     out = plot_attention(weights, pieces, pieces, args.out, title="language-model self-attention (causal)")
     print(f"wrote {out}")
 
 
-def run_classifier(args) -> None:
-    from ..classify import Classifier
-    from ..highlight import write_highlight
+def run_classifier(args, state) -> None:
     from ..plotting import plot_attention
+    from ..tasks.classification import Classifier
+    from ..tasks.classification.highlight import write_highlight
 
-    clf = Classifier.from_checkpoint(args.checkpoint, device=args.device)
+    clf = Classifier.from_state(state, device=args.device, path=args.checkpoint)
     ww = clf.word_weights(args.text)
     print(f"{ww.label}\t{ww.probability:.4f}")
     title = f"{clf.model.config.pooling} pooling: which words decided"
@@ -82,9 +80,9 @@ def self_attention_path(out: Path, name: str) -> Path:
     return out.with_name(f"{out.stem}_{name}{out.suffix}")
 
 
-def run_translation(args) -> None:
+def run_translation(args, state) -> None:
     from ..files import check_output_path
-    from ..translate import Translator
+    from ..tasks.translation import Translator
 
     if not args.out and not args.html:
         raise ConfigError("give --out PNG, --html FILE or both")
@@ -96,7 +94,7 @@ def run_translation(args) -> None:
             check_output_path(path, what="--out", make_folders=True)
     if args.html:
         check_output_path(args.html, what="--html")
-    translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
+    translator = Translator.from_state(state, device=args.device, path=args.checkpoint)
     if args.html:
         _write_html(translator, args)
     if args.out:
@@ -121,7 +119,7 @@ def _write_html(translator, args) -> None:
 
 def _write_pngs(translator, args) -> None:
     from ..plotting import plot_attention
-    from ..translate import attention_maps
+    from ..tasks.translation import attention_maps
 
     maps = attention_maps(translator, args.text, beam=args.beam)
     out = Path(args.out)

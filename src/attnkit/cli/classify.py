@@ -20,7 +20,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> None:
-    from ..classify import Classifier
+    from ..tasks.classification import Classifier
 
     clf = Classifier.from_checkpoint(args.checkpoint, device=args.device)
     lines = read_input(args.input)

@@ -6,7 +6,8 @@ import argparse
 import math
 import sys
 
-from ..errors import DataError
+from ..device import DEVICE_NAMES, check_device_name
+from ..errors import ConfigError, DataError
 
 EXIT_USAGE = 2
 
@@ -67,13 +68,16 @@ def probability(text: str) -> float:
 
 
 def device(text: str) -> str:
-    """auto, cpu, cuda or cuda:N; checked here so a typo is a usage error, not a torch traceback."""
-    if text in ("auto", "cpu", "cuda") or (text.startswith("cuda:") and text[5:].isdigit()):
-        return text
-    raise argparse.ArgumentTypeError(f"expected auto, cpu, cuda or cuda:N, got {text!r}")
+    """A device name (:mod:`attnkit.device`): a typo is a usage error, not a torch traceback."""
+    try:
+        return check_device_name(text)
+    except ConfigError:
+        raise argparse.ArgumentTypeError(f"expected {DEVICE_NAMES}, got {text!r}") from None
 
 
-def add_decoding_flags(p: argparse.ArgumentParser) -> None:
+def add_decoding_flags(
+    p: argparse.ArgumentParser, *, batch_tokens: int | None = 4000, batch_tokens_help: str = "default 4000"
+) -> None:
     p.add_argument(
         "--beam", type=int_at_most(256), default=4, help="beam size; 1 = greedy (default 4, at most 256)"
     )
@@ -81,9 +85,12 @@ def add_decoding_flags(p: argparse.ArgumentParser) -> None:
         "--length-penalty", type=finite_float, default=0.6, help="GNMT length penalty alpha (default 0.6)"
     )
     p.add_argument(
-        "--batch-tokens", type=positive_int, default=4000, help="source tokens per batch (default 4000)"
+        "--batch-tokens",
+        type=positive_int,
+        default=batch_tokens,
+        help=f"source tokens per batch ({batch_tokens_help})",
     )
-    p.add_argument("--device", type=device, default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
+    p.add_argument("--device", type=device, default="auto", help=f"{DEVICE_NAMES} (default auto)")
 
 
 def read_input(path: str | None) -> list[str]:

@@ -1,5 +1,7 @@
 """``attnkit evaluate``: score a checkpoint on its test split or on files.
 
+Each task scores through its one evaluation function, the one its training validation calls, so
+``--split val`` with the validation's options prints the validation's number.
 Translation: sacreBLEU BLEU and chrF. Language model: perplexity and bits per token (``--input``: a
 text file). Classifier: accuracy, macro-F1, per-class precision/recall (``--input``: a labelled
 ``label<TAB>text`` file), and with ``--confusion PNG`` the confusion matrix.
@@ -26,25 +28,40 @@ def add_parser(sub) -> None:
     p.add_argument("--hyp-output", help="write the detokenized translations to this file")
     p.add_argument("--input", help="LM: a text file; classifier: a label<TAB>text file (instead of --split)")
     p.add_argument("--confusion", help="classifier: write the confusion matrix to this PNG")
-    add_decoding_flags(p)
+    add_decoding_flags(
+        p, batch_tokens=None, batch_tokens_help="default: the training run's valid.batch_tokens"
+    )
 
 
 def run(args) -> None:
     from ..checkpoint import load_checkpoint
+    from ..tasks import task_of
 
     state = load_checkpoint(args.checkpoint)
-    if state["arch"] in ("lm", "classifier"):
-        return run_task(args, state)
-    if args.input or args.confusion:
-        raise ConfigError("--input and --confusion are for language models and classifiers; use --src/--ref")
-    run_translation(args, state)
+    task = task_of(state, args.checkpoint)
+    if task.name != "translate" and (args.src or args.ref or args.hyp_output):
+        raise ConfigError(f"--src, --ref and --hyp-output are for translation models; {_give(task)}")
+    if task.name != "classify" and args.confusion:
+        raise ConfigError("--confusion is for classifiers")
+    if task.name == "translate" and args.input:
+        raise ConfigError("--input is for language models and classifiers; use --src/--ref")
+    if args.batch_tokens is None:
+        valid = (state.get("experiment") or {}).get("valid") or {}
+        args.batch_tokens = int(valid.get("batch_tokens", 8000))
+    {"translate": run_translation, "generate": run_lm, "classify": run_classifier}[task.name](args, state)
 
 
-def _task_records(args, state, records: str, labels=()) -> tuple[list, str]:
+def _give(task) -> str:
+    return "give --src and --ref" if task.name == "translate" else "give --input"
+
+
+def _records(args, state, labels=()) -> tuple[list, str]:
     """(records, what they are) to score: ``--input``, or a split of the training data (its test split)."""
+    from ..data.examples import load_records
     from ..data.readers import read_labelled, read_lines
-    from ..train.data import load_records
+    from ..tasks import task_of
 
+    records = task_of(state).records
     if args.input:
         if args.split or args.data_dir:
             raise ConfigError("--split and --data-dir choose the training corpus' split: not with --input")
@@ -58,29 +75,25 @@ def _task_records(args, state, records: str, labels=()) -> tuple[list, str]:
     return load_records(data, "test", records, labels=labels), spec.describe()
 
 
-def run_task(args, state) -> None:
-    if args.src or args.ref or args.hyp_output:
-        raise ConfigError("--src, --ref and --hyp-output are for translation models; use --input")
-    if state["arch"] == "lm":
-        from ..generate import LanguageModel
+def run_lm(args, state) -> None:
+    from ..tasks.language_model import LanguageModel
 
-        if args.confusion:
-            raise ConfigError("--confusion is for classifiers")
-        lm = LanguageModel.from_checkpoint(args.checkpoint, device=args.device)
-        texts, label = _task_records(args, state, "text")
-        scores = lm.score(texts)
-        print(f"{label}: {scores.tokens} tokens")
-        print(scores.format())
-        return
-    from ..classify import Classifier
+    lm = LanguageModel.from_state(state, device=args.device, path=args.checkpoint)
+    texts, label = _records(args, state)
+    scores = lm.score(texts, batch_tokens=args.batch_tokens)
+    print(f"{label}: {scores.tokens} tokens")
+    print(scores.format())
+
+
+def run_classifier(args, state) -> None:
     from ..files import check_output_path
-    from ..task_metrics import plot_confusion_matrix
+    from ..tasks.classification import Classifier, plot_confusion_matrix
 
     if args.confusion:
         check_output_path(args.confusion, what="--confusion")
-    clf = Classifier.from_checkpoint(args.checkpoint, device=args.device)
-    examples, label = _task_records(args, state, "labelled", clf.labels)
-    report = clf.evaluate(examples)
+    clf = Classifier.from_state(state, device=args.device, path=args.checkpoint)
+    examples, label = _records(args, state, clf.labels)
+    report = clf.evaluate(examples, batch_tokens=args.batch_tokens)
     print(f"{label}: {len(examples)} examples")
     print(report.format())
     if args.confusion:
@@ -89,9 +102,8 @@ def run_task(args, state) -> None:
 
 def run_translation(args, state: dict) -> None:
     from ..data.corpus import ParallelFilesSpec, load_corpus
-    from ..evaluate import evaluate
     from ..files import atomic_write, check_output_path
-    from ..translate import Translator
+    from ..tasks.translation import Translator, evaluate
 
     if bool(args.src) != bool(args.ref):
         raise ConfigError("--src and --ref go together")
@@ -99,13 +111,13 @@ def run_translation(args, state: dict) -> None:
         check_output_path(args.hyp_output, what="--hyp-output")
     if args.src and (args.split or args.data_dir):
         raise ConfigError("--split and --data-dir choose the training corpus' split: not with --src/--ref")
-    spec = ParallelFilesSpec(args.src, args.ref) if args.src else _test_spec(state, args)
+    spec = ParallelFilesSpec(args.src, args.ref) if args.src else _test_data(state, args).spec("test")
     pairs = load_corpus(spec)
     if pairs and not any(t.strip() for _, t in pairs):  # before decoding, naming the file
         raise DataError(
             f"{args.ref or spec.describe()}: every reference line is empty; nothing to score against"
         )
-    translator = Translator.from_state(state, device=args.device)
+    translator = Translator.from_state(state, device=args.device, path=args.checkpoint)
     result = evaluate(
         translator,
         [s for s, _ in pairs],
@@ -122,30 +134,25 @@ def run_translation(args, state: dict) -> None:
     print(result.scores.format())
 
 
-def _test_spec(state: dict, args):
-    """The test split of the corpus the checkpoint was trained on, as its experiment config says."""
-    data = _test_data(state, args)
-    if data.records != "pairs":
-        raise ConfigError(f"evaluate measures translations; this model was trained on {data.records} records")
-    return data.spec("test")
-
-
 def _test_data(state: dict, args):
     """The data section the checkpoint was trained with, its test split changed by --split/--data-dir."""
     from ..data.config import DataConfig
+    from ..tasks import task_of
 
+    task = task_of(state)
     experiment = state.get("experiment")
     data = experiment.get("data") if isinstance(experiment, dict) else None
-    give = "--src and --ref" if state["arch"] not in ("lm", "classifier") else "--input"
     if not isinstance(data, dict) or not data:
-        raise ConfigError(f"{args.checkpoint} holds no experiment config (no test split): give {give}")
+        raise ConfigError(f"{args.checkpoint} holds no experiment config (no test split): {_give(task)}")
     data = DataConfig.from_saved(data)  # only the data section: the model was rebuilt from model_config
+    if task.records == "pairs" and data.records != "pairs":
+        raise ConfigError(f"evaluate measures translations; this model was trained on {data.records} records")
     changes = {}
     if args.split:
         if data.corpus not in ("multi30k", "langid", "hf"):
             raise ConfigError(
                 f"--split names a split of a multi30k, langid or hf corpus; this model was trained on corpus "
-                f"{data.corpus!r}: give {give}"
+                f"{data.corpus!r}: {_give(task)}"
             )
         changes["test_split"] = args.split
     if args.data_dir:
@@ -154,5 +161,5 @@ def _test_data(state: dict, args):
         changes["data_dir"] = args.data_dir
     data = data.replace(**changes) if changes else data
     if not data.has_split("test"):
-        raise ConfigError(f"the training config has no test split (data.test_files is empty): give {give}")
+        raise ConfigError(f"the training config has no test split (data.test_files is empty): {_give(task)}")
     return data

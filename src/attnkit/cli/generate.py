@@ -45,7 +45,7 @@ def sampling_requested(args) -> bool:
 
 
 def run(args) -> None:
-    from ..generate import LanguageModel
+    from ..tasks.language_model import LanguageModel
 
     sample = sampling_requested(args)
     if sample and args.beam is not None:

@@ -148,7 +148,7 @@ def _workers_and_threads(asked: int | str, threads: int | None, device: str, cor
     2 threads answered 69-81 sentences/s, with one thread 104-124, two one-thread processes 129-146;
     docs/BENCHMARKS.md), so on a CPU ``auto`` runs one process per core, at most 4 (each holds a copy
     of the weights), with the cores divided among them: single-threaded on up to 4 cores. On a GPU, one."""
-    from ..translate import resolve_device
+    from ..device import resolve_device
 
     if asked == "auto":
         asked = 1 if resolve_device(device).type != "cpu" else max(1, min(4, cores))

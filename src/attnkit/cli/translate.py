@@ -29,7 +29,7 @@ def add_parser(sub) -> None:
         "--nbest",
         type=int_at_most(256),
         default=1,
-        help="with N > 1 (at most 256): lines 'INDEX<TAB>SCORE<TAB>TEXT'",
+        help="with N > 1 (at most --beam, or N samples with --sample): lines 'INDEX<TAB>SCORE<TAB>TEXT'",
     )
     p.add_argument("--quantize", choices=("int8",), help="int8 weights for the linear layers (CPU only)")
     add_decoding_flags(p)
@@ -42,15 +42,18 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> None:
+    from ..decoding import check_nbest
     from ..decoding.sampling import SamplingConfig
     from ..files import atomic_write, check_output_path
-    from ..translate import Translator
+    from ..tasks.translation import Translator
 
     if sampling_requested(args) and not args.sample:
         raise ConfigError("--temperature, --top-k and --top-p need --sample")
     sampling = None
     if args.sample:
         sampling = SamplingConfig(args.temperature or 1.0, args.top_k or 0, args.top_p or 1.0)
+    else:
+        check_nbest(args.beam, args.nbest)  # before the checkpoint is read
     if args.output:  # checked before the decoding, not after it
         check_output_path(args.output, what="--output")
     translator = Translator.from_checkpoint(args.checkpoint, device=args.device, quantize=args.quantize)
@@ -59,7 +62,7 @@ def run(args) -> None:
     def translate(lines: list[str]):
         return translator.translate(
             lines,
-            beam=max(args.beam, args.nbest),
+            beam=args.beam,
             nbest=args.nbest,
             length_penalty=args.length_penalty,
             batch_tokens=args.batch_tokens,

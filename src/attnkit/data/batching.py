@@ -49,6 +49,16 @@ class Batch:
         )
 
 
+def pad_sequences(seqs: Sequence[Sequence[int]], pad_id: int) -> Tensor:
+    """Token id lists as one right-padded (B, longest) long tensor: every batch in attnkit is made here."""
+    if len(seqs) == 0:
+        raise DataError("cannot collate an empty list of examples")
+    out = torch.full((len(seqs), max(len(s) for s in seqs)), pad_id, dtype=torch.long)  # (B, T)
+    for row, seq in enumerate(seqs):
+        out[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
+    return out
+
+
 def collate(
     pairs: Sequence[tuple[Sequence[int], Sequence[int]]], *, pad_id: int, bos_id: int, eos_id: int
 ) -> Batch:
@@ -56,36 +66,20 @@ def collate(
 
     The ids have no defaults: they come from the tokenizer (``tokenizer.vocabulary``), in one place.
     """
-    if len(pairs) == 0:
-        raise DataError("cannot collate an empty list of examples")
-    n = len(pairs)
-    max_s = max(len(s) for s, _ in pairs)
-    max_t = max(len(t) for _, t in pairs) + 1  # one extra position for bos (in) / eos (out)
-    src = torch.full((n, max_s), pad_id, dtype=torch.long)  # (B, S)
-    tgt_in = torch.full((n, max_t), pad_id, dtype=torch.long)  # (B, T)
-    tgt_out = torch.full((n, max_t), pad_id, dtype=torch.long)  # (B, T)
-    n_src = n_tgt = 0
-    for b, (s, t) in enumerate(pairs):
-        src[b, : len(s)] = torch.as_tensor(s, dtype=torch.long)
-        tgt_in[b, : len(t) + 1] = torch.as_tensor([bos_id, *t], dtype=torch.long)
-        tgt_out[b, : len(t) + 1] = torch.as_tensor([*t, eos_id], dtype=torch.long)
-        n_src += len(s)
-        n_tgt += len(t) + 1
+    src = pad_sequences([s for s, _ in pairs], pad_id)  # (B, S)
+    tgt_in, tgt_out = collate_lm([t for _, t in pairs], pad_id=pad_id, bos_id=bos_id, eos_id=eos_id)  # (B, T)
+    n_src = sum(len(s) for s, _ in pairs)
+    n_tgt = sum(len(t) + 1 for _, t in pairs)  # eos included
     return Batch(src, tgt_in, tgt_out, n_src, n_tgt)
 
 
 def collate_lm(
     seqs: Sequence[Sequence[int]], *, pad_id: int, bos_id: int, eos_id: int
 ) -> tuple[Tensor, Tensor]:
-    """Pad texts for a language model: inputs ``bos s`` and targets ``s eos``, both (B, T = longest + 1)."""
-    if len(seqs) == 0:
-        raise DataError("cannot collate an empty list of examples")
-    T = max(len(s) for s in seqs) + 1
-    tokens = torch.full((len(seqs), T), pad_id, dtype=torch.long)  # (B, T)
-    targets = torch.full((len(seqs), T), pad_id, dtype=torch.long)  # (B, T)
-    for r, s in enumerate(seqs):
-        tokens[r, : len(s) + 1] = torch.as_tensor([bos_id, *s], dtype=torch.long)
-        targets[r, : len(s) + 1] = torch.as_tensor([*s, eos_id], dtype=torch.long)
+    """Inputs ``bos s`` and targets ``s eos`` of each sequence, both (B, T = longest + 1), right-padded:
+    a language model's batch, and a translation batch's target side."""
+    tokens = pad_sequences([[bos_id, *s] for s in seqs], pad_id)  # (B, T)
+    targets = pad_sequences([[*s, eos_id] for s in seqs], pad_id)  # (B, T)
     return tokens, targets
 
 

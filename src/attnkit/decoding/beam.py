@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
-from .common import Hypothesis, start_from_source, step_log_probs
+from .common import Hypothesis, check_nbest, start_from_source, step_log_probs
 
 
 def length_penalty(length: int, alpha: float) -> float:
@@ -176,8 +176,7 @@ def beam_decode(
     ``limits`` (B,) caps the new tokens (eos included). The first step decodes one row per
     sentence (all K beams would be identical); its K best tokens then open K rows per sentence.
     """
-    if not 1 <= nbest <= beam_size:
-        raise ValueError(f"nbest must be between 1 and beam_size={beam_size}, got {nbest}")
+    check_nbest(beam_size, nbest)
     eos_id, device = model.config.eos_id, last.device
     K = beam_size
     B = last.size(0)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ..errors import ConfigError
 from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
 
 
@@ -30,6 +31,16 @@ class Hypothesis:
     score: float
     log_prob: float
     attention: Tensor | None = None
+
+
+def check_nbest(beam: int, nbest: int) -> None:
+    """An n-best list comes from the beam, so it holds at most ``beam`` hypotheses.
+
+    The one rule for the Python API, the command line and the server (which answers 422 with this
+    message): asking for more is an error, never a silently wider beam.
+    """
+    if not 1 <= nbest <= beam:
+        raise ConfigError(f"nbest {nbest} must be between 1 and the beam size {beam}: widen the beam")
 
 
 def length_limits(src_len: Tensor, max_len_a: float, max_len_b: int, cap: int) -> Tensor:

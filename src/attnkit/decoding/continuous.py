@@ -25,7 +25,7 @@ from torch import Tensor
 
 from ..model.interface import JoinableState, Seq2SeqModel
 from .beam import is_done, keep_best, length_penalty, rank_extensions, score_bounds
-from .common import Hypothesis, start_from_source, step_log_probs
+from .common import Hypothesis, check_nbest, start_from_source, step_log_probs
 
 
 class BeamPool:
@@ -46,8 +46,7 @@ class BeamPool:
         max_len_a: float = 1.5,
         max_len_b: int = 10,
     ):
-        if not 1 <= nbest <= beam_size:
-            raise ValueError(f"nbest must be between 1 and beam_size={beam_size}, got {nbest}")
+        check_nbest(beam_size, nbest)
         self.model, self.K, self.alpha, self.nbest = model, beam_size, length_penalty_alpha, nbest
         self.max_len_a, self.max_len_b = max_len_a, max_len_b
         self.state: JoinableState | None = None

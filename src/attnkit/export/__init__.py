@@ -20,6 +20,8 @@ from pathlib import Path
 from ..checkpoint import load_checkpoint, model_from_checkpoint
 from ..data.tokenizer import SubwordTokenizer
 from ..errors import CheckpointError, ConfigError
+from ..model.transformer import Transformer
+from ..tasks import task_of
 
 FORMATS = ("ctranslate2", "huggingface")
 IMPORT_FORMATS = ("huggingface",)
@@ -28,11 +30,12 @@ IMPORT_FORMATS = ("huggingface",)
 def load_for_export(path: str | Path):
     """(model in eval mode, tokenizer) of a Transformer checkpoint; another arch is a clear error."""
     state = load_checkpoint(path)
-    if state["arch"] != "transformer":
-        raise CheckpointError(
-            f"{path}: holds a {state['arch']!r} model; only Transformer checkpoints can be exported"
-        )
     model = model_from_checkpoint(state).eval()
+    if not isinstance(model, Transformer):  # the converters write the Transformer's layers
+        raise CheckpointError(
+            f"{path}: holds {task_of(state, path).noun} ({type(model).__name__}); "
+            "only Transformer translation checkpoints can be exported"
+        )
     tokenizer = SubwordTokenizer.from_state_dict(state["tokenizer"])
     cfg = model.config
     if (tokenizer.src_vocab_size, tokenizer.tgt_vocab_size) != (cfg.src_vocab_size, cfg.tgt_vocab_size):

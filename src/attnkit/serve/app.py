@@ -18,7 +18,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..decoding import check_nbest
 from ..errors import AttnkitError
+from ..tasks import task_named
 from .decoder import Call, DecoderUnavailable, ProcessDecoder, ThreadDecoder
 from .page import render_page
 from .schemas import (
@@ -30,14 +32,7 @@ from .schemas import (
     TranslateRequest,
     TranslateResponse,
 )
-from .tasks import (
-    ENDPOINT_TASK,
-    TASK_NOUN,
-    ClassifierServed,
-    LanguageModelServed,
-    ServedModel,
-    TranslationModel,
-)
+from .tasks import ClassifierServed, LanguageModelServed, ServedModel, TranslationModel, endpoint_task
 
 
 class ServeError(Exception):
@@ -87,22 +82,22 @@ def create_app(
 
     def resolve(name: str | None, endpoint: str) -> Any:
         """The model a request names (or the endpoint's default), checked against the endpoint's task."""
-        task = ENDPOINT_TASK[endpoint]
+        task = endpoint_task(endpoint)
         if name is None:
-            fit = [m for m in models if m.task == task]
+            fit = [m for m in models if m.task == task.name]
             if not fit:
                 loaded = ", ".join(f"{m.name} ({m.task})" for m in models)
                 raise ServeError(
                     422,
-                    f"no loaded model serves /v1/{endpoint} (it needs {TASK_NOUN[task]}; loaded: {loaded})",
+                    f"no loaded model serves /v1/{endpoint} (it needs {task.noun}; loaded: {loaded})",
                 )
             return fit[0]
         if name not in by_name:
             raise ServeError(404, f"unknown model {name!r} (loaded: {', '.join(by_name)})")
         model = by_name[name]
-        if model.task != task:
+        if model.task != task.name:
             raise ServeError(
-                422, f"model {name!r} is {TASK_NOUN[model.task]}; /v1/{endpoint} needs {TASK_NOUN[task]}"
+                422, f"model {name!r} is {task_named(model.task).noun}; /v1/{endpoint} needs {task.noun}"
             )
         return model
 
@@ -148,8 +143,7 @@ def create_app(
             )
         if req.beam > limits.max_beam:
             raise ServeError(422, f"beam {req.beam} is over the limit of {limits.max_beam}")
-        if req.nbest > req.beam:
-            raise ServeError(422, f"nbest {req.nbest} is larger than beam {req.beam}")
+        check_nbest(req.beam, req.nbest)  # a ConfigError answers 422, as the command line exits 2
         cost = sum(_check_sentence(model, s, i, limits) for i, s in enumerate(sentences))
         call = Call.of(
             model.name, "translate", beam=req.beam, nbest=req.nbest, length_penalty=req.length_penalty

@@ -7,7 +7,7 @@ each decoder position predicts) and ``tgt_in`` (``<s>`` + the produced pieces: w
 position reads). Kinds: ``encoder_self`` rows src x cols src, ``decoder_self`` tgt_in x tgt_in,
 ``cross`` tgt x src; each ``weights`` is layers x heads x rows x cols, rounded to 3 decimals.
 
-Words: SentencePiece marks a word's first piece with "▁". Word-level maps average the rows of a
+Words: :func:`attnkit.data.pieces.words`. Word-level maps average the rows of a
 word's pieces (each row stays a distribution) and sum its columns (the attention mass it gets).
 """
 
@@ -18,24 +18,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..translate import Translator, attention_maps
-
-WORD_START = "\u2581"
-SPECIALS = ("<s>", "</s>")
-
-
-def words(pieces: list[str]) -> tuple[list[str], list[int]]:
-    """Words of SentencePiece ``pieces`` and, for each piece, the index of its word."""
-    out: list[str] = []
-    index: list[int] = []
-    for i, piece in enumerate(pieces):
-        special = piece in SPECIALS
-        if not out or special or piece.startswith(WORD_START) or pieces[i - 1] in SPECIALS:
-            out.append(piece if special else piece.removeprefix(WORD_START))
-        else:
-            out[-1] += piece
-        index.append(len(out) - 1)
-    return out, index
+from ..data.pieces import SPECIALS, words
+from ..tasks.translation import Translator, attention_maps
 
 
 def word_level(weights: Tensor, rows: list[int], cols: list[int]) -> Tensor:

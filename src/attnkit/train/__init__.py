@@ -4,14 +4,11 @@ objects it calls."""
 from ..checkpoint import average_checkpoints, load_checkpoint, save_checkpoint
 from .build import Setup, build
 from .config import ExperimentConfig, load_config
-from .task import Task, TranslationTask
 from .trainer import Trainer, TrainResult, train
 
 __all__ = [
     "ExperimentConfig",
     "Setup",
-    "Task",
-    "TranslationTask",
     "TrainResult",
     "Trainer",
     "average_checkpoints",

@@ -18,21 +18,11 @@ from torch import nn
 from ..checkpoint import build_model, load_checkpoint, model_from_checkpoint
 from ..data.batching import TokenBatchSampler
 from ..data.tokenizer import SubwordTokenizer
+from ..device import resolve_device
 from ..errors import CheckpointError, ConfigError, DataError
-from ..translate import resolve_device
+from ..tasks import Encoded, Task, task_of_arch
 from . import distributed as ddp
-from .classifier_task import ClassifierTask
 from .config import ExperimentConfig
-from .lm_task import LanguageModelTask
-from .task import Encoded, Task, TranslationTask
-
-# model.arch -> the task that trains it; a new task is a class with Task's methods and one line here.
-TASKS: dict[str, type] = {
-    "transformer": TranslationTask,
-    "rnn": TranslationTask,
-    "lm": LanguageModelTask,
-    "classifier": ClassifierTask,
-}
 
 
 @dataclass
@@ -68,8 +58,8 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
     resume_state = load_checkpoint(resume) if resume else None
     torch.manual_seed(t.seed)
     random.seed(t.seed)
-    task: Task = TASKS[cfg.arch](cfg, bf16)
-    if cfg.tokenizer.sample_nbest and not isinstance(task, TranslationTask):
+    task: Task = task_of_arch(cfg.arch).training(cfg, bf16)
+    if cfg.tokenizer.sample_nbest and not task.subword_sampling:
         raise ConfigError(
             f"tokenizer.sample_nbest: subword sampling is for translation models; model.arch {cfg.arch!r} "
             "trains without it (set tokenizer.sample_nbest=0)"
@@ -81,7 +71,7 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
         if not any(map(_has_text, rows)):  # found now, not after the tokenizer or the training
             raise DataError(f"the {name} corpus ({cfg.data.spec(part).describe()}) is empty or all blank")
     tokenizer = _tokenizer(task, records, resume_state, dist, t.seed)
-    if t.bidirectional_epochs and not (isinstance(task, TranslationTask) and tokenizer.joint):
+    if t.bidirectional_epochs and not (task.bidirectional and tokenizer.joint):
         raise ConfigError(
             "train.bidirectional_epochs: training on the reversed pairs needs a translation model and one "
             f"vocabulary for both languages (model.arch {cfg.arch}, "

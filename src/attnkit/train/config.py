@@ -20,8 +20,17 @@ from ..config import ConfigBase
 from ..data.config import DataConfig
 from ..data.config import upgrade as upgrade_data
 from ..data.tokenizer import Vocabulary
+from ..device import DEVICE_NAMES, check_device_name
 from ..errors import ConfigError
 from ..model.registry import ARCHS
+
+
+def _is_device_name(name: str) -> bool:
+    try:
+        check_device_name(name)
+    except ConfigError:
+        return False
+    return True
 
 
 @dataclasses.dataclass
@@ -90,7 +99,7 @@ class TrainConfig(ConfigBase):
     clip_norm: float = 0.0  # 0 = no clipping
     accumulate: int = 1
     seed: int = 1
-    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
     precision: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | fp32 | bf16 (on AMX CPUs 1.1-1.6x fp32)
     compile: bool = False
     log_every: int = 50
@@ -116,11 +125,7 @@ class TrainConfig(ConfigBase):
         self._check(self.clip_norm >= 0, "clip_norm", "must be >= 0")
         self._check(self.weight_decay >= 0, "weight_decay", "must be >= 0")
         self._choice("precision", ("auto", "fp32", "bf16"))
-        self._check(
-            self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
-            "device",
-            "must be auto, cpu, cuda or cuda:N",
-        )
+        self._check(_is_device_name(self.device), "device", f"must be {DEVICE_NAMES}")
 
 
 @dataclasses.dataclass

@@ -1,10 +1,11 @@
-"""The classification task: what the trainer asks of a task, for an encoder classifier.
+"""Classification as the trainer sees it, for an encoder classifier.
 
 A training example is a text's pieces (a text pair: pieces of text_a, eos, pieces of text_b) and
 its class id; the label names are sorted from the training split, fix the model's ``n_classes`` and
 are stored in every checkpoint (``labels``, in class-id order), so ``attnkit classify`` names them.
 Loss: cross entropy per example (label-smoothed as ``train.label_smoothing`` says); validation
-metric macro-F1 (higher is better), with accuracy and the loss beside it.
+metric macro-F1 (higher is better), with accuracy and the loss beside it, through
+:func:`.scoring.evaluate_examples`, as ``attnkit evaluate`` scores them.
 
 Legend: B batch, T length, C classes.
 """
@@ -18,18 +19,16 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..classify import classifier_pieces, example_text
-from ..data.batching import TokenBatchSampler
-from ..data.config import DataConfig
-from ..data.readers import LabelledExample, label_set
-from ..data.tokenizer import SubwordTokenizer
-from ..errors import DataError
-from ..loss import LossOutput, label_smoothed_cross_entropy
-from ..task_metrics import ClassificationReport, classification_report
-from .data import load_records
-from .task import Encoded
-
-NO_PAD = -1  # class ids are never negative: the token loss, given this pad id, counts every example
+from ...data.batching import pad_sequences
+from ...data.config import DataConfig
+from ...data.examples import load_records, train_text_tokenizer
+from ...data.readers import LabelledExample, label_set
+from ...data.tokenizer import SubwordTokenizer
+from ...errors import DataError
+from ...loss import LossOutput, label_smoothed_cross_entropy
+from ..base import Encoded, SplitTask
+from .inputs import classifier_pieces, example_text
+from .scoring import NO_PAD, evaluate_examples
 
 
 @dataclass
@@ -49,10 +48,10 @@ class ClassifierBatch:
         return self.tokens.size(0)
 
 
-class ClassifierTask:
+class ClassifierTask(SplitTask):
     """Cross entropy over labelled texts; metric macro-F1, higher is better.
 
-    Keeps :class:`attnkit.train.task.Task`. ``labels``: the classes, when known before the training
+    Keeps :class:`attnkit.tasks.base.Task`. ``labels``: the classes, when known before the training
     split is read (tests, resuming); else :meth:`load` of the training split sets them.
     """
 
@@ -62,7 +61,7 @@ class ClassifierTask:
     higher_is_better = True
 
     def __init__(self, cfg=None, bf16: bool = False, *, labels: Sequence[str] = ()):
-        self.cfg, self.bf16 = cfg, bf16
+        super().__init__(cfg, bf16)
         self.labels: list[str] = []
         if labels:
             self.set_labels(labels)
@@ -89,20 +88,9 @@ class ClassifierTask:
     def checkpoint_fields(self) -> dict[str, Any]:
         return {"labels": list(self.labels)}
 
-    def epoch_examples(self, encoded, tokenizer: SubwordTokenizer, epoch: int) -> list:
-        return encoded.examples
-
     def train_tokenizer(self, records: Sequence[LabelledExample], seed: int) -> SubwordTokenizer:
-        texts = [t for r in records for t in (r.text, r.text_b) if t is not None and t.strip()]
-        tok = self.cfg.tokenizer
-        return SubwordTokenizer.train(
-            texts,
-            texts,
-            vocab_size=tok.vocab_size,
-            model_type=tok.model_type,
-            character_coverage=tok.character_coverage,
-            seed=seed,
-        )
+        texts = [t for r in records for t in (r.text, r.text_b) if t is not None]
+        return train_text_tokenizer(texts, self.cfg.tokenizer, seed)
 
     def encode(
         self,
@@ -128,10 +116,7 @@ class ClassifierTask:
     def collate(
         self, examples: Sequence[tuple[list[int], int]], tokenizer: SubwordTokenizer
     ) -> ClassifierBatch:
-        T = max(len(ids) for ids, _ in examples)
-        tokens = torch.full((len(examples), T), tokenizer.pad_id, dtype=torch.long)  # (B, T)
-        for r, (ids, _) in enumerate(examples):
-            tokens[r, : len(ids)] = torch.tensor(ids)
+        tokens = pad_sequences([ids for ids, _ in examples], tokenizer.pad_id)  # (B, T)
         labels = torch.tensor([c for _, c in examples], dtype=torch.long)  # (B,)
         return ClassifierBatch(tokens, labels, len(examples))
 
@@ -147,23 +132,14 @@ class ClassifierTask:
     ) -> LossOutput:
         return loss_fn(model(batch.tokens), batch.labels, epsilon=epsilon, pad_id=NO_PAD)  # logits (B, C)
 
-    @torch.no_grad()
-    def report(
-        self, model, tokenizer, valid: Encoded, device, batch_tokens: int = 8000
-    ) -> tuple[float, ClassificationReport]:
-        """(mean loss per example, the classification report) on encoded examples."""
-        nll, n, gold, predicted = 0.0, 0, [], []
-        for idx in TokenBatchSampler(valid.lengths, batch_tokens, shuffle=False):
-            batch = self.collate([valid.examples[i] for i in idx], tokenizer).to(device)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.bf16):
-                logits = model(batch.tokens)  # (B, C)
-            out = label_smoothed_cross_entropy(logits, batch.labels, epsilon=0.0, pad_id=NO_PAD)
-            nll, n = nll + out.nll.item(), n + out.n_tokens
-            predicted += logits.argmax(-1).tolist()
-            gold += batch.labels.tolist()
-        return nll / max(n, 1), classification_report(gold, predicted, self.labels)
-
     def validate(self, model, tokenizer, valid: Encoded, records, device) -> dict[str, float]:
-        batch_tokens = self.cfg.valid.batch_tokens if self.cfg is not None else 8000
-        loss, report = self.report(model, tokenizer, valid, device, batch_tokens)
+        loss, report = evaluate_examples(
+            model,
+            tokenizer,
+            self.labels,
+            records,
+            device,
+            batch_tokens=self.valid_batch_tokens,
+            bf16=self.bf16,
+        )
         return {"loss": loss, "accuracy": report.accuracy, "macro_f1": report.macro_f1}

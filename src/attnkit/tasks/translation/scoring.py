@@ -1,4 +1,7 @@
-"""Corpus BLEU and chrF with sacreBLEU, on detokenized, cased text.
+"""Translation's metrics and its one evaluation: corpus BLEU and chrF (sacreBLEU) of a model's output.
+
+``evaluate`` is what the trainer's validation and ``attnkit evaluate`` both call, so the BLEU of a
+checkpoint on a split is one number whichever asks for it.
 
 Scores are only comparable when computed the same way, so each comes with its sacreBLEU signature
 (tokenizer, casing, smoothing, version). The paper reports cased, tokenized BLEU on newstest2014;
@@ -13,7 +16,8 @@ from dataclasses import dataclass
 
 from sacrebleu.metrics import BLEU, CHRF
 
-from attnkit.errors import DataError
+from ...errors import DataError
+from .translator import Translator
 
 
 @dataclass(frozen=True)
@@ -71,3 +75,33 @@ def corpus_scores(
         bleu_lowercase=lc_score,
         bleu_lowercase_signature=lc_sig,
     )
+
+
+@dataclass
+class Evaluation:
+    scores: Scores
+    hypotheses: list[str]
+
+
+def evaluate(
+    translator: Translator,
+    sources: list[str],
+    references: list[str],
+    *,
+    beam: int = 4,
+    length_penalty: float = 0.6,
+    batch_tokens: int = 4000,
+    lowercase_bleu: bool = False,
+) -> Evaluation:
+    """Cased BLEU and chrF of detokenized output against untokenized references (+ lowercased BLEU)."""
+    if len(sources) != len(references):  # checked before the (slow) translation, not after
+        raise DataError(
+            f"{len(sources)} sources but {len(references)} references: they must align line by line"
+        )
+    if not sources:
+        raise DataError("nothing to evaluate: no source sentences")
+    if not any(r.strip() for r in references):  # BLEU against nothing is 0 whatever the output
+        raise DataError("nothing to evaluate: every reference sentence is empty")
+    hyps = translator.translate(sources, beam=beam, length_penalty=length_penalty, batch_tokens=batch_tokens)
+    texts = [h.text for h in hyps]
+    return Evaluation(corpus_scores(texts, references, lowercase_bleu=lowercase_bleu), texts)

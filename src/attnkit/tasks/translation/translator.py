@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import operator
-import re
 import warnings
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -17,17 +16,19 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from .checkpoint import load_checkpoint, model_from_checkpoint
-from .data.tokenizer import SubwordTokenizer
-from .decoding import beam_search, greedy_search
-from .decoding.common import Hypothesis
-from .decoding.continuous import BeamPool
-from .decoding.sampling import SamplingConfig, sample_search
-from .errors import CheckpointError, ConfigError, DataError
-from .fast import packed_linears
-from .model.transformer import Transformer
-from .positional import ABSOLUTE
-from .quantize import check_quantize, quantize_int8
+from ...checkpoint import load_checkpoint, model_from_checkpoint
+from ...data.batching import pad_sequences
+from ...data.tokenizer import SubwordTokenizer
+from ...decoding import beam_search, check_nbest, greedy_search
+from ...decoding.common import Hypothesis
+from ...decoding.continuous import BeamPool
+from ...decoding.sampling import SamplingConfig, sample_search
+from ...device import resolve_device
+from ...errors import ConfigError, DataError
+from ...fast import packed_linears
+from ...model.transformer import Transformer
+from ...positional import ABSOLUTE
+from ...quantize import check_quantize, quantize_int8
 
 
 @dataclass
@@ -46,17 +47,6 @@ class Translation:
     attention: Tensor | None = None
 
 
-def resolve_device(name: str = "auto") -> torch.device:
-    """ "auto" (a GPU if there is one), "cpu", "cuda" or "cuda:N"."""
-    if name != "auto" and name != "cpu" and not re.fullmatch(r"cuda(:\d+)?", name):
-        raise ConfigError(f"unknown device {name!r}: use auto, cpu, cuda or cuda:N")
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise CheckpointError(f"device {name!r} asked for, but no CUDA GPU is available")
-    return torch.device(name)
-
-
 class Translator:
     """A model, its tokenizer and a device; stateless between calls."""
 
@@ -69,7 +59,7 @@ class Translator:
         quantize: str | None = None,
     ):
         """quantize="int8": int8 weights for the linear layers (CPU only, see attnkit.quantize)."""
-        self.device = resolve_device(device) if isinstance(device, str) else device
+        self.device = resolve_device(device)
         check_quantize(quantize, self.device)
         self.model = model.to(self.device).eval()
         if quantize == "int8":
@@ -80,11 +70,21 @@ class Translator:
     def from_checkpoint(
         cls, path: str | Path, *, device: str = "auto", quantize: str | None = None
     ) -> Translator:
-        return cls.from_state(load_checkpoint(path), device=device, quantize=quantize)
+        return cls.from_state(load_checkpoint(path), device=device, quantize=quantize, path=path)
 
     @classmethod
-    def from_state(cls, state: dict, *, device: str = "auto", quantize: str | None = None) -> Translator:
+    def from_state(
+        cls,
+        state: dict,
+        *,
+        device: str = "auto",
+        quantize: str | None = None,
+        path: str | Path = "checkpoint",
+    ) -> Translator:
         """From a checkpoint already loaded with :func:`attnkit.checkpoint.load_checkpoint`."""
+        from .. import expect_task  # the registry imports this module
+
+        expect_task(state, "translate", path)
         model = model_from_checkpoint(state)
         return cls(model, SubwordTokenizer.from_state_dict(state["tokenizer"]), device, quantize=quantize)
 
@@ -141,11 +141,9 @@ class Translator:
                 results[i] = Translation("", 0.0, [("", 0.0)] * nbest, [], [], [])
         with packed_linears(self.model):  # weights packed once for all the batches (CPU)
             for batch in _length_batches(order, ids, batch_tokens):
-                width = max(len(ids[i]) for i in batch)
-                src = torch.full((len(batch), width), self.model.config.pad_id, dtype=torch.long)
-                for row, i in enumerate(batch):
-                    src[row, : len(ids[i])] = torch.tensor(ids[i])
-                src = src.to(self.device)
+                src = pad_sequences([ids[i] for i in batch], self.model.config.pad_id).to(
+                    self.device
+                )  # (B, S)
                 limits = dict(max_len_a=max_len_a, max_len_b=max_len_b, return_attention=return_attention)
                 if sampling is not None:
                     found = sample_search(
@@ -234,11 +232,7 @@ class TranslationStream:
         ]
         new = [(t, seq) for t, seq in zip(tags, ids) if seq]
         if new:
-            model = self.translator.model
-            width = max(len(seq) for _, seq in new)
-            src = torch.full((len(new), width), model.config.pad_id, dtype=torch.long)  # (B, S)
-            for row, (_, seq) in enumerate(new):
-                src[row, : len(seq)] = torch.tensor(seq)
+            src = pad_sequences([seq for _, seq in new], self.translator.model.config.pad_id)  # (B, S)
             self.src_ids.update(new)
             self.pool.add(src.to(self.translator.device), [t for t, _ in new])
         return done
@@ -318,8 +312,8 @@ def _check_search(
             positive = False
         if not positive:
             raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-    if searching and nbest > beam:  # sampling draws nbest samples whatever the beam
-        raise ConfigError(f"nbest ({nbest}) cannot exceed beam ({beam})")
+    if searching:  # sampling draws nbest samples whatever the beam
+        check_nbest(beam, nbest)
     if not math.isfinite(length_penalty):
         raise ConfigError(f"length_penalty must be a finite number, got {length_penalty!r}")
 

@@ -1,18 +1,21 @@
-"""From the experiment's data section to encoded training examples and validation text."""
+"""From the experiment's data section to records, encoded training pairs and their tokenizer."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..data.config import DataConfig
-from ..data.corpus import load_corpus
-from ..data.readers import drop_empty
-from ..data.tokenizer import SubwordTokenizer
 from ..errors import ConfigError, DataError
-from .config import TokenizerConfig
+from .config import DataConfig
+from .corpus import load_corpus
+from .readers import drop_empty
+from .tokenizer import SubwordTokenizer
+
+if TYPE_CHECKING:
+    from ..train.config import TokenizerConfig
 
 # What each kind of record needs in the data section, for the error that names the fix.
 NEEDS = {
@@ -119,6 +122,7 @@ class BidirectionalPairs(Sequence):
 
 
 def train_tokenizer(pairs: list[tuple[str, str]], cfg: TokenizerConfig, seed: int) -> SubwordTokenizer:
+    """SentencePiece on both sides of the training pairs (one model when ``cfg.joint``)."""
     pairs, _ = drop_empty(pairs)
     return SubwordTokenizer.train(
         [s for s, _ in pairs],
@@ -126,6 +130,21 @@ def train_tokenizer(pairs: list[tuple[str, str]], cfg: TokenizerConfig, seed: in
         vocab_size=cfg.vocab_size,
         model_type=cfg.model_type,
         joint=cfg.joint,
+        character_coverage=cfg.character_coverage,
+        seed=seed,
+    )
+
+
+def train_text_tokenizer(texts: Sequence[str], cfg: TokenizerConfig, seed: int) -> SubwordTokenizer:
+    """SentencePiece on texts of one kind (a language model's, a classifier's): one joint model."""
+    texts = [t for t in texts if t.strip()]
+    if not texts:
+        raise DataError("cannot train a tokenizer: the training text is empty")
+    return SubwordTokenizer.train(
+        texts,
+        texts,
+        vocab_size=cfg.vocab_size,
+        model_type=cfg.model_type,
         character_coverage=cfg.character_coverage,
         seed=seed,
     )

@@ -1,16 +1,14 @@
-"""Scores for the language model (perplexity, bits per token) and the classifier (accuracy, F1).
+"""The classifier's metrics and its one evaluation: accuracy, per-class precision / recall / F1 and
+their unweighted mean over the classes that occur in the gold labels or the predictions (macro-F1, as
+scikit-learn computes it), a confusion matrix (rows gold, columns predicted) and its picture.
 
-Perplexity is exp of the mean negative log-likelihood per predicted token (nats); bits per token is
-the same mean in bits. Both are only comparable between models on the same tokenization.
+``evaluate_examples`` is what the trainer's validation and ``attnkit evaluate`` both call.
 
-Classification: accuracy, per-class precision / recall / F1 and their unweighted mean over the
-classes that occur in the gold labels or the predictions (macro-F1, as scikit-learn computes it), a
-confusion matrix (rows gold, columns predicted) and its picture.
+Legend: B texts in a batch, T length, C classes.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,41 +16,14 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from .errors import DataError
+from ...data.batching import TokenBatchSampler, pad_sequences
+from ...data.readers import LabelledExample
+from ...data.tokenizer import SubwordTokenizer
+from ...errors import DataError
+from ...loss import label_smoothed_cross_entropy
+from .inputs import encode_inputs, example_text
 
-
-@dataclass(frozen=True)
-class LMScores:
-    """Summed negative log-likelihood (nats) over ``tokens`` predicted tokens."""
-
-    nll: float
-    tokens: int
-
-    @property
-    def loss(self) -> float:
-        """Mean NLL per token (nats)."""
-        return self.nll / self.tokens
-
-    @property
-    def perplexity(self) -> float:
-        return math.exp(self.loss)
-
-    @property
-    def bits_per_token(self) -> float:
-        return self.loss / math.log(2)
-
-    def format(self) -> str:
-        return (
-            f"perplexity      {self.perplexity:10.3f}\n"
-            f"bits per token  {self.bits_per_token:10.4f}\n"
-            f"nll per token   {self.loss:10.4f}  ({self.tokens} tokens, eos included)"
-        )
-
-
-def lm_scores(nll: float, tokens: int) -> LMScores:
-    if tokens <= 0:
-        raise DataError("no tokens to score: the text is empty")
-    return LMScores(float(nll), int(tokens))
+NO_PAD = -1  # class ids are never negative: the token loss, given this pad id, counts every example
 
 
 @dataclass(frozen=True)
@@ -147,3 +118,37 @@ def plot_confusion_matrix(
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100, format="png")
     return out
+
+
+@torch.no_grad()
+def evaluate_examples(
+    model,
+    tokenizer: SubwordTokenizer,
+    labels: Sequence[str],
+    examples: Sequence[LabelledExample],
+    device,
+    *,
+    batch_tokens: int = 8000,
+    bf16: bool = False,
+) -> tuple[float, ClassificationReport]:
+    """(mean loss per example, the classification report) of ``model`` on labelled examples."""
+    if not examples:
+        raise DataError("nothing to evaluate: no labelled examples")
+    index = {label: c for c, label in enumerate(labels)}
+    unknown = sorted({e.label for e in examples} - set(index))
+    if unknown:
+        raise DataError(
+            f"label(s) the model does not know: {', '.join(unknown[:5])} (known: {', '.join(labels)})"
+        )
+    ids = encode_inputs(tokenizer, model.config, [example_text(e) for e in examples])
+    gold = torch.tensor([index[e.label] for e in examples])  # (N,)
+    device = torch.device(device)
+    nll, predicted = 0.0, torch.empty_like(gold)
+    for idx in TokenBatchSampler([(len(s), 0) for s in ids], batch_tokens, shuffle=False):
+        tokens = pad_sequences([ids[i] for i in idx], tokenizer.pad_id).to(device)  # (B, T)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            logits = model(tokens)  # (B, C)
+        out = label_smoothed_cross_entropy(logits, gold[idx].to(device), epsilon=0.0, pad_id=NO_PAD)
+        nll += out.nll.item()
+        predicted[idx] = logits.argmax(-1).cpu()
+    return nll / len(examples), classification_report(gold.tolist(), predicted.tolist(), labels)

@@ -1,6 +1,6 @@
 """Use a trained language model: continue prompts (greedy, beam or sampling) and score text.
 
-    lm = LanguageModel.from_checkpoint("runs/lm_en/best.pt")
+    lm = LanguageModel.from_checkpoint("runs/lm_en/checkpoint_best.pt")
     lm.generate(["A dog"], max_new_tokens=20, temperature=0.8, top_p=0.9, num_samples=3, seed=1)
     lm.score(["A dog runs on the beach ."]).perplexity
 
@@ -18,15 +18,14 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from .checkpoint import load_checkpoint, model_from_checkpoint
-from .data.batching import collate_lm
-from .data.tokenizer import SubwordTokenizer
-from .decoding import beam_decode, greedy_decode
-from .decoding.sampling import SamplingConfig, sample_decode
-from .errors import CheckpointError, ConfigError, DataError
-from .model.interface import DecoderState
-from .task_metrics import LMScores, lm_scores
-from .translate import resolve_device
+from ...checkpoint import load_checkpoint, model_from_checkpoint
+from ...data.tokenizer import SubwordTokenizer
+from ...decoding import beam_decode, check_nbest, greedy_decode
+from ...decoding.sampling import SamplingConfig, sample_decode
+from ...device import resolve_device
+from ...errors import ConfigError, DataError
+from ...model.interface import DecoderState
+from .scoring import LMScores, score_texts, text_ids
 
 
 def start_from_prompt(lm, prompt: Tensor) -> tuple[DecoderState, Tensor]:
@@ -58,7 +57,7 @@ class LanguageModel:
     """A decoder-only model, its tokenizer and a device; stateless between calls."""
 
     def __init__(self, model: nn.Module, tokenizer: SubwordTokenizer, device: str | torch.device = "cpu"):
-        self.device = resolve_device(device) if isinstance(device, str) else device
+        self.device = resolve_device(device)
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
 
@@ -71,8 +70,9 @@ class LanguageModel:
         cls, state: dict, *, device: str = "auto", path: str | Path = "checkpoint"
     ) -> LanguageModel:
         """From a loaded checkpoint (:func:`attnkit.checkpoint.load_checkpoint`)."""
-        if state["arch"] != "lm":
-            raise CheckpointError(f"{path} holds a {state['arch']!r} model, not a language model (arch lm)")
+        from .. import expect_task  # the registry imports this module
+
+        expect_task(state, "generate", path)
         return cls(model_from_checkpoint(state), SubwordTokenizer.from_state_dict(state["tokenizer"]), device)
 
     @torch.no_grad()
@@ -93,8 +93,8 @@ class LanguageModel:
         """For each prompt its continuations: ``num_samples`` samples, or the beam's ``num_samples`` best."""
         if max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        if not sample and num_samples > beam:
-            raise ConfigError(f"num_samples ({num_samples}) > beam ({beam}): sample, or widen the beam")
+        if not sample:
+            check_nbest(beam, num_samples)
         sampling = SamplingConfig(temperature, top_k, top_p) if sample else None
         cfg = self.model.config
         encoded = [self.tokenizer.encode(p, side="src") for p in prompts]
@@ -139,33 +139,16 @@ class LanguageModel:
         decode = self.tokenizer.decode
         return Generation(decode(prompt_ids + hyp.tokens), decode(hyp.tokens), hyp.score, hyp.tokens)
 
-    @torch.no_grad()
-    def score(self, texts: list[str], *, batch_size: int = 64) -> LMScores:
-        """Negative log-likelihood of every piece and the end of each text, given bos and the text so far."""
-        cfg = self.model.config
-        nll, n_tokens = 0.0, 0
-        seqs = [self.tokenizer.encode(t, side="src")[: cfg.max_len - 1] for t in texts if t.strip()]
-        if not seqs:
-            raise DataError("nothing to score: every line is empty")
-        seqs.sort(key=len)
-        for start in range(0, len(seqs), batch_size):
-            batch = seqs[start : start + batch_size]
-            inp, out = collate_lm(batch, pad_id=cfg.pad_id, bos_id=cfg.bos_id, eos_id=cfg.eos_id)  # (B, T)
-            logits = self.model(inp.to(self.device)).float()  # (B, T, V)
-            nll += torch.nn.functional.cross_entropy(
-                logits.view(-1, logits.size(-1)),
-                out.to(self.device).view(-1),
-                ignore_index=cfg.pad_id,
-                reduction="sum",
-            ).item()
-            n_tokens += int((out != cfg.pad_id).sum())
-        return lm_scores(nll, n_tokens)
+    def score(self, texts: list[str], *, batch_tokens: int = 8000) -> LMScores:
+        """Negative log-likelihood of every piece and the end of each text, given bos and the text
+        so far: :func:`.scoring.score_texts`, the function the trainer's validation calls."""
+        return score_texts(self.model, self.tokenizer, texts, self.device, batch_tokens=batch_tokens)
 
     @torch.no_grad()
     def self_attention(self, text: str) -> tuple[list[str], torch.Tensor]:
         """Pieces (bos first) and the self-attention of every layer and head (L, H, T, T) over them."""
         cfg = self.model.config
-        ids = self.tokenizer.encode(text, side="src")[: cfg.max_len - 1]
+        ids = text_ids(self.model, self.tokenizer, [text])[0] if text.strip() else []
         if not ids:
             raise DataError("the text is empty: nothing to draw")
         x = torch.tensor([[cfg.bos_id, *ids]], device=self.device)

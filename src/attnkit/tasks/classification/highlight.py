@@ -1,7 +1,7 @@
 """The seeds' review picture: every word of a text shaded by the weight the classifier gave it.
 
-A classifier's attention pooling gives one weight per subword; SentencePiece marks the first piece
-of each word with "▁", so the pieces of a word are merged and their weights summed (the weights of a
+A classifier's attention pooling gives one weight per subword; the pieces of a word are merged
+(:func:`attnkit.data.pieces.words`) and their weights summed (the weights of a
 text still sum to 1). The picture is written as self-contained HTML (inline styles, no scripts, no
 external files) and as a PNG.
 """
@@ -12,31 +12,24 @@ import html
 from collections.abc import Sequence
 from pathlib import Path
 
-WORD_START = "\u2581"  # SentencePiece's "▁"
+from ...data.pieces import words as word_spans
 
 
 def merge_subwords(pieces: Sequence[str], weights: Sequence[float]) -> tuple[list[str], list[float]]:
     """Words and their summed weights from SentencePiece pieces and one weight per piece."""
     if len(pieces) != len(weights):
         raise ValueError(f"{len(pieces)} pieces but {len(weights)} weights")
-    words: list[str] = []
-    word_weights: list[float] = []
-    for piece, w in zip(pieces, weights, strict=True):
-        starts = piece.startswith(WORD_START) or not words
-        text = piece.removeprefix(WORD_START)
-        if starts:
-            words.append(text)
-            word_weights.append(float(w))
-        else:
-            words[-1] += text
-            word_weights[-1] += float(w)
+    found, word_of_piece = word_spans(pieces)
+    word_weights = [0.0] * len(found)
+    for i, w in zip(word_of_piece, weights, strict=True):
+        word_weights[i] += float(w)
     # A lone "▁" followed by another word start is an empty word: its weight goes to the next word.
-    for i in range(len(words) - 1, -1, -1):
-        if not words[i] and len(words) > 1:
-            target = i + 1 if i + 1 < len(words) else i - 1
+    for i in range(len(found) - 1, -1, -1):
+        if not found[i] and len(found) > 1:
+            target = i + 1 if i + 1 < len(found) else i - 1
             word_weights[target] += word_weights[i]
-            del words[i], word_weights[i]
-    return words, word_weights
+            del found[i], word_weights[i]
+    return found, word_weights
 
 
 def _shade(weight: float, top: float) -> str:

@@ -1,8 +1,9 @@
-"""The language-model task: what the trainer asks of a task, for a decoder-only model.
+"""Language modelling as the trainer sees it, for a decoder-only model.
 
 A training example is one text's pieces; the model reads bos + pieces and predicts pieces + eos
 (teacher forcing), so the loss is the next-token cross entropy summed over every predicted token,
-eos included. Validation reports perplexity (lower is better) and bits per token.
+eos included. Validation reports perplexity (lower is better) through :func:`.scoring.score_texts`,
+as ``attnkit evaluate`` does.
 
 Legend: B batch, T length (pieces + 1).
 """
@@ -12,15 +13,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import torch
 from torch import Tensor
 
-from ..data.batching import TokenBatchSampler, collate_lm
-from ..data.tokenizer import SubwordTokenizer
-from ..errors import DataError
-from ..loss import LossOutput, label_smoothed_cross_entropy
-from ..task_metrics import LMScores, lm_scores
-from .task import Encoded, SplitTask
+from ...data.batching import collate_lm
+from ...data.examples import train_text_tokenizer
+from ...data.tokenizer import SubwordTokenizer
+from ...errors import DataError
+from ...loss import LossOutput, label_smoothed_cross_entropy
+from ..base import Encoded, SplitTask
+from .scoring import score_texts
 
 
 @dataclass
@@ -43,7 +44,6 @@ class LMBatch:
 class LanguageModelTask(SplitTask):
     """Next-token prediction over texts; validation metric perplexity, lower is better.
 
-    Keeps :class:`attnkit.train.task.Task`: the trainer calls it as it calls the translation task.
     Reads text records: ``corpus: multi30k`` with ``lang``, ``text`` files, or ``hf`` with ``text_field``.
     """
 
@@ -52,22 +52,8 @@ class LanguageModelTask(SplitTask):
     metrics = ("loss", "perplexity")
     higher_is_better = False
 
-    def __init__(self, cfg=None, bf16: bool = False):
-        self.cfg, self.bf16 = cfg, bf16
-
     def train_tokenizer(self, records: list, seed: int) -> SubwordTokenizer:
-        texts = [t for t in records if t.strip()]
-        if not texts:
-            raise DataError("cannot train a tokenizer: the training text is empty")
-        tok = self.cfg.tokenizer
-        return SubwordTokenizer.train(
-            texts,
-            texts,
-            vocab_size=tok.vocab_size,
-            model_type=tok.model_type,
-            character_coverage=tok.character_coverage,
-            seed=seed,
-        )
+        return train_text_tokenizer(records, self.cfg.tokenizer, seed)
 
     def encode(
         self, records: Sequence, tokenizer: SubwordTokenizer, max_len: int, *, split: str = "train"
@@ -107,17 +93,8 @@ class LanguageModelTask(SplitTask):
             model(batch.tokens), batch.targets, epsilon=epsilon, pad_id=tokenizer.vocabulary.pad_id
         )
 
-    @torch.no_grad()
-    def scores(self, model, tokenizer, valid: Encoded, device, batch_tokens: int = 8000) -> LMScores:
-        nll, n = 0.0, 0
-        for idx in TokenBatchSampler(valid.lengths, batch_tokens, shuffle=False):
-            batch = self.collate([valid.examples[i] for i in idx], tokenizer).to(device)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.bf16):
-                out = self.loss(model, batch, tokenizer, epsilon=0.0)
-            nll, n = nll + out.nll.item(), n + out.n_tokens
-        return lm_scores(nll, n)
-
     def validate(self, model, tokenizer, valid: Encoded, records, device) -> dict[str, float]:
-        batch_tokens = self.cfg.valid.batch_tokens if self.cfg is not None else 8000
-        s = self.scores(model, tokenizer, valid, device, batch_tokens)
+        s = score_texts(
+            model, tokenizer, records, device, batch_tokens=self.valid_batch_tokens, bf16=self.bf16
+        )
         return {"loss": s.loss, "perplexity": s.perplexity}

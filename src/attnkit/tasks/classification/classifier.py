@@ -1,6 +1,6 @@
 """Use a trained classifier: label texts, score them against gold labels, show which words decided.
 
-    clf = Classifier.from_checkpoint("runs/langid/best.pt")
+    clf = Classifier.from_checkpoint("runs/multi30k_langid/checkpoint_best.pt")
     clf.predict(["Ein Hund rennt ."], top_k=2)     # [[("de", 0.99), ("en", 0.004)]]
     clf.word_weights("Ein Hund rennt .")           # (words, weights): the review picture's data
 
@@ -15,28 +15,15 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .checkpoint import load_checkpoint, model_from_checkpoint
-from .data.readers import LabelledExample
-from .data.tokenizer import SubwordTokenizer
-from .errors import CheckpointError, ConfigError, DataError
+from ...checkpoint import load_checkpoint, model_from_checkpoint
+from ...data.batching import pad_sequences
+from ...data.readers import LabelledExample
+from ...data.tokenizer import SubwordTokenizer
+from ...device import resolve_device
+from ...errors import CheckpointError, ConfigError
 from .highlight import merge_subwords
-from .task_metrics import ClassificationReport, classification_report
-from .translate import resolve_device
-
-Text = str | tuple[str, str]  # one text, or a (text_a, text_b) pair
-
-
-def example_text(example: LabelledExample) -> Text:
-    """The classifier's input of a labelled example: its text, or its (text_a, text_b) pair."""
-    return example.text if example.text_b is None else (example.text, example.text_b)
-
-
-def classifier_pieces(tokenizer: SubwordTokenizer, text: Text) -> list[int]:
-    """A text's pieces; a pair is text_a's pieces, eos, text_b's pieces (training encodes the same way)."""
-    if isinstance(text, tuple):
-        a, b = text
-        return [*tokenizer.encode(a, side="src"), tokenizer.eos_id, *tokenizer.encode(b, side="src")]
-    return tokenizer.encode(text, side="src")
+from .inputs import Text, encode_inputs
+from .scoring import ClassificationReport, evaluate_examples
 
 
 @dataclass
@@ -61,7 +48,7 @@ class Classifier:
             raise CheckpointError(
                 f"{len(labels)} label names for a model of {model.config.n_classes} classes"
             )
-        self.device = resolve_device(device) if isinstance(device, str) else device
+        self.device = resolve_device(device)
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
         self.labels = [str(x) for x in labels]
@@ -73,10 +60,9 @@ class Classifier:
     @classmethod
     def from_state(cls, state: dict, *, device: str = "auto", path: str | Path = "checkpoint") -> Classifier:
         """From a loaded checkpoint (:func:`attnkit.checkpoint.load_checkpoint`)."""
-        if state["arch"] != "classifier":
-            raise CheckpointError(
-                f"{path} holds a {state['arch']!r} model, not a classifier (arch classifier)"
-            )
+        from .. import expect_task  # the registry imports this module
+
+        expect_task(state, "classify", path)
         if not isinstance(state.get("labels"), list):
             raise CheckpointError(f"{path}: classifier checkpoint lacks its label names")
         return cls(
@@ -87,14 +73,7 @@ class Classifier:
         )
 
     def _encode(self, texts: list[Text]) -> list[list[int]]:
-        room = self.model.config.max_len - (1 if self.model.config.pooling == "first" else 0)
-        ids = []
-        for n, text in enumerate(texts, start=1):
-            seq = classifier_pieces(self.tokenizer, text)[:room]
-            if not seq or (isinstance(text, str) and not text.strip()):
-                raise DataError(f"input line {n} is empty: nothing to classify")
-            ids.append(seq)
-        return ids
+        return encode_inputs(self.tokenizer, self.model.config, texts)
 
     @torch.no_grad()
     def probabilities(self, texts: list[Text], *, batch_size: int = 128) -> torch.Tensor:
@@ -102,13 +81,9 @@ class Classifier:
         ids = self._encode(texts)
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # little padding per batch
         probs = torch.empty(len(ids), len(self.labels))
-        pad = self.model.config.pad_id
         for start in range(0, len(order), batch_size):
             rows = order[start : start + batch_size]
-            T = max(len(ids[i]) for i in rows)
-            x = torch.full((len(rows), T), pad, dtype=torch.long)
-            for r, i in enumerate(rows):
-                x[r, : len(ids[i])] = torch.tensor(ids[i])
+            x = pad_sequences([ids[i] for i in rows], self.model.config.pad_id)  # (B, T)
             probs[rows] = self.model(x.to(self.device)).float().softmax(-1).cpu()
         return probs
 
@@ -126,21 +101,13 @@ class Classifier:
             for pr, ix in zip(p.tolist(), idx.tolist(), strict=True)
         ]
 
-    def evaluate(self, examples: list[LabelledExample]) -> ClassificationReport:
+    def evaluate(self, examples: list[LabelledExample], *, batch_tokens: int = 8000) -> ClassificationReport:
         """Accuracy, macro-F1 and per-class scores on labelled examples (read with
-        :func:`attnkit.data.readers.read_labelled`, or a corpus spec)."""
-        texts, gold = [example_text(e) for e in examples], [e.label for e in examples]
-        if not examples:
-            raise DataError("nothing to evaluate: no labelled examples")
-        index = {label: c for c, label in enumerate(self.labels)}
-        unknown = sorted(set(gold) - set(index))
-        if unknown:
-            raise DataError(
-                f"label(s) the model does not know: {', '.join(unknown[:5])} "
-                f"(known: {', '.join(self.labels)})"
-            )
-        predicted = self.probabilities(texts).argmax(-1).tolist()
-        return classification_report([index[g] for g in gold], predicted, self.labels)
+        :func:`attnkit.data.readers.read_labelled`, or a corpus spec): :func:`.scoring.evaluate_examples`,
+        the function the trainer's validation calls."""
+        return evaluate_examples(
+            self.model, self.tokenizer, self.labels, examples, self.device, batch_tokens=batch_tokens
+        )[1]
 
     @torch.no_grad()
     def word_weights(self, text: str) -> WordWeights:

@@ -1,0 +1,166 @@
+"""What a task is: the training object the loop calls, and the one record of everything else.
+
+A task (translation, language modelling, classification) lives in one package of
+:mod:`attnkit.tasks`: its training object (reads its splits, encodes records into examples, batches
+them, computes a batch's loss and validation metrics), its inference wrapper, its metrics and its one
+evaluation function (used by the trainer's validation and by ``attnkit evaluate`` alike), and the
+object the server serves. :class:`TaskInfo` names these parts, and :mod:`attnkit.tasks` maps every
+``model.arch`` to its task: the trainer, the server and the commands ask that map, nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import torch
+
+from ..data.batching import TokenBatchSampler
+from ..data.config import DataConfig
+from ..data.examples import load_records
+from ..data.tokenizer import SubwordTokenizer
+from ..loss import LossOutput
+
+if TYPE_CHECKING:
+    from ..train.config import ExperimentConfig
+
+
+@dataclass
+class Encoded:
+    """Examples ready to batch, their (source, target) lengths for the sampler, and what was dropped."""
+
+    examples: Sequence[Any]
+    lengths: list[tuple[int, int]]
+    dropped: str = ""  # a sentence for the log ("skipped 3 pairs with an empty side"), or ""
+    corpus: Any = None  # what a task keeps to re-encode the examples each epoch (subword sampling), or None
+    epoch_size: Callable[[int], int] | None = None  # how many leading examples epoch e trains on (None: all)
+
+
+class Task(Protocol):
+    """What the training loop asks of a task; it knows nothing else about it."""
+
+    records: str  # what it reads: "pairs", "text" or "labelled" (train/data.py load_records)
+    metric: str  # the validation metric that picks the best checkpoint, e.g. "bleu"
+    metrics: tuple[str, ...]  # every key validate() returns, in the metrics CSV's order
+    higher_is_better: bool
+    subword_sampling: bool  # whether tokenizer.sample_nbest can re-segment its examples
+    bidirectional: bool  # whether train.bidirectional_epochs can reverse its examples
+
+    def load(self, data: DataConfig, which: str) -> list:
+        """The raw records of split ``which``; the training split is read first."""
+        ...
+
+    def model_fields(self) -> dict[str, Any]:
+        """Model-config fields the data fixes (after ``load("train")``), e.g. ``n_classes``."""
+        ...
+
+    def checkpoint_fields(self) -> dict[str, Any]:
+        """Kept in every checkpoint beside the model (e.g. ``labels``); a resumed run must match them."""
+        ...
+
+    def train_tokenizer(self, records: list, seed: int) -> SubwordTokenizer: ...
+
+    def encode(self, records: list, tokenizer: SubwordTokenizer, max_len: int, *, split: str) -> Encoded: ...
+
+    def epoch_examples(self, encoded: Encoded, tokenizer: SubwordTokenizer, epoch: int) -> Sequence:
+        """The examples to train on in ``epoch``: ``encoded.examples``, or a new draw of them."""
+        ...
+
+    def collate(self, examples: list, tokenizer: SubwordTokenizer) -> Any: ...
+
+    def loss(self, model, batch, tokenizer: SubwordTokenizer, *, epsilon: float, loss_fn) -> LossOutput: ...
+
+    def validate(
+        self, model, tokenizer: SubwordTokenizer, valid: Encoded, records: list, device
+    ) -> dict[str, float]:
+        """Metrics on the validation split: at least ``loss`` (per token) and ``self.metric``."""
+        ...
+
+
+class SplitTask:
+    """What most tasks share: splits of ``self.records`` records, nothing fixed by or kept from the data."""
+
+    records = "pairs"
+    subword_sampling = False
+    bidirectional = False
+
+    def __init__(self, cfg: ExperimentConfig | None = None, bf16: bool = False):
+        self.cfg, self.bf16 = cfg, bf16  # cfg None: the defaults (a task used outside a run)
+
+    @property
+    def valid_batch_tokens(self) -> int:
+        return self.cfg.valid.batch_tokens if self.cfg is not None else 8000
+
+    def load(self, data: DataConfig, which: str) -> list:
+        return load_records(data, which, self.records)
+
+    def model_fields(self) -> dict[str, Any]:
+        return {}
+
+    def checkpoint_fields(self) -> dict[str, Any]:
+        return {}
+
+    def epoch_examples(self, encoded: Encoded, tokenizer: SubwordTokenizer, epoch: int) -> Sequence:
+        return encoded.examples
+
+
+def batches(
+    collate: Callable[[list], Any],
+    examples: Sequence,
+    lengths: list[tuple[int, int]],
+    batch_tokens: int,
+    device,
+) -> Iterator[Any]:
+    """Examples in length-sorted batches under a token budget, in a fixed order, moved to ``device``."""
+    for idx in TokenBatchSampler(lengths, batch_tokens, shuffle=False):
+        yield collate([examples[i] for i in idx]).to(device)
+
+
+@torch.no_grad()
+def mean_loss(
+    task: Task,
+    model,
+    tokenizer: SubwordTokenizer,
+    valid: Encoded,
+    device,
+    *,
+    batch_tokens: int,
+    bf16: bool = False,
+) -> float:
+    """The loss per predicted token (no label smoothing) over encoded examples."""
+    nll, tokens = 0.0, 0
+    for batch in batches(
+        lambda ex: task.collate(ex, tokenizer), valid.examples, valid.lengths, batch_tokens, device
+    ):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            out = task.loss(model, batch, tokenizer, epsilon=0.0)
+        nll, tokens = nll + out.nll.item(), tokens + out.n_tokens
+    return nll / max(tokens, 1)
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """One task's parts, as the rest of attnkit finds them.
+
+    name: the task's verb, as the server's API and the commands say it ("translate").
+    archs: the ``model.arch`` values whose models this task trains and serves.
+    training: the trainer's task object, built from ``(ExperimentConfig, bf16)``.
+    open: the inference wrapper from a loaded checkpoint: ``open(state, device=..., path=...)``.
+    serve: the server's model from ``(name, state, device)``.
+    endpoints: the server endpoints (``/v1/NAME``) that answer for this task.
+    """
+
+    name: str
+    noun: str
+    archs: tuple[str, ...]
+    records: str
+    training: Callable[..., Task]
+    open: Callable[..., Any]
+    serve: Callable[[str, dict[str, Any], str], Any]
+    endpoints: tuple[str, ...]
+
+
+def parameter_count(model) -> int:
+    """Parameters of a served model, each shared tensor once (tied embeddings count once)."""
+    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())

@@ -1,0 +1,37 @@
+"""Translation: sentence pairs in, sentences out (the paper's task).
+
+training: :class:`TranslationTask`; inference: :class:`Translator` (greedy, beam, sampling, n-best,
+attention maps); metrics and the one evaluation: :mod:`.scoring`; the server's model: :mod:`.served`.
+"""
+
+from ..base import TaskInfo
+from .scoring import Evaluation, Scores, corpus_scores, evaluate
+from .served import TranslationModel
+from .training import TranslationTask
+from .translator import AttentionMaps, Translation, TranslationStream, Translator, attention_maps
+
+TASK = TaskInfo(
+    name="translate",
+    noun="a translation model",
+    archs=("transformer", "rnn"),
+    records="pairs",
+    training=TranslationTask,
+    open=Translator.from_state,
+    serve=TranslationModel.load,
+    endpoints=("translate", "attention"),
+)
+
+__all__ = [
+    "TASK",
+    "AttentionMaps",
+    "Evaluation",
+    "Scores",
+    "Translation",
+    "TranslationModel",
+    "TranslationStream",
+    "TranslationTask",
+    "Translator",
+    "attention_maps",
+    "corpus_scores",
+    "evaluate",
+]

@@ -1,0 +1,79 @@
+"""A translation checkpoint as the server serves it (``POST /v1/translate`` and ``/v1/attention``)."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from ...checkpoint import model_from_checkpoint
+from ...data.tokenizer import SubwordTokenizer
+from ...fast import packed_linears
+from ..base import parameter_count
+from .translator import Translation, TranslationStream, Translator
+
+
+class TranslationModel:
+    """A :class:`Translator` plus the facts the API reports and checks."""
+
+    task = "translate"
+
+    def __init__(
+        self, name: str, arch: str, translator: Translator, experiment: dict[str, Any] | None = None
+    ):
+        self.name, self.arch, self.translator = name, arch, translator
+        # A served model's weights never change: pack them once for the server's life instead of
+        # at every call (Translator.translate's own packing then keeps these).
+        self._packing = contextlib.ExitStack()
+        self._packing.enter_context(packed_linears(translator.model))
+        data = (experiment or {}).get("data", {})
+        self.src_lang, self.tgt_lang = data.get("src_lang"), data.get("tgt_lang")
+
+    @classmethod
+    def load(cls, name: str, state: dict[str, Any], device: str) -> TranslationModel:
+        model = model_from_checkpoint(state)
+        tokenizer = SubwordTokenizer.from_state_dict(state["tokenizer"])
+        return cls(name, state["arch"], Translator(model, tokenizer, device), state.get("experiment"))
+
+    @property
+    def max_src_tokens(self) -> int:
+        return self.translator.max_src_len
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.translator.tokenizer.encode(text, side="src"))
+
+    def translate(
+        self, sentences: list[str], *, beam: int, nbest: int, length_penalty: float, batch_tokens: int
+    ) -> list[Translation]:
+        return self.translator.translate(
+            sentences, beam=beam, nbest=nbest, length_penalty=length_penalty, batch_tokens=batch_tokens
+        )
+
+    def streams(self, *, beam: int, nbest: int) -> bool:
+        """Whether requests with these options decode by continuous batching (:meth:`stream`); the
+        RNN, relative or rotary positions and greedy search run as whole batches instead."""
+        return TranslationStream.supports(self.translator, beam)
+
+    def stream(self, *, beam: int, nbest: int, length_penalty: float) -> TranslationStream:
+        return self.translator.stream(beam=beam, nbest=nbest, length_penalty=length_penalty)
+
+    def release(self) -> None:
+        """Free the weights (they decode in another process); the tokenizer and config stay."""
+        self._packing.close()  # the packed copies first
+        self.translator.model.to("meta")
+
+    def describe(self) -> dict[str, Any]:
+        cfg = self.translator.model.config
+        layers = getattr(cfg, "n_encoder_layers", None), getattr(cfg, "n_decoder_layers", None)
+        return {
+            "name": self.name,
+            "task": self.task,
+            "arch": self.arch,
+            "src_lang": self.src_lang,
+            "tgt_lang": self.tgt_lang,
+            "max_src_tokens": self.max_src_tokens,
+            "encoder_layers": layers[0],
+            "decoder_layers": layers[1],
+            "heads": getattr(cfg, "n_heads", 1),
+            "parameters": parameter_count(self.translator.model),
+            "device": str(self.translator.device),
+        }
