@@ -82,6 +82,7 @@ def _attnkit_config(
         problems.append("pre-norm layers")
     if problems:
         raise CheckpointError("this Marian model cannot be imported: " + "; ".join(problems))
+    assert activation is not None  # else it is among the problems above
     return TransformerConfig(
         d_model=c.d_model,
         n_heads=c.encoder_attention_heads,

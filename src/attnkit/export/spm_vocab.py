@@ -8,6 +8,8 @@ be appended as UNUSED pieces: never produced by encoding, decoded as their own t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..errors import CheckpointError
 
 SPECIAL_ROLES = ("pad", "bos", "eos", "unk")  # attnkit ids 0, 1, 2, 3
@@ -24,7 +26,7 @@ def _pb():
     return sentencepiece_model_pb2
 
 
-def reorder_pieces(proto: bytes, extra_pieces: list[str] = ()) -> tuple[bytes, list[str]]:
+def reorder_pieces(proto: bytes, extra_pieces: Sequence[str] = ()) -> tuple[bytes, list[str]]:
     """(new serialized model, its pieces in id order). Ids 0-3 are pad, bos, eos, unk (CONTROL and
     UNKNOWN pieces), then the model's other pieces in their old order, then ``extra_pieces``."""
     pb = _pb()

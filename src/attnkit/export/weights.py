@@ -27,7 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import CheckpointError, ConfigError
-from ..model import TransformerConfig
+from ..model import Transformer, TransformerConfig
 from ..positional import sinusoidal_encoding
 
 
@@ -59,7 +59,7 @@ def name_table(cfg: TransformerConfig) -> list[tuple[str, str, slice | None]]:
     reading takes the first, writing fills all.
     """
     d, b = cfg.d_model, cfg.bias
-    table = [
+    table: list[tuple[str, str, slice | None]] = [
         ("src_embed", "src_embed.embedding.weight", None),
         ("tgt_embed", "tgt_embed.embedding.weight", None),
     ]
@@ -96,13 +96,13 @@ def name_table(cfg: TransformerConfig) -> list[tuple[str, str, slice | None]]:
     return table
 
 
-def logical_weights(model: nn.Module) -> dict[str, Tensor]:
+def logical_weights(model: Transformer) -> dict[str, Tensor]:
     """Every weight of an attnkit Transformer under its logical name (float32, CPU, detached).
 
     A model holding a weight the table does not name (relative position embeddings, say) is refused:
     a converter that dropped it would write a model that computes something else.
     """
-    cfg: TransformerConfig = model.config
+    cfg = model.config
     state = model.state_dict()
     unknown = sorted(set(state) - {name for _, name, _ in name_table(cfg)})
     if unknown:
