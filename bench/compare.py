@@ -1,4 +1,4 @@
-"""attnkit's speed relative to its issue-8 yardsticks across runs of bench.speed (before/after tables).
+"""attnkit's speed relative to its yardsticks across runs of bench.speed (before/after tables).
 
     python -m bench.compare before.json after.json [--labels BEFORE,AFTER]
 
@@ -18,7 +18,7 @@ YARDSTICKS = {"train": "transformers-marian", "decode": "ctranslate2-float32"}
 
 
 def ratios(results: dict) -> dict[str, tuple[float, float] | None]:
-    """Setting -> (median, best) speed of attnkit / the yardstick's, for every training and decoding setting."""
+    """Setting -> (median, best) speed of attnkit / the yardstick's, per training and decoding setting."""
     out = {}
     for section, peer in YARDSTICKS.items():
         for setting, res in results[section].items():

@@ -30,7 +30,7 @@ import torch._inductor.config
 from attnkit.decoding.beam import rank_extensions
 from attnkit.decoding.common import step_log_probs
 from attnkit.fast import packed_linears
-from attnkit.translate import Translator
+from attnkit.tasks.translation import Translator
 
 
 def best_ms(fn, iters: int, repeats: int = 5) -> float:

@@ -1,10 +1,11 @@
 """A lean HTTP/1.1 client for load tests: one keep-alive connection, POSTs with a known body.
 
 On loopback the load generator shares the server's cores, so every millisecond it spends per
-request is taken from the server it measures. httpx's async client spent 1.4-2.2 ms of CPU per
-request at 16 clients in the round-5 runs (6-7 ms at 64; docs/BENCHMARKS.md, "client_cpu_ms_per_request"); wrk and hey, the
-usual tools, are compiled. This client writes the request bytes itself and reads the answer by its
-Content-Length, nothing more: it is the measuring instrument, not something users call.
+request is taken from the server it measures. httpx's async client spent 1.2-2.2 ms of CPU per
+request at 16 clients (6-7 ms at 64), this client 0.2-0.3 ms (``client_cpu_ms_per_request`` in
+bench.serve_load's results); wrk and hey, the usual tools, are compiled. This client writes the
+request bytes itself and reads the answer by its Content-Length, nothing more: it is the measuring
+instrument, not something users call.
 """
 
 from __future__ import annotations

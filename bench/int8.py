@@ -10,11 +10,12 @@ translates test_2016_flickr (German -> English, the first N sentences) greedy an
 source tokens sorted by length in both. Reported per engine and setting: sentences/s of wall time
 (best of --repeats, and the median), sentences per CPU-second of the process (all its threads; the
 robust number on a shared, oversubscribed host), cased BLEU (sacreBLEU) and the BLEU change against
-float32 of the same engine. attnkit's timed call is ``Translator.translate`` on the raw sentences (SentencePiece
-encoding and decoding included, as a user calls it); CTranslate2's is ``translate_batch`` on pieces
-prepared before the clock starts, after an untimed call on 64 sentences per setting. CTranslate2 runs in a process of its own (this script with --ct2-worker) while this one
-waits, so its OpenMP threads never compete with torch's; the engines take turns at every repeat, so
-the host's load hits all of them alike.
+float32 of the same engine. attnkit's timed call is ``Translator.translate`` on the raw sentences
+(SentencePiece encoding and decoding included, as a user calls it); CTranslate2's is
+``translate_batch`` on pieces prepared before the clock starts, after an untimed call on 64
+sentences per setting. CTranslate2 runs in a process of its own (this script with --ct2-worker)
+while this one waits, so its OpenMP threads never compete with torch's; the engines take turns at
+every repeat, so the host's load hits all of them alike.
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ def main() -> int:
     import torch
 
     from attnkit.export import export_checkpoint
-    from attnkit.translate import Translator
+    from attnkit.tasks.translation import Translator
 
     torch.set_num_threads(args.threads)
     sources, refs = _flickr(args.data_dir, args.sentences)
@@ -177,7 +178,8 @@ def main() -> int:
             print(
                 f"{setting:7s} {name:20s} {row['sent_per_s_best']:7.1f} sent/s wall (median "
                 f"{row['sent_per_s_median']:.1f}) x{row['speed_vs_ct2_int8']:.2f}; "
-                f"{row['sent_per_cpu_s_best']:7.1f} sent/CPU-s x{row['cpu_speed_vs_ct2_int8']:.2f} of CT2 int8; "
+                f"{row['sent_per_cpu_s_best']:7.1f} sent/CPU-s "
+                f"x{row['cpu_speed_vs_ct2_int8']:.2f} of CT2 int8; "
                 f"BLEU {row['bleu']:.2f} ({row['bleu_change_vs_float32']:+.2f})"
             )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -50,7 +50,7 @@ def build_model(C: float = 10.0):
 
 
 def main(argv: list[str] | None = None) -> None:
-    from attnkit.task_metrics import classification_report
+    from attnkit.tasks.classification import classification_report
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument(

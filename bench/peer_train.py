@@ -4,7 +4,7 @@ translate test_2016_flickr with its own translate command and score it with attn
     PYTHONPATH=src nice -n 19 python -m bench.peer_train --peer joeynmt --pair de-en --minutes 30 \\
         --threads 2 --data-dir ../shared/data --work /work/peer_runs/joeynmt_de_en_30m
 
-Stages (issue 13, the equal-budget side by side; bench/PEERS.md has the commands):
+Stages (the equal-budget side by side; bench/PEERS.md has the commands):
 1. preparation, outside the budget: Multi30k as plain text in --work, and a joint 8,000-piece
    unigram SentencePiece model trained on the training source + target (the vocabulary size and
    kind of attnkit's configs/multi30k_de_en_best.yaml), made the way the peer makes its own;
@@ -14,7 +14,7 @@ Stages (issue 13, the equal-budget side by side; bench/PEERS.md has the commands
    trainer process starts (data loading included);
 4. the peer's own translate command on test_2016_flickr from its best checkpoint by its own
    validation (else its last), at the recipe's beam (and greedy with --greedy), scored by
-   attnkit.metrics.corpus_scores: cased BLEU, lowercased BLEU, chrF;
+   attnkit.tasks.translation.corpus_scores: cased BLEU, lowercased BLEU, chrF;
 5. --work/result.json and one markdown row on stdout.
 This process runs in attnkit's environment; the peer runs in --benchenv.
 """
@@ -179,9 +179,8 @@ def run(args: argparse.Namespace) -> int:
             sentences_per_s=round(n_test / secs, 2),
             hypotheses=str(hyp),
         )
-        print(
-            f"[{args.peer}] beam {beam}: {json.dumps({k: decoded[f'beam{beam}'][k] for k in ('bleu', 'bleu_lc', 'chrf', 'sentences_per_s')})}"
-        )
+        shown = {k: decoded[f"beam{beam}"][k] for k in ("bleu", "bleu_lc", "chrf", "sentences_per_s")}
+        print(f"[{args.peer}] beam {beam}: {json.dumps(shown)}")
 
     # 5. result
     result = dict(
@@ -193,7 +192,9 @@ def run(args: argparse.Namespace) -> int:
         changes=changes,
         config=str(cfg_path),
         case=args.case,
-        vocabulary=f"joint SentencePiece {sp_model.name}: unigram, 8000 pieces, trained on Multi30k train src+tgt",
+        vocabulary=(
+            f"joint SentencePiece {sp_model.name}: unigram, 8000 pieces, trained on Multi30k train src+tgt"
+        ),
         preparation_min=round(prep_min, 2),
         budget_min=args.minutes,
         recipe_choice=args.recipe,

@@ -171,9 +171,9 @@ def read_lines(path: Path) -> list[str]:
 
 
 def score(hyp_file: Path, ref_file: Path) -> dict:
-    """Cased BLEU, lowercased BLEU and chrF by attnkit.metrics.corpus_scores: the very call attnkit's
-    evaluate uses (sacreBLEU 13a on detokenized text)."""
-    from attnkit.metrics import corpus_scores
+    """Cased BLEU, lowercased BLEU and chrF by the very call attnkit's evaluate uses
+    (attnkit.tasks.translation.corpus_scores: sacreBLEU 13a on detokenized text)."""
+    from attnkit.tasks.translation import corpus_scores
 
     hyps, refs = read_lines(hyp_file), read_lines(ref_file)
     s = corpus_scores(hyps, refs, lowercase_bleu=True)

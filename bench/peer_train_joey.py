@@ -166,15 +166,16 @@ def config(
         "data: train/dev/test = Multi30k train / val / test_2016_flickr as plain text files "
         "(dataset_type plain) instead of the Hugging Face iwslt14 dataset (paths)",
         f"data.src.lang/trg.lang = {src}/{tgt} (languages)",
-        f"voc_file, tokenizer_cfg.model_file = a joint {SP_VOCAB_SIZE}-piece unigram SentencePiece model trained "
-        "on Multi30k train (src+tgt) after JoeyNMT's pre-processing, as its scripts/build_vocab.py does "
-        "(vocabulary; the recipe's model has 32k-limit iwslt14 pieces)",
+        f"voc_file, tokenizer_cfg.model_file = a joint {SP_VOCAB_SIZE}-piece unigram SentencePiece model "
+        "trained on Multi30k train (src+tgt) after JoeyNMT's pre-processing, as its "
+        "scripts/build_vocab.py does (vocabulary; the recipe's model has 32k-limit iwslt14 pieces)",
         "training.use_cuda False, fp16 False (CPU)",
-        f"training.validation_freq {valid_every} (recipe 1000: chosen so it validates a few times in the budget)",
+        f"training.validation_freq {valid_every} "
+        "(recipe 1000: chosen so it validates a few times in the budget)",
         f"training.logging_freq {log_every} (recipe 100; JoeyNMT requires it to divide validation_freq)",
         "training.model_dir = the work dir (paths)",
-        "training.keep_best_ckpts -1 (recipe 5): keep every validation's checkpoint, so that the best one saved "
-        "before a deadline can be chosen (a shorter budget read off a longer run)",
+        "training.keep_best_ckpts -1 (recipe 5): keep every validation's checkpoint, so that the best one "
+        "saved before a deadline can be chosen (a shorter budget read off a longer run)",
     ]
     for side, lang in (("src", src), ("trg", tgt)):
         d = cfg["data"][side]
@@ -249,8 +250,8 @@ def smoke(cfg: dict) -> list[str]:
     cfg["training"].update(batch_size=512)
     cfg["testing"].update(max_output_length=30)
     return [
-        "SMOKE (not the recipe): 1+1 layers, d 64, 2 heads, FFN 128, 512-token batches, max_output_length 30, "
-        "1,000 train / 200 val sentences"
+        "SMOKE (not the recipe): 1+1 layers, d 64, 2 heads, FFN 128, 512-token batches, "
+        "max_output_length 30, 1,000 train / 200 val sentences"
     ]
 
 

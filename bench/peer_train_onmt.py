@@ -88,8 +88,8 @@ def config(
     changes = [
         "data: corpus_1 = Multi30k train, valid = Multi30k val, transforms [sentencepiece, filtertoolong] "
         "on train and [sentencepiece] on valid (the recipe leaves the data configuration to the user)",
-        f"src/tgt_subword_model = a joint {SP_VOCAB_SIZE}-piece unigram SentencePiece model on Multi30k train "
-        "src+tgt; share_vocab true, src_vocab from onmt_build_vocab -n_sample -1 (vocabulary)",
+        f"src/tgt_subword_model = a joint {SP_VOCAB_SIZE}-piece unigram SentencePiece model on Multi30k "
+        "train src+tgt; share_vocab true, src_vocab from onmt_build_vocab -n_sample -1 (vocabulary)",
         "world_size 1, gpu_ranks [] (one CPU process; the recipe's 4 GPUs each took 4096-token batches x "
         "accum_count 4, so its effective batch is 4x ours)",
         "num_workers 0 (the recipe's 4 DataLoader worker processes would take CPU beyond --threads)",

@@ -29,11 +29,10 @@ import torch
 
 from attnkit.checkpoint import load_checkpoint, model_from_checkpoint
 from attnkit.data.multi30k import load_multi30k
-from attnkit.evaluate import evaluate
 from attnkit.model import count_parameters
 from attnkit.plotting import plot_bleu_curves
+from attnkit.tasks.translation import Translator, evaluate
 from attnkit.train import load_config, train
-from attnkit.translate import Translator
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -104,17 +103,18 @@ def score(checkpoint: str, pair: str, data_dir: str, beams: tuple[int, ...] = (1
 
 def markdown(pair: str, results: dict, meta: dict) -> str:
     lines = [
-        f"Multi30k {pair}, test_2016_flickr (1,000 sentences); budget {meta['minutes']} min of training per model "
-        f"on {meta['machine']}.",
+        f"Multi30k {pair}, test_2016_flickr (1,000 sentences); budget {meta['minutes']} min of training "
+        f"per model on {meta['machine']}.",
         "",
-        "| model | params | steps | train min | BLEU greedy | BLEU beam 4 | chrF beam 4 | lc BLEU greedy | lc BLEU beam 4 |",
+        "| model | params | steps | train min | BLEU greedy | BLEU beam 4 | chrF beam 4 | lc BLEU greedy "
+        "| lc BLEU beam 4 |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, r in results.items():
         g, b = r["greedy"], r["beam4"]
         lines.append(
-            f"| {name} | {r['params']:,} | {r['steps']:,} | {r['train_minutes']:.1f} | {g['bleu']} | {b['bleu']} "
-            f"| {b['chrf']} | {g['bleu_lowercase']} | {b['bleu_lowercase']} |"
+            f"| {name} | {r['params']:,} | {r['steps']:,} | {r['train_minutes']:.1f} | {g['bleu']} "
+            f"| {b['bleu']} | {b['chrf']} | {g['bleu_lowercase']} | {b['bleu_lowercase']} |"
         )
     any_result = next(iter(results.values()))["beam4"]
     lines += ["", f"Command: `{meta['command']}`", ""]
@@ -134,7 +134,8 @@ def machine() -> str:
         "?",
     )
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    return f"{cpu}, {torch.get_num_threads()} threads, {gpu}, torch {torch.__version__}, {platform.python_version()}"
+    threads = torch.get_num_threads()
+    return f"{cpu}, {threads} threads, {gpu}, torch {torch.__version__}, {platform.python_version()}"
 
 
 def main() -> None:

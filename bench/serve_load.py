@@ -5,9 +5,10 @@ before sending the next (on a keep-alive connection of bench/http_client.py, the
 httpx with --client httpx); the server's dynamic batching groups concurrent requests. Beside it, the
 offline throughput of ``Translator.translate`` (what ``attnkit translate`` runs) on the same
 sentences in the same process setup, measured before the load levels and again after them (on a
-shared machine the two bound the drift; each level's ratio is given against both). Optionally a soak: 16 clients for N minutes, the server's
-resident memory sampled, every error counted. Bounded: at most --sentences requests and
---max-seconds per level; the server binds 127.0.0.1 only and is stopped at the end.
+shared machine the two bound the drift; each level's ratio is given against both). Optionally a
+soak: 16 clients for N minutes, the server's resident memory sampled, every error counted.
+Bounded: at most --sentences requests and --max-seconds per level; the server binds 127.0.0.1 only
+and is stopped at the end.
 
     python -m bench.serve_load --checkpoint runs/multi30k_de_en_tiny/checkpoint_best.pt \
         --data-dir ../shared/data --out bench/results/serve_load.json [--soak-minutes 10]
@@ -62,7 +63,7 @@ def source_lang(checkpoint: str, given: str | None) -> str:
 
 
 def offline_throughput(checkpoint: str, texts: list[str], beam: int, threads: int) -> dict:
-    from attnkit.translate import Translator
+    from attnkit.tasks.translation import Translator
 
     torch.set_num_threads(threads)
     translator = Translator.from_checkpoint(checkpoint, device="cpu")
@@ -130,7 +131,7 @@ async def load(
     """``clients`` closed-loop clients until ``count`` requests are answered or ``seconds`` pass.
 
     ``client``: "lean" (bench.http_client: one keep-alive connection each, bytes written by hand) or
-    "httpx" (its async client, as before round 6), to show what the load generator itself costs.
+    "httpx" (its async client), to show what the load generator itself costs.
     """
     latencies: list[float] = []
     errors: list[str] = []
@@ -305,7 +306,9 @@ def main() -> None:
     result = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible",
-        "server": f"{args.workers} decoding worker(s) x {args.threads} torch thread(s), --decoder {args.decoder}",
+        "server": (
+            f"{args.workers} decoding worker(s) x {args.threads} torch thread(s), --decoder {args.decoder}"
+        ),
         "offline_threads": offline_threads,
         "offline": offline_throughput(args.checkpoint, texts, args.beam, offline_threads),
         "levels": [],

@@ -1,6 +1,6 @@
 """The server's decoder without HTTP: closed-loop clients simulated in one process, CPU time.
 
-N clients each keep one test_2016_flickr sentence in a :class:`~attnkit.translate.TranslationStream`
+N clients each keep one test_2016_flickr sentence in a :class:`~attnkit.tasks.translation.TranslationStream`
 (the server's continuous beam search); a finished sentence is replaced by the next one at once.
 Newcomers join under the server's rule (``--join-group``/``--join-wait-steps``). Every rule and
 offline ``Translator.translate`` on the same sentences take turns, round after round, in the same
@@ -28,7 +28,7 @@ import torch
 import torch._dynamo.utils
 
 from attnkit.fast import packed_linears
-from attnkit.translate import Translator
+from attnkit.tasks.translation import Translator
 
 from .decode_step import inductor_options
 from .serve_load import sentences, source_lang

@@ -1,13 +1,13 @@
 """Train a language model or classifier config with the trainer, then score the best checkpoint on its
 test split, and keep the numbers as JSON (for docs/BENCHMARKS.md).
 
-    python -m bench.task_run configs/multi30k_langid.yaml --data-dir ../shared/data [--max-minutes M] [KEY=VALUE ...]
+    python -m bench.task_run configs/multi30k_langid.yaml --data-dir ../shared/data \
+        [--max-minutes M] [KEY=VALUE ...]
 
 The training is ``attnkit train`` itself (``attnkit.train.train``: resume, checkpoints, metrics CSV);
 this script only adds the test-split score and writes ``<output_dir>/task_run.json``:
 steps, minutes, the best validation score and the test perplexity (LM) or accuracy and macro-F1
-(classifier). (The LM numbers in docs/BENCHMARKS.md before this came from an older, hand-written
-loop of this script at commit 3911ee3.)
+(classifier).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import torch
 
 def test_scores(cfg, best: Path) -> dict:
     """The best checkpoint's scores on the test split of the data it was trained on."""
-    from attnkit.train.data import load_records
+    from attnkit.data.examples import load_records
 
     if cfg.arch == "lm":
-        from attnkit.generate import LanguageModel
+        from attnkit.tasks.language_model import LanguageModel
 
         scores = LanguageModel.from_checkpoint(best, device="cpu").score(
             load_records(cfg.data, "test", "text")
@@ -35,7 +35,7 @@ def test_scores(cfg, best: Path) -> dict:
             "test_bits_per_token": scores.bits_per_token,
             "test_tokens": scores.tokens,
         }
-    from attnkit.classify import Classifier
+    from attnkit.tasks.classification import Classifier
 
     clf = Classifier.from_checkpoint(best, device="cpu")
     report = clf.evaluate(load_records(cfg.data, "test", "labelled", labels=clf.labels))

@@ -97,7 +97,7 @@ def test_compare_divides_attnkit_by_the_yardstick_of_the_same_run():
 
 
 def test_decode_study_orders_checkpoints_by_step_and_bolds_the_best_per_split(tmp_path):
-    from bench.decode_study import markdown, step_checkpoints
+    from bench.studies.decode_study import markdown, step_checkpoints
 
     for step in (1000, 200, 30):  # lexical order would put 1000 before 200 and 30 last
         (tmp_path / f"checkpoint_step{step}.pt").write_bytes(b"")
@@ -118,7 +118,7 @@ def test_decode_study_orders_checkpoints_by_step_and_bolds_the_best_per_split(tm
 
 
 def test_recipe_study_rows_are_valid_configs_and_deltas_are_against_the_base():
-    from bench.recipe_study import ROOT, ROWS, markdown
+    from bench.studies.recipe_study import ROOT, ROWS, markdown
 
     from attnkit.checkpoint import ARCHS
     from attnkit.train import load_config

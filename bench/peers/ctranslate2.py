@@ -103,7 +103,7 @@ def build(
         return [[tokens[i] for i in row if i != pad_id] for row in src.tolist()]
 
     def run(batch: list[list[str]], beam_size: int = 1, n_tokens: int = 30) -> list:
-        """The timed call: one translate_batch over prepared tokens; its results as CTranslate2 returns them."""
+        """The timed call: one translate_batch over prepared tokens; results as CTranslate2 returns them."""
         return translator.translate_batch(
             batch,
             beam_size=beam_size,

@@ -1,6 +1,6 @@
 """The study behind the best recipes: one change at a time from a base config, at a fixed budget.
 
-    PYTHONPATH=src python -m bench.recipe_study --pair de-en --minutes 8 --threads 1 --jobs 2 \
+    PYTHONPATH=src python -m bench.studies.recipe_study --pair de-en --minutes 8 --threads 1 --jobs 2 \
         --data-dir ../shared/data [--rows base,seed2,...] [--config configs/multi30k_de_en_tiny.yaml]
 
 Each row trains the base config with one group of overrides (model size, vocabulary size, joint or
@@ -10,7 +10,7 @@ the table shows how large a difference has to be before it means something. The 
 best greedy validation BLEU is decoded greedily on test_2016_flickr (cased and lowercased sacreBLEU,
 chrF). Rows run as separate processes, ``--jobs`` at a time with ``--threads`` each, so two
 one-thread rows share a 2-core machine evenly. Decoding choices (checkpoint averaging, beam size,
-length penalty) are studied on a finished run by ``bench.decode_study``. Results go to
+length penalty) are studied on a finished run by ``bench.studies.decode_study``. Results go to
 bench/results/recipe_study_<pair>.{json,md}; docs/BENCHMARKS.md quotes them.
 """
 
@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # name -> (what changes, overrides on top of the base config)
 ROWS: dict[str, tuple[str, list[str]]] = {
@@ -89,7 +89,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
         f"(validation included), {meta['threads']} thread(s) each, {meta['jobs']} rows at a time; "
         f"{meta['machine']}. Test: test_2016_flickr, greedy, best checkpoint by greedy val BLEU.",
         "",
-        "| row | change from the base | params | steps | val BLEU | test BLEU | test lc BLEU | chrF | Δ lc vs base |",
+        "| row | change from the base | params | steps | val BLEU | test BLEU | test lc BLEU | chrF "
+        "| Δ lc vs base |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
@@ -100,8 +101,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
             else f"{g['bleu_lowercase'] - base['greedy']['bleu_lowercase']:+.2f}"
         )
         lines.append(
-            f"| {r['row']} | {r['change']} | {r['params']:,} | {r['steps']:,} | {r['val_bleu']} | {g['bleu']} "
-            f"| {g['bleu_lowercase']} | {g['chrf']} | {delta} |"
+            f"| {r['row']} | {r['change']} | {r['params']:,} | {r['steps']:,} | {r['val_bleu']} "
+            f"| {g['bleu']} | {g['bleu_lowercase']} | {g['chrf']} | {delta} |"
         )
     if noise is not None:
         lines += ["", f"Seed noise (|seed2 - base|, lc BLEU): {noise:.2f}."]
@@ -143,7 +144,7 @@ def main() -> None:
         "jobs": args.jobs,
         "date": time.strftime("%Y-%m-%d"),
         "machine": f"{info['cpu']}, {info['cores']} cores, torch {info['versions']['torch']}",
-        "command": "python -m bench.recipe_study " + shlex.join(sys.argv[1:]),
+        "command": "python -m bench.studies.recipe_study " + shlex.join(sys.argv[1:]),
     }
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -156,7 +157,7 @@ def main() -> None:
             cmd = [
                 sys.executable,
                 "-m",
-                "bench.recipe_study",
+                "bench.studies.recipe_study",
                 *sys.argv[1:],
                 "--row",
                 name,

@@ -1,6 +1,6 @@
 """The decode-time half of the recipe study: checkpoint averaging, beam size and length penalty.
 
-    python -m bench.decode_study --run runs/multi30k_de_en_best --pair de-en --data-dir ../shared/data
+    python -m bench.studies.decode_study --run runs/multi30k_de_en_best --pair de-en --data-dir ../shared/data
 
 One trained run, many ways to decode it. Every choice is scored on the validation set (where a
 recipe may choose) and on test_2016_flickr (what is reported), so the winner is picked without
@@ -20,10 +20,9 @@ import torch
 
 from attnkit.checkpoint import average_checkpoints, load_checkpoint
 from attnkit.data.multi30k import load_multi30k
-from attnkit.evaluate import evaluate
-from attnkit.translate import Translator
+from attnkit.tasks.translation import Translator, evaluate
 
-from .quality import machine
+from ..quality import machine
 
 
 def step_checkpoints(run: Path) -> list[Path]:
