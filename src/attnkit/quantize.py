@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import functools
 import warnings
+from typing import TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -19,6 +20,7 @@ from torch import Tensor, nn
 from .errors import ConfigError
 
 QUANTIZE_CHOICES = ("int8",)
+M = TypeVar("M", bound=nn.Module)
 
 
 class Int8Linear(nn.Module):
@@ -60,7 +62,7 @@ def _reduce_range() -> bool:
     return not ("avx512_vnni" in flags or "avx_vnni" in flags or "amx_int8" in flags)
 
 
-def quantize_int8(model: nn.Module) -> nn.Module:
+def quantize_int8(model: M) -> M:
     """A copy of ``model`` (eval mode, CPU) whose linear layers run with int8 weights; the original
     is untouched. Inference only: the copy cannot be trained."""
     if not torch.backends.quantized.supported_engines or torch.backends.quantized.engine == "none":

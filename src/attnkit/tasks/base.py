@@ -20,7 +20,7 @@ from ..data.batching import TokenBatchSampler
 from ..data.config import DataConfig
 from ..data.examples import load_records
 from ..data.tokenizer import SubwordTokenizer
-from ..loss import LossOutput
+from ..loss import LossOutput, label_smoothed_cross_entropy
 
 if TYPE_CHECKING:
     from ..train.config import ExperimentConfig
@@ -69,7 +69,18 @@ class Task(Protocol):
 
     def collate(self, examples: list, tokenizer: SubwordTokenizer) -> Any: ...
 
-    def loss(self, model, batch, tokenizer: SubwordTokenizer, *, epsilon: float, loss_fn) -> LossOutput: ...
+    def loss(
+        self,
+        model,
+        batch,
+        tokenizer: SubwordTokenizer,
+        *,
+        epsilon: float,
+        loss_fn: Callable[..., LossOutput] = label_smoothed_cross_entropy,
+    ) -> LossOutput:
+        """The batch's summed loss; ``loss_fn`` computes it from logits (the trainer passes a faster
+        equal one), validation leaves the default."""
+        ...
 
     def validate(
         self, model, tokenizer: SubwordTokenizer, valid: Encoded, records: list, device

@@ -9,6 +9,7 @@ The checkpoint stores the label names (``labels``, in class-id order) beside the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from ...data.readers import LabelledExample
 from ...data.tokenizer import SubwordTokenizer
 from ...device import resolve_device
 from ...errors import CheckpointError, ConfigError
+from ...model.classifier import TransformerClassifier
 from .highlight import merge_subwords
 from .inputs import Text, encode_inputs
 from .scoring import ClassificationReport, evaluate_examples
@@ -44,6 +46,7 @@ class Classifier:
         labels: list[str],
         device: str | torch.device = "cpu",
     ):
+        assert isinstance(model, TransformerClassifier), "the task's one arch, classifier"
         if len(labels) != model.config.n_classes:
             raise CheckpointError(
                 f"{len(labels)} label names for a model of {model.config.n_classes} classes"
@@ -72,11 +75,11 @@ class Classifier:
             device,
         )
 
-    def _encode(self, texts: list[Text]) -> list[list[int]]:
+    def _encode(self, texts: Sequence[Text]) -> list[list[int]]:
         return encode_inputs(self.tokenizer, self.model.config, texts)
 
     @torch.no_grad()
-    def probabilities(self, texts: list[Text], *, batch_size: int = 128) -> torch.Tensor:
+    def probabilities(self, texts: Sequence[Text], *, batch_size: int = 128) -> torch.Tensor:
         """Class probabilities (N, C) in input order."""
         ids = self._encode(texts)
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # little padding per batch
@@ -87,7 +90,7 @@ class Classifier:
             probs[rows] = self.model(x.to(self.device)).float().softmax(-1).cpu()
         return probs
 
-    def predict(self, texts: list[Text], *, top_k: int = 1) -> list[list[tuple[str, float]]]:
+    def predict(self, texts: Sequence[Text], *, top_k: int = 1) -> list[list[tuple[str, float]]]:
         """For each text its ``top_k`` (label, probability) pairs, most probable first."""
         if not 1 <= top_k <= len(self.labels):
             raise ConfigError(
@@ -117,6 +120,7 @@ class Classifier:
         probs = out.logits.float().softmax(-1)[0]
         c = int(probs.argmax())
         pieces = [self.tokenizer.id_to_piece(i, side="src") for i in ids]
+        assert out.token_weights is not None  # every pooling gives them with need_weights
         words, weights = merge_subwords(pieces, out.token_weights[0].tolist())
         return WordWeights(self.labels[c], float(probs[c]), words, weights)
 
@@ -128,4 +132,5 @@ class Classifier:
         pieces = [self.tokenizer.id_to_piece(i, side="src") for i in ids]
         if self.model.config.pooling == "first":
             pieces = ["<cls>", *pieces]
+        assert out.self_attn is not None  # asked for
         return pieces, torch.stack([w[0] for w in out.self_attn]).cpu()

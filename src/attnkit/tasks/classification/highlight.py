@@ -79,7 +79,8 @@ def plot_highlight(
     for heading, words, weights in rows:
         top = max(weights, default=0.0)
         lines.append((heading, []))
-        current, used = [], 0
+        current: list[tuple[str, float, float]] = []
+        used = 0
         for word, w in zip(words, weights, strict=True):
             if used and used + len(word) + 1 > width_chars:
                 lines.append(("", current))
@@ -94,11 +95,11 @@ def plot_highlight(
     ax.set_xlim(0, units)
     ax.set_ylim(len(lines) + 1.5, 0)
     ax.text(1, 0.8, title, fontsize=12, weight="bold", va="center")
-    for y, (heading, words) in enumerate(lines, start=2):
+    for y, (heading, boxes) in enumerate(lines, start=2):
         if heading:
             ax.text(1, y, heading, fontsize=10, weight="bold", va="center")
         x = 1.0
-        for word, w, top in words:
+        for word, w, top in boxes:
             alpha = 0.0 if top <= 0 else max(0.0, min(1.0, w / top))
             ax.text(
                 x,

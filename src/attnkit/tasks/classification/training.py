@@ -57,7 +57,7 @@ class ClassifierTask(SplitTask):
 
     records = "labelled"
     metric = "macro_f1"
-    metrics = ("loss", "accuracy", "macro_f1")
+    metrics: tuple[str, ...] = ("loss", "accuracy", "macro_f1")  # Task.metrics: any length
     higher_is_better = True
 
     def __init__(self, cfg=None, bf16: bool = False, *, labels: Sequence[str] = ()):
@@ -90,6 +90,7 @@ class ClassifierTask(SplitTask):
 
     def train_tokenizer(self, records: Sequence[LabelledExample], seed: int) -> SubwordTokenizer:
         texts = [t for r in records for t in (r.text, r.text_b) if t is not None]
+        assert self.cfg is not None, "the trainer builds its task with the run's config"
         return train_text_tokenizer(texts, self.cfg.tokenizer, seed)
 
     def encode(

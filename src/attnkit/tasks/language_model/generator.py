@@ -24,6 +24,7 @@ from ...decoding import beam_decode, check_nbest, greedy_decode
 from ...decoding.sampling import SamplingConfig, sample_decode
 from ...device import resolve_device
 from ...errors import ConfigError, DataError
+from ...model import interface
 from ...model.interface import DecoderState
 from .scoring import LMScores, score_texts, text_ids
 
@@ -57,6 +58,7 @@ class LanguageModel:
     """A decoder-only model, its tokenizer and a device; stateless between calls."""
 
     def __init__(self, model: nn.Module, tokenizer: SubwordTokenizer, device: str | torch.device = "cpu"):
+        assert isinstance(model, interface.LanguageModel), "a decoder-only model: init_state and decode"
         self.device = resolve_device(device)
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
@@ -153,5 +155,6 @@ class LanguageModel:
             raise DataError("the text is empty: nothing to draw")
         x = torch.tensor([[cfg.bos_id, *ids]], device=self.device)
         weights = self.model.decode(x, self.model.init_state(1), need_weights=True).self_attn
+        assert weights is not None  # asked for
         pieces = ["<s>"] + [self.tokenizer.id_to_piece(i, side="src") for i in ids]
         return pieces, torch.stack([w[0] for w in weights]).cpu()  # (L, H, T, T)

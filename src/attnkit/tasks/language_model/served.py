@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...model.config import LMConfig
 from ..base import parameter_count
 from .generator import Generation, LanguageModel
 
@@ -34,6 +35,7 @@ class LanguageModelServed:
 
     def describe(self) -> dict[str, Any]:
         cfg = self.lm.model.config
+        assert isinstance(cfg, LMConfig)  # the task's one arch, "lm"
         return {
             "name": self.name,
             "task": self.task,

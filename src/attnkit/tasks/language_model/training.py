@@ -49,10 +49,11 @@ class LanguageModelTask(SplitTask):
 
     records = "text"
     metric = "perplexity"
-    metrics = ("loss", "perplexity")
+    metrics: tuple[str, ...] = ("loss", "perplexity")  # Task.metrics: any length
     higher_is_better = False
 
     def train_tokenizer(self, records: list, seed: int) -> SubwordTokenizer:
+        assert self.cfg is not None, "the trainer builds its task with the run's config"
         return train_text_tokenizer(records, self.cfg.tokenizer, seed)
 
     def encode(

@@ -4,6 +4,7 @@ validation loss and cased BLEU (through :func:`.scoring.evaluate`, as ``attnkit 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ...data.batching import Batch, collate
 from ...data.examples import BidirectionalPairs, SampledPairs, encode_training_pairs, train_tokenizer
@@ -13,18 +14,23 @@ from ..base import Encoded, SplitTask, mean_loss
 from .scoring import evaluate
 from .translator import Translator
 
+if TYPE_CHECKING:
+    from ...train.config import ExperimentConfig
+
 
 class TranslationTask(SplitTask):
     """Keeps :class:`attnkit.tasks.base.Task`; ``subword_sampling`` and ``bidirectional`` apply here."""
 
     records = "pairs"
     metric = "bleu"
-    metrics = ("loss", "bleu")
+    metrics: tuple[str, ...] = ("loss", "bleu")  # Task.metrics: any length
     higher_is_better = True
     subword_sampling = True
     bidirectional = True
 
-    def __init__(self, cfg, bf16: bool = False):
+    cfg: ExperimentConfig  # always given: tokenizer, epochs and validation settings come from it
+
+    def __init__(self, cfg: ExperimentConfig, bf16: bool = False):
         super().__init__(cfg, bf16)
         self._drawn: tuple[int, Sequence] | None = None  # (epoch, its subword-sampled examples)
 

@@ -26,6 +26,7 @@ from ...decoding.sampling import SamplingConfig, sample_search
 from ...device import resolve_device
 from ...errors import ConfigError, DataError
 from ...fast import packed_linears
+from ...model.interface import Seq2SeqModel
 from ...model.transformer import Transformer
 from ...positional import ABSOLUTE
 from ...quantize import check_quantize, quantize_int8
@@ -59,6 +60,7 @@ class Translator:
         quantize: str | None = None,
     ):
         """quantize="int8": int8 weights for the linear layers (CPU only, see attnkit.quantize)."""
+        assert isinstance(model, Seq2SeqModel), "a translation model: encode, init_state and decode"
         self.device = resolve_device(device)
         check_quantize(quantize, self.device)
         self.model = model.to(self.device).eval()
@@ -144,7 +146,6 @@ class Translator:
                 src = pad_sequences([ids[i] for i in batch], self.model.config.pad_id).to(
                     self.device
                 )  # (B, S)
-                limits = dict(max_len_a=max_len_a, max_len_b=max_len_b, return_attention=return_attention)
                 if sampling is not None:
                     found = sample_search(
                         self.model,
@@ -158,7 +159,16 @@ class Translator:
                         max_len_b=max_len_b,
                     )
                 elif beam == 1 and nbest == 1:
-                    found = [[h] for h in greedy_search(self.model, src, **limits)]
+                    found = [
+                        [h]
+                        for h in greedy_search(
+                            self.model,
+                            src,
+                            max_len_a=max_len_a,
+                            max_len_b=max_len_b,
+                            return_attention=return_attention,
+                        )
+                    ]
                 else:
                     found = beam_search(
                         self.model,
@@ -166,7 +176,9 @@ class Translator:
                         beam_size=beam,
                         nbest=nbest,
                         length_penalty_alpha=length_penalty,
-                        **limits,
+                        max_len_a=max_len_a,
+                        max_len_b=max_len_b,
+                        return_attention=return_attention,
                     )
                 for row, i in enumerate(batch):
                     results[i] = self._translation(ids[i], found[row])
@@ -212,11 +224,11 @@ class TranslationStream:
     @staticmethod
     def supports(translator: Translator, beam: int) -> bool:
         """Whether the model's decoder state can take sentences mid-decoding, for this beam."""
-        cfg = translator.model.config
+        model: nn.Module = translator.model  # as a module: its class decides, not the search contract
         return (
-            isinstance(translator.model, Transformer)
-            and getattr(cfg, "positional", None) in ABSOLUTE
-            and 2 <= beam <= cfg.tgt_vocab_size // 2
+            isinstance(model, Transformer)
+            and model.config.positional in ABSOLUTE
+            and 2 <= beam <= model.config.tgt_vocab_size // 2
         )
 
     def __len__(self) -> int:
