@@ -12,6 +12,7 @@ from attnkit.attention import (
     padding_mask,
     scaled_dot_product_attention,
 )
+from attnkit.decoding.cache import DeferredKVCache
 
 
 def test_masks_follow_one_convention():
@@ -105,10 +106,10 @@ def test_self_attention_cache_equals_full_causal_pass():
     torch.testing.assert_close(torch.cat([a, b], 1), full, atol=1e-5, rtol=1e-5)
 
 
-def test_cache_records_moves_and_carries_them_out_in_the_next_append():
+def test_deferred_cache_records_moves_and_carries_them_out_in_the_next_append():
     g = torch.Generator().manual_seed(0)
     k, v = torch.randn(6, 2, 3, 4, generator=g), torch.randn(6, 2, 3, 4, generator=g)
-    cache = KVCache()
+    cache = DeferredKVCache()
     cache.append(k, v)
     r1, r2 = torch.tensor([5, 0, 0, 2, 3, 1]), torch.tensor([1, 1, 4, 0])
     cache.select(r1)
@@ -127,14 +128,29 @@ def test_cache_records_moves_and_carries_them_out_in_the_next_append():
         cache.append(torch.zeros(2, 2, 1, 4), torch.zeros(2, 2, 1, 4))
 
 
-def test_cache_move_keeps_gradients_when_training():
+@pytest.mark.parametrize("kind", [KVCache, DeferredKVCache])
+def test_cache_move_keeps_gradients_when_training(kind):
     k = torch.randn(3, 2, 2, 4, requires_grad=True)
-    cache = KVCache()
+    cache = kind()
     cache.append(k, k * 2)
     cache.select(torch.tensor([2, 0]))
     out_k, _ = cache.append(torch.zeros(2, 2, 1, 4), torch.zeros(2, 2, 1, 4))
     out_k.sum().backward()
     assert k.grad[:, 0, 0, 0].tolist() == [1.0, 0.0, 1.0]
+
+
+def test_plain_and_deferred_caches_hold_the_same_rows_after_the_same_moves():
+    g = torch.Generator().manual_seed(1)
+    plain, deferred = KVCache(), DeferredKVCache()
+    for step, rows in enumerate([None, [0, 0, 2], [2, 1, 1], [1]]):
+        for cache in (plain, deferred):
+            if rows is not None:
+                cache.select(torch.tensor(rows))
+        n = 3 if step < 3 else 1
+        k, v = torch.randn(n, 2, 1, 4, generator=g), torch.randn(n, 2, 1, 4, generator=g)
+        got_plain, got_deferred = plain.append(k, v), deferred.append(k, v)
+        assert all(torch.equal(a, b) for a, b in zip(got_plain, got_deferred, strict=True))
+    assert len(plain) == len(deferred) == 4
 
 
 def test_cross_attention_with_keys_values_projected_once_equals_projecting_each_call():

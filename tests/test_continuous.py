@@ -1,6 +1,6 @@
 """Continuous batching: sentences that join a running decoder get what they get alone.
 
-The contract under test: ``TransformerState.join`` lets sentences at different steps decode in one
+The contract under test: ``join_states`` lets sentences at different steps decode in one
 batch with every row's logits equal to decoding it alone; ``BeamPool`` (sentences join and leave
 at every step) returns for each sentence exactly ``beam_search``'s result for it alone; the packed
 linears keep plain sgemm for the encoder's inputs.
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from attnkit.decoding import beam_search
-from attnkit.decoding.continuous import BeamPool
+from attnkit.decoding.continuous import BeamPool, join_states, trim
 from attnkit.model import TransformerState
 from helpers import make_model, random_tokens
 
@@ -47,7 +47,7 @@ def test_joined_state_decodes_each_row_as_alone(kind):
         alone_b = model.init_state(model.encode(b))
         joined = model.init_state(model.encode(a))
         model.decode(tgt_a[:, :3], joined)
-        joined.join(model.init_state(model.encode(b)))
+        join_states(joined, model.init_state(model.encode(b)))
         assert joined.start.tolist() == [0, 0, 3]
         step_b = random_tokens(1, 2, seed=4)
         for t in range(2):  # two steps together, compared with the same steps alone
@@ -59,6 +59,7 @@ def test_joined_state_decodes_each_row_as_alone(kind):
             assert torch.allclose(together[2:], want_b, atol=1e-5)
         # group a leaves: the cache drops the positions only it used, b's positions start at 0 again
         joined.select(torch.tensor([2]))
+        trim(joined)
         assert joined.start is None and len(joined) == len(alone_b)
         last = model.decode(step_b[:, 1:], joined).logits
         assert torch.allclose(last, model.decode(step_b[:, 1:], alone_b).logits, atol=1e-5)
@@ -71,7 +72,7 @@ def test_join_needs_the_same_group():
         s1, s2 = model.init_state(model.encode(src)), model.init_state(model.encode(src))
     s1.expand(3)
     with pytest.raises(ValueError, match="rows per sentence"):
-        s1.join(s2)
+        join_states(s1, s2)
 
 
 @pytest.mark.parametrize(("beam", "nbest", "alpha"), [(3, 2, 0.6), (4, 1, 1.0)])
@@ -113,7 +114,7 @@ def test_rotary_positions_cannot_decode_joined_sentences():
     with torch.no_grad():
         state = model.init_state(model.encode(random_tokens(1, 4)))
         model.decode(torch.ones(1, 2, dtype=torch.long), state)
-        state.join(model.init_state(model.encode(random_tokens(1, 3))))
+        join_states(state, model.init_state(model.encode(random_tokens(1, 3))))
         assert isinstance(state, TransformerState) and state.start is not None
         with pytest.raises(ValueError, match="absolute positions"):
             model.decode(torch.ones(2, 1, dtype=torch.long), state)

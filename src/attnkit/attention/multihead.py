@@ -17,82 +17,33 @@ from .masks import causal_mask, combine_masks
 from .positions import AttentionPositions
 
 
-class _Settled:
-    """A tensor of :class:`KVCache` that is read and written only after a recorded move is carried out."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.slot = "_" + name
-
-    def __get__(self, cache: KVCache | None, owner: type | None = None):
-        if cache is None:
-            return self
-        cache._settle()
-        return getattr(cache, self.slot)
-
-    def __set__(self, cache: KVCache, value: Tensor | None) -> None:
-        cache._settle()
-        setattr(cache, self.slot, value)
-
-
 class KVCache:
     """Self-attention keys and values of the positions decoded so far, kept by the caller.
 
-    Each decoding step appends its new keys/values along the time axis. A beam search also moves
-    rows after every step (``select``); the move is only recorded, and the next ``append`` copies
-    the kept rows straight into the grown cache: one copy of the cache a step instead of two (a
-    reorder, then a concatenation). At large batches about a third of a step goes to streaming
-    these caches through memory (docs/BENCHMARKS.md, "Run 9"). Reading ``k`` or ``v`` carries out
-    a recorded move first, so callers always see the rows in their current order.
+    Each decoding step appends its new keys/values along the time axis; a beam search moves rows
+    (``select``). :class:`attnkit.decoding.cache.DeferredKVCache` does the same with fewer copies.
     """
 
-    def __init__(self, k: Tensor | None = None, v: Tensor | None = None):
-        self._k, self._v = k, v  # (B, H, Tk, Dh) each, in the order of the last copy
-        self._rows: Tensor | None = None  # (B',) recorded move: current row i is stored row _rows[i]
+    def __init__(self) -> None:
+        self.k: Tensor | None = None  # (B, H, Tk, Dh)
+        self.v: Tensor | None = None
 
     def __len__(self) -> int:
-        return 0 if self._k is None else self._k.size(2)
-
-    k = _Settled()  # (B, H, Tk, Dh), rows in their current order
-    v = _Settled()
-
-    def _settle(self) -> None:
-        if self._rows is not None:
-            self._k, self._v = self._k.index_select(0, self._rows), self._v.index_select(0, self._rows)
-            self._rows = None
+        return 0 if self.k is None else self.k.size(2)
 
     def select(self, rows: Tensor) -> None:
         """Keep (and reorder) the batch rows ``rows`` (B',): beam search moves hypotheses."""
-        if self._k is None:
-            return
-        rows = rows.to(self._k.device)  # kept until the move is carried out: not to be changed in place
-        self._rows = rows if self._rows is None else self._rows.index_select(0, rows)
+        if self.k is not None and self.v is not None:
+            rows = rows.to(self.k.device)
+            self.k, self.v = self.k.index_select(0, rows), self.v.index_select(0, rows)
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Add the new positions k, v (B', H, T, Dh); returns the whole cache (B', H, Tk + T, Dh)."""
-        if self._k is None:
-            self._k, self._v = k, v
+        """Add the new positions k, v (B, H, T, Dh); returns the whole cache (B, H, Tk + T, Dh)."""
+        if self.k is None or self.v is None:
+            self.k, self.v = k, v
         else:
-            self._k, self._v = _grow(self._k, k, self._rows), _grow(self._v, v, self._rows)
-            self._rows = None
-        return self._k, self._v
-
-
-def _grow(old: Tensor, new: Tensor, rows: Tensor | None) -> Tensor:
-    """old (B, H, t, Dh) with its rows ``rows`` (B',) picked (all when None), then new (B', H, T, Dh)
-    after them in time: (B', H, t + T, Dh), the picked rows copied once, straight into place."""
-    if rows is None:
-        return torch.cat([old, new], dim=2)
-    if new.size(0) != rows.numel():
-        raise ValueError(f"{new.size(0)} new rows for a cache of {rows.numel()} rows")
-    # out= has no gradient, and torch.compile does not trace out= into a slice
-    needs_grad = torch.is_grad_enabled() and (old.requires_grad or new.requires_grad)
-    if needs_grad or torch.compiler.is_compiling():
-        return torch.cat([old.index_select(0, rows), new], dim=2)
-    t = old.size(2)
-    out = old.new_empty(rows.numel(), old.size(1), t + new.size(2), old.size(3))  # (B', H, t + T, Dh)
-    torch.index_select(old, 0, rows, out=out[:, :, :t])
-    out[:, :, t:] = new
-    return out
+            self.k, self.v = torch.cat([self.k, k], dim=2), torch.cat([self.v, v], dim=2)
+        return self.k, self.v
 
 
 class MultiHeadAttention(nn.Module):

@@ -1,22 +1,36 @@
-"""Search for the best output sequence: greedy and beam search over any incremental decoder.
+"""Search for the best output sequence over any incremental decoder: one loop, three strategies.
 
-``greedy_search``/``beam_search`` translate a source batch; ``greedy_decode``/``beam_decode``
-continue from any decoder state (a language model's prompt, for instance).
+``run_search`` steps a decoder state with a strategy (:class:`Greedy`, :class:`Sampling`,
+:class:`BeamSearch`) until every sequence finished. ``greedy_search``/``beam_search``/``sample_search``
+translate a source batch; ``greedy_decode``/``beam_decode``/``sample_decode`` continue from any decoder
+state (a language model's prompt, for instance); :class:`~.continuous.BeamPool` lets sentences join
+a running beam search (a server).
 """
 
-from .beam import beam_decode, beam_search, length_penalty
+from .beam import BeamSearch, beam_decode, beam_search, length_penalty
 from .common import Hypothesis, check_nbest, length_limits, start_from_source, step_log_probs
 from .greedy import greedy_decode, greedy_search
+from .sampling import Sampling, SamplingConfig, sample_decode, sample_search
+from .search import Greedy, Strategy, decode_step, run_search
 
 __all__ = [
+    "BeamSearch",
+    "Greedy",
     "Hypothesis",
+    "Sampling",
+    "SamplingConfig",
+    "Strategy",
     "beam_decode",
     "beam_search",
     "check_nbest",
+    "decode_step",
     "greedy_decode",
     "greedy_search",
     "length_limits",
     "length_penalty",
+    "run_search",
+    "sample_decode",
+    "sample_search",
     "start_from_source",
     "step_log_probs",
 ]

@@ -1,6 +1,7 @@
 """Batched beam search with the GNMT length penalty (Wu et al., 2016), for any incremental decoder.
 
-Each sentence keeps K live hypotheses; at every step the 2K best extensions are ranked, those ending
+Each sentence keeps K live hypotheses (:class:`BeamSearch`, a strategy of the one search loop); at
+every step the 2K best extensions are ranked, those ending
 in eos (among the top K) are finalized (the K best are kept), and the best K others live on. A
 sentence is done once it has K finished hypotheses and no live one can still beat the worst of
 them (log-probabilities only fall, and the length penalty is at most lp(length limit)); its rows
@@ -13,13 +14,16 @@ Legend: B sentences still decoding, K beam size, N = B * K rows, V vocabulary, S
 from __future__ import annotations
 
 import functools
+from collections.abc import Hashable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
-from .common import Hypothesis, check_nbest, start_from_source, step_log_probs
+from .common import Hypothesis, check_nbest, start_from_source
+from .search import run_search
 
 
 def length_penalty(length: int, alpha: float) -> float:
@@ -130,6 +134,118 @@ def is_done(finished: list[Hypothesis], bound: float, K: int) -> bool:
     return bound == float("-inf") or (len(finished) >= K and bound <= min(h.score for h in finished))
 
 
+class BeamSearch:
+    """Beam search as a strategy of :func:`~.search.run_search`: K hypotheses per sentence.
+
+    ``add`` starts sentences from their newest tokens (B', 1), length limits (B',) and tags, with one
+    row each (``rows=1``: the first step picks K tokens from it, then the state expands to K rows) or
+    K rows of which only the first is alive (``rows=K``: how sentences join a search already at K rows,
+    :class:`~.continuous.BeamPool`). Sentences at different steps may share the search: each keeps its
+    own step count, and ``prefix`` holds every row's chosen tokens right-aligned.
+    Results are each sentence's ``nbest`` finished hypotheses, best first.
+    """
+
+    def __init__(self, eos_id: int, *, beam_size: int, length_penalty_alpha: float, nbest: int = 1):
+        check_nbest(beam_size, nbest)
+        self.eos_id, self.K, self.alpha, self.nbest = eos_id, beam_size, length_penalty_alpha, nbest
+        self.beams = 0  # rows per live sentence: 1 before an offline search's first step, else K
+        self.tags: list[Hashable] = []  # (B,) the caller's name for each live sentence
+        self.finished: list[list[Hypothesis]] = []  # (B,) finished hypotheses, the K best
+        self.scores = torch.zeros(0, beam_size)  # (B, beams) running log P of the live hypotheses
+        self.limits = torch.zeros(0, dtype=torch.long)  # (B,) most tokens each may produce, eos included
+        self.steps = torch.zeros(0, dtype=torch.long)  # (B,) tokens chosen so far
+        self.prefix = torch.zeros(0, 1, dtype=torch.long)  # (N, L) chosen tokens, right-aligned
+        self.attn_hist: Tensor | None = None  # (N, t, S) cross-attention of each chosen token, when asked for
+        self.same_step: int | None = None  # the step of every sentence while all started together
+
+    def add(self, last: Tensor, limits: Tensor, tags: list[Hashable], *, rows: int) -> None:
+        """Start B' sentences from their newest tokens ``last`` (B', 1) with length limits (B',) and
+        ``tags``, with ``rows`` rows each (1 or K: see the class doc)."""
+        B, device = len(tags), last.device
+        scores = torch.full((B, rows), float("-inf"), device=device)
+        scores[:, 0] = 0.0  # one live row per new sentence
+        prefix = last[:, -1:].repeat_interleave(rows, dim=0)  # (B' * rows, 1) the start token
+        steps = torch.zeros(B, dtype=torch.long, device=device)
+        if not self.tags:
+            self.beams, self.scores, self.prefix = rows, scores, prefix
+            self.limits, self.steps, self.same_step = limits, steps, 0
+        else:
+            self.same_step = None
+            if rows != self.beams:
+                raise ValueError(f"sentences join with {self.beams} rows each, not {rows}")
+            width = self.prefix.size(1)
+            self.prefix = torch.cat([self.prefix, torch.nn.functional.pad(prefix, (width - 1, 0))])  # (N, L)
+            self.scores = torch.cat([self.scores, scores])
+            self.limits = torch.cat([self.limits, limits])
+            self.steps = torch.cat([self.steps, steps])
+        self.tags += tags
+        self.finished += [[] for _ in tags]
+
+    def __len__(self) -> int:
+        return len(self.tags)
+
+    def last_tokens(self) -> Tensor:
+        return self.prefix[:, -1:]
+
+    def row_steps(self) -> int | Tensor:
+        if self.same_step is not None:  # one int: no per-row tensor to build (an offline search)
+            return self.same_step
+        return self.steps.repeat_interleave(self.beams)
+
+    def row_limits(self) -> Tensor:
+        return self.limits.repeat_interleave(self.beams)
+
+    def advance(self, logp: Tensor, attn: Tensor | None, state: DecoderState) -> list[tuple[Hashable, Any]]:
+        K = self.K
+        ranked = rank_extensions(self.scores, logp, K, self.eos_id)
+        if attn is not None:
+            step_attn = attn[:, None]  # (N, 1, S)
+            self.attn_hist = (
+                step_attn if self.attn_hist is None else torch.cat([self.attn_hist, step_attn], dim=1)
+            )
+        width, steps = self.prefix.size(1), self.steps.tolist()
+        for b, row, log_p in ranked.finished:
+            tokens = self.prefix[row, width - steps[b] :].tolist()  # without the start token
+            attention = self.attn_hist[row].clone() if self.attn_hist is not None else None
+            hyp = Hypothesis(tokens, log_p / length_penalty(len(tokens) + 1, self.alpha), log_p, attention)
+            keep_best(self.finished[b], hyp, K)
+        self.scores, self.steps = ranked.scores, self.steps + 1
+        if self.same_step is not None:
+            self.same_step += 1
+        prefix = torch.cat([self.prefix.index_select(0, ranked.origin), ranked.new_tok], dim=1)  # (N, L + 1)
+        if self.attn_hist is not None:
+            self.attn_hist = self.attn_hist.index_select(0, ranked.origin)
+        if self.beams == 1:  # one row per sentence becomes K (origin repeats each row K times)
+            state.expand(K)
+            self.beams = K
+        else:
+            state.reorder(ranked.origin)  # origin stays within each sentence's K rows
+        bound = score_bounds(self.scores, self.limits, self.alpha)
+        done = [is_done(f, bound[b], K) for b, f in enumerate(self.finished)]
+        out = [
+            (tag, sorted(f, key=lambda h: h.score, reverse=True)[: self.nbest])
+            for tag, f, d in zip(self.tags, self.finished, done, strict=True)
+            if d
+        ]
+        if not out:
+            self.prefix = prefix
+            return out
+        keep = torch.tensor(
+            [b for b, d in enumerate(done) if not d], dtype=torch.long, device=self.scores.device
+        )
+        keep_rows = (keep[:, None] * K + torch.arange(K, device=keep.device)).view(-1)  # (B' * K,)
+        self.tags = [self.tags[b] for b in keep.tolist()]
+        self.finished = [self.finished[b] for b in keep.tolist()]
+        self.scores, self.limits, self.steps = self.scores[keep], self.limits[keep], self.steps[keep]
+        longest = int(self.steps.max()) + 1 if keep.numel() else 1  # the start token and the oldest's tokens
+        self.prefix = prefix.index_select(0, keep_rows)[:, -longest:]
+        if self.attn_hist is not None:
+            self.attn_hist = self.attn_hist.index_select(0, keep_rows)
+        if keep.numel():
+            state.select(keep)
+        return out
+
+
 @torch.no_grad()
 def beam_search(
     model: Seq2SeqModel,
@@ -176,63 +292,8 @@ def beam_decode(
     ``limits`` (B,) caps the new tokens (eos included). The first step decodes one row per
     sentence (all K beams would be identical); its K best tokens then open K rows per sentence.
     """
-    check_nbest(beam_size, nbest)
-    eos_id, device = model.config.eos_id, last.device
-    K = beam_size
-    B = last.size(0)
-    beams = 1  # live hypotheses per sentence: 1 before the first step, K after it
-    active = torch.arange(B, device=device)  # original sentence index of each live sentence
-    scores = torch.zeros(B, 1, device=device)  # running log P of each live hypothesis
-    prefix = last  # (N, t + 1): the start token, then the tokens chosen so far
-    attn_hist: Tensor | None = None  # (N, t, S)
-    finished: list[list[Hypothesis]] = [[] for _ in range(B)]
-
-    step = 0
-    while active.numel() > 0:
-        logp, attn = step_log_probs(
-            model,
-            prefix[:, -1:],
-            state,
-            step=step,
-            limits=limits[active].repeat_interleave(beams),
-            min_len=min_len,
-            need_weights=return_attention,
-        )
-        ranked = rank_extensions(scores, logp, K, eos_id)
-        if attn is not None:
-            step_attn = attn[:, None]  # (N, 1, S)
-            attn_hist = step_attn if attn_hist is None else torch.cat([attn_hist, step_attn], dim=1)
-
-        for b, row, log_p in ranked.finished:
-            tokens = prefix[row, 1:].tolist()
-            attention = attn_hist[row].clone() if attn_hist is not None else None
-            hyp = Hypothesis(
-                tokens, log_p / length_penalty(len(tokens) + 1, length_penalty_alpha), log_p, attention
-            )
-            keep_best(finished[active[b].item()], hyp, K)
-
-        scores, origin, new_tok = ranked.scores, ranked.origin, ranked.new_tok
-        prefix = torch.cat([prefix.index_select(0, origin), new_tok], dim=1)
-        if attn_hist is not None:
-            attn_hist = attn_hist.index_select(0, origin)
-        if beams == 1:  # one row per sentence becomes K (origin repeats each row K times)
-            state.expand(K)
-        else:
-            state.reorder(origin)  # origin stays within each sentence's K rows
-        beams = K
-        step += 1
-
-        bound = score_bounds(scores, limits[active], length_penalty_alpha)
-        done = torch.tensor(
-            [is_done(finished[i], bound[b], K) for b, i in enumerate(active.tolist())], device=device
-        )
-        if done.any():
-            keep = (~done).nonzero().squeeze(1)  # (B',) live sentences
-            keep_rows = (keep[:, None] * K + torch.arange(K, device=device)).view(-1)  # (B'*K,)
-            active, scores = active[keep], scores[keep]
-            prefix = prefix.index_select(0, keep_rows)
-            if attn_hist is not None:
-                attn_hist = attn_hist.index_select(0, keep_rows)
-            state.select(keep)
-
-    return [sorted(hyps, key=lambda h: h.score, reverse=True)[:nbest] for hyps in finished]
+    search = BeamSearch(
+        model.config.eos_id, beam_size=beam_size, length_penalty_alpha=length_penalty_alpha, nbest=nbest
+    )
+    search.add(last, limits, list(range(last.size(0))), rows=1)
+    return run_search(model, state, search, min_len=min_len, return_attention=return_attention)

@@ -17,6 +17,7 @@ from torch import Tensor
 
 from ..errors import ConfigError
 from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
+from .cache import DeferredKVCache
 
 
 @dataclass
@@ -51,9 +52,12 @@ def length_limits(src_len: Tensor, max_len_a: float, max_len_b: int, cap: int) -
 def start_from_source(
     model: Seq2SeqModel, src: Tensor, max_len_a: float, max_len_b: int
 ) -> tuple[DecoderState, Tensor, Tensor]:
-    """Encode src (B, S): the decoder state, the first input tokens (B, 1) = bos, and length limits (B,)."""
+    """Encode src (B, S): the decoder state, the first input tokens (B, 1) = bos, and length limits (B,).
+
+    The state's key/value caches move their rows lazily (:class:`~.cache.DeferredKVCache`).
+    """
     cfg = model.config
-    state = model.init_state(model.encode(src))
+    state = model.init_state(model.encode(src), cache=DeferredKVCache)
     first = torch.full((src.size(0), 1), cfg.bos_id, dtype=torch.long, device=src.device)
     src_len = (src != cfg.pad_id).sum(dim=1)  # (B,)
     # bos takes the first of the max_len positions the decoder can embed.
@@ -65,15 +69,16 @@ def step_log_probs(
     last: Tensor,
     state: DecoderState,
     *,
-    step: int,
+    step: int | Tensor,
     limits: Tensor,
     min_len: int = 0,
     need_weights: bool = False,
 ) -> tuple[Tensor, Tensor | None]:
     """One cached decoder step on the newest tokens ``last`` (N, 1): log p of every next token (N, V).
 
-    pad and bos are never generated; eos not before ``min_len`` tokens; rows at their length limit
-    (``limits`` (N,), eos included) may only produce eos, scored with its own log-probability.
+    ``step``: the tokens each row has chosen so far, one int or one per row (N,). pad and bos are
+    never generated; eos not before ``min_len`` tokens; rows at their length limit (``limits`` (N,),
+    eos included) may only produce eos, scored with its own log-probability.
     Also returns, when asked, the cross-attention of the new position (N, S): last layer, mean of heads.
     """
     cfg = model.config
@@ -82,7 +87,10 @@ def step_log_probs(
     eos = logp[:, cfg.eos_id].clone()  # (N,)
     logp[:, cfg.pad_id] = float("-inf")
     logp[:, cfg.bos_id] = float("-inf")
-    if step < min_len:
+    if isinstance(step, Tensor):
+        if min_len:
+            logp[step < min_len, cfg.eos_id] = float("-inf")
+    elif step < min_len:
         logp[:, cfg.eos_id] = float("-inf")
     at_limit = step + 1 >= limits  # (N,)
     if at_limit.any():

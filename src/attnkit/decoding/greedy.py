@@ -6,7 +6,8 @@ import torch
 from torch import Tensor
 
 from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
-from .common import Hypothesis, start_from_source, step_log_probs
+from .common import Hypothesis, start_from_source
+from .search import Greedy, run_search
 
 
 @torch.no_grad()
@@ -38,39 +39,5 @@ def greedy_decode(
 
     ``limits`` (B,) caps the new tokens (eos included); finished sequences leave the batch.
     """
-    eos_id = model.config.eos_id
-    B = last.size(0)
-    active = torch.arange(B, device=last.device)  # original index of each row still decoding
-    out_tokens: list[list[int]] = [[] for _ in range(B)]
-    log_probs = [0.0] * B
-    attns: list[list[Tensor]] = [[] for _ in range(B)]
-    results: list[Hypothesis | None] = [None] * B
-    step = 0
-    while active.numel() > 0:
-        logp, attn = step_log_probs(
-            model,
-            last,
-            state,
-            step=step,
-            limits=limits[active],
-            min_len=min_len,
-            need_weights=return_attention,
-        )
-        best_lp, best = logp.max(dim=-1)  # (N,)
-        for row, (i, tok, lp) in enumerate(zip(active.tolist(), best.tolist(), best_lp.tolist())):
-            log_probs[i] += lp
-            if attn is not None:
-                attns[i].append(attn[row])
-            if tok == eos_id:
-                attention = torch.stack(attns[i]) if attn is not None else None
-                results[i] = Hypothesis(out_tokens[i], log_probs[i], log_probs[i], attention)
-            else:
-                out_tokens[i].append(tok)
-        step += 1
-        done = best == eos_id
-        if done.any():
-            keep = (~done).nonzero().squeeze(1)  # rows still decoding
-            active, best = active[keep], best[keep]
-            state.select(keep)
-        last = best[:, None]
-    return results  # type: ignore[return-value]
+    strategy = Greedy(model.config.eos_id, last, limits, attention=return_attention)
+    return run_search(model, state, strategy, min_len=min_len, return_attention=return_attention)

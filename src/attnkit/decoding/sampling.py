@@ -19,7 +19,8 @@ from torch import Tensor
 
 from ..errors import ConfigError
 from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
-from .common import Hypothesis, start_from_source, step_log_probs
+from .common import Hypothesis, start_from_source
+from .search import TokenSearch, run_search
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,17 @@ def sample_search(
     return [hyps[b * num_samples : (b + 1) * num_samples] for b in range(B)]
 
 
+class Sampling(TokenSearch):
+    """Draw each next token from the reshaped distribution (:func:`sample_tokens`)."""
+
+    def __init__(self, eos_id: int, last: Tensor, limits: Tensor, *, sampling: SamplingConfig, generator):
+        super().__init__(eos_id, last, limits)
+        self.sampling, self.generator = sampling, generator
+
+    def pick(self, logp: Tensor) -> tuple[Tensor, Tensor]:
+        return sample_tokens(logp, self.sampling, self.generator)
+
+
 @torch.no_grad()
 def sample_decode(
     model: IncrementalDecoder,
@@ -131,24 +143,5 @@ def sample_decode(
     if generator is None:
         generator = torch.Generator(device=last.device)
         generator.manual_seed(0 if seed is None else seed)
-    eos_id = model.config.eos_id
-    N = last.size(0)
-    active = torch.arange(N, device=last.device)  # original row of each row still decoding
-    tokens: list[list[int]] = [[] for _ in range(N)]
-    log_probs = [0.0] * N
-    step = 0
-    while active.numel() > 0:
-        logp, _ = step_log_probs(model, last, state, step=step, limits=limits[active], min_len=min_len)
-        tok, tok_lp = sample_tokens(logp, sampling, generator)  # (n,), (n,)
-        for i, t, lp in zip(active.tolist(), tok.tolist(), tok_lp.tolist()):
-            log_probs[i] += lp
-            if t != eos_id:
-                tokens[i].append(t)
-        step += 1
-        done = tok == eos_id
-        if done.any():
-            keep = (~done).nonzero().squeeze(1)  # rows still decoding
-            active, tok = active[keep], tok[keep]
-            state.select(keep)
-        last = tok[:, None]
-    return [Hypothesis(t, lp, lp) for t, lp in zip(tokens, log_probs)]
+    strategy = Sampling(model.config.eos_id, last, limits, sampling=sampling, generator=generator)
+    return run_search(model, state, strategy, min_len=min_len)

@@ -33,7 +33,7 @@ def load_for_export(path: str | Path):
     model = model_from_checkpoint(state).eval()
     if not isinstance(model, Transformer):  # the converters write the Transformer's layers
         raise CheckpointError(
-            f"{path}: holds {task_of(state, path).noun} ({type(model).__name__}); "
+            f"{path}: holds {task_of(state, path).noun} with model.arch {state['arch']!r}; "
             "only Transformer translation checkpoints can be exported"
         )
     tokenizer = SubwordTokenizer.from_state_dict(state["tokenizer"])

@@ -29,6 +29,7 @@ from torch import Tensor
 from ..data.tokenizer import SubwordTokenizer
 from ..errors import CheckpointError
 from ..model import TransformerConfig
+from ..model.registry import arch_of
 from .huggingface import (
     HF_ACTIVATIONS,
     hf_name_table,
@@ -174,7 +175,7 @@ def import_marian(folder: str | Path) -> dict[str, Any]:
     source_eos = (getattr(c, "attnkit", None) or {}).get("source_eos", True)  # Marian sources end with </s>
     tokenizer = SubwordTokenizer(src_proto, None if joint else tgt_proto, src_eos=bool(source_eos))
     return {
-        "arch": "transformer",
+        "arch": arch_of(cfg),
         "model_config": cfg.to_dict(),
         "tokenizer": tokenizer.state_dict(),
         "experiment": {

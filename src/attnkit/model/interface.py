@@ -8,8 +8,6 @@ the whole vocabulary of beam search:
     state.reorder(rows)     new row i continues old row rows[i] (hypotheses move within a sentence)
     state.select(sentences) keep only these sentences, with all their rows (finished ones leave)
 
-A :class:`JoinableState` also takes ``state.join(other)``: new sentences join mid-decoding.
-
 ``state.group`` is the number of rows (hypotheses) per sentence. It is stored once, here, and the
 decoder passes it to cross-attention as ``kv_group`` so a sentence's hypotheses share its encoder
 keys and values; nothing infers it from tensor shapes.
@@ -65,21 +63,6 @@ class DecoderState(Protocol):
         ...
 
 
-@runtime_checkable
-class JoinableState(DecoderState, Protocol):
-    """A state that takes in sentences mid-decoding (continuous batching: a server's decoder keeps
-    running while requests join and finished sentences leave with ``select``)."""
-
-    def join(self, other: JoinableState) -> None:
-        """Append ``other``'s sentences (same group, possibly a different number of positions)."""
-        ...
-
-    def select(self, sentences: Tensor, rows: Tensor | None = None) -> None:
-        """Keep these sentences; ``rows`` (B' * group,) optionally names the old row each new row
-        continues (a reorder and a select at once)."""
-        ...
-
-
 class IncrementalDecoder(Protocol):
     """What greedy, beam and sampling search drive: one step at a time over a decoder state."""
 
@@ -99,7 +82,10 @@ class Seq2SeqModel(IncrementalDecoder, Protocol):
 
     def encode(self, src: Tensor, *, need_weights: bool = False): ...
 
-    def init_state(self, enc) -> DecoderState: ...
+    def init_state(self, enc, *, cache: type = ...) -> DecoderState:
+        """The state before the first target token; ``cache``: the key/value cache class to use,
+        where the model keeps such caches."""
+        ...
 
     def __call__(self, src: Tensor, tgt_in: Tensor) -> Tensor: ...
 
@@ -108,6 +94,6 @@ class Seq2SeqModel(IncrementalDecoder, Protocol):
 class LanguageModel(IncrementalDecoder, Protocol):
     """A decoder-only model: ``model(tokens)`` -> next-token logits at every position."""
 
-    def init_state(self, batch_size: int) -> DecoderState: ...
+    def init_state(self, batch_size: int, *, cache: type = ...) -> DecoderState: ...
 
     def __call__(self, tokens: Tensor) -> Tensor: ...

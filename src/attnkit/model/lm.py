@@ -67,8 +67,9 @@ class TransformerLM(nn.Module):
             self.output_proj.weight = self.embed.embedding.weight
             self._register_load_state_dict_pre_hook(fill_tied_output("embed.embedding.weight"))
 
-    def init_state(self, batch_size: int) -> LMState:
-        return LMState([KVCache() for _ in self.layers], batch_size)
+    def init_state(self, batch_size: int, *, cache: type[KVCache] = KVCache) -> LMState:
+        """Empty caches for ``batch_size`` sequences; ``cache``: their class (as Transformer.init_state)."""
+        return LMState([cache() for _ in self.layers], batch_size)
 
     def decode(self, tokens: Tensor, state: LMState, *, need_weights: bool = False) -> DecoderOutput:
         """tokens (N, T) at positions len(state).. -> logits (N, T, V); the state grows by T."""

@@ -6,14 +6,22 @@ from __future__ import annotations
 from torch import nn
 
 from .classifier import TransformerClassifier
-from .config import ClassifierConfig, LMConfig, RNNConfig, TransformerConfig
+from .config import ClassifierConfig, LMConfig, ModelConfig, RNNConfig, TransformerConfig
 from .lm import TransformerLM
 from .rnn import RNNSeq2Seq
 from .transformer import Transformer
 
-ARCHS: dict[str, tuple[type[nn.Module], type]] = {
+ARCHS: dict[str, tuple[type[nn.Module], type[ModelConfig]]] = {
     "transformer": (Transformer, TransformerConfig),
     "rnn": (RNNSeq2Seq, RNNConfig),
     "lm": (TransformerLM, LMConfig),
     "classifier": (TransformerClassifier, ClassifierConfig),
 }
+
+DEFAULT_ARCH = "transformer"  # a config without model.arch trains the paper's model
+
+
+def arch_of(model_or_config: object) -> str:
+    """The ``arch`` name a checkpoint of this model (or model config) carries."""
+    kind = type(model_or_config)
+    return next(name for name, classes in ARCHS.items() if kind in classes)

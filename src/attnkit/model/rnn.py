@@ -111,7 +111,8 @@ class RNNSeq2Seq(nn.Module):
         s0 = torch.tanh(self.W_s(backward_first))  # (B, Hd)
         return RNNEncoderOutput(annotations, mask, self.attention.keys(annotations), s0)
 
-    def init_state(self, enc: RNNEncoderOutput) -> RNNState:
+    def init_state(self, enc: RNNEncoderOutput, *, cache: type | None = None) -> RNNState:
+        """The state before the first target token; ``cache`` is ignored (a GRU keeps no key/value cache)."""
         return RNNState(enc, enc.s0)
 
     def decode(self, tgt: Tensor, state: RNNState, *, need_weights: bool = False) -> DecoderOutput:

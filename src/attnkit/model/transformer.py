@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..attention import KVCache, padding_mask
@@ -42,11 +41,9 @@ class TransformerState:
 
     Cross-attention keys and values are projected once per sentence and shared by its ``group``
     hypotheses; self-attention caches hold one row per hypothesis and grow by one position a step.
-
-    ``join`` lets sentences at different steps decode together (continuous batching): the shorter
-    caches are left-padded to one length and ``start`` (B,) records where each sentence's first
-    target position sits in the cache; the padding is masked out of self-attention and each row's
-    position embedding counts from its own start. ``start`` None means every sentence starts at 0.
+    ``start`` (B,), when set, is where each sentence's first target position sits in the caches
+    (sentences that joined a running search at different steps: :mod:`attnkit.decoding.continuous`);
+    ``decode`` then counts each row's positions from its start and masks the cache before it.
     """
 
     src_mask: Tensor  # (B, 1, 1, S)
@@ -70,89 +67,18 @@ class TransformerState:
         for kv in self.self_kv:
             kv.select(rows)
 
-    def select(self, sentences: Tensor, rows: Tensor | None = None) -> None:
-        """Keep ``sentences``; ``rows`` (B' * G,), when given, names the old row each new row continues
-        (a reorder and a select in one copy of the caches); by default all rows of the kept sentences."""
+    def select(self, sentences: Tensor) -> None:
+        """Keep ``sentences`` (B',) and all their rows."""
         G = self.group
-        if rows is None:
-            rows = (sentences[:, None] * G + torch.arange(G, device=sentences.device)).view(-1)  # (B' * G,)
-        self.reorder(rows)
+        self.reorder(
+            (sentences[:, None] * G + torch.arange(G, device=sentences.device)).view(-1)
+        )  # (B' * G,)
         self.src_mask = self.src_mask.index_select(0, sentences)
         self.cross_kv = [
             (k.index_select(0, sentences), v.index_select(0, sentences)) for k, v in self.cross_kv
         ]
         if self.start is not None:
             self.start = self.start.index_select(0, sentences)
-            self._trim()
-
-    def starts(self) -> Tensor:
-        """(B,) cache position of each sentence's first target token."""
-        if self.start is not None:
-            return self.start
-        return torch.zeros(self.src_mask.size(0), dtype=torch.long, device=self.src_mask.device)
-
-    def join(self, other: TransformerState) -> None:
-        """Append ``other``'s sentences after these; both must have the same group."""
-        if other.group != self.group:
-            raise ValueError(f"cannot join states of {self.group} and {other.group} rows per sentence")
-        t = max(len(self), len(other))
-        S = max(self.src_mask.size(-1), other.src_mask.size(-1))
-        start = torch.cat([self.starts() + t - len(self), other.starts() + t - len(other)])  # (B + B',)
-        self.src_mask = torch.cat(
-            [_pad_right(self.src_mask, S), _pad_right(other.src_mask, S)]
-        )  # (B+B', 1, 1, S)
-        self.cross_kv = [
-            (torch.cat([_pad_time(k, S), _pad_time(ko, S)]), torch.cat([_pad_time(v, S), _pad_time(vo, S)]))
-            for (k, v), (ko, vo) in zip(self.cross_kv, other.cross_kv)
-        ]
-        n_self, n_other = start.size(0) - other.src_mask.size(0), other.src_mask.size(0)
-        for mine, theirs in zip(self.self_kv, other.self_kv):
-            like = mine.k if mine.k is not None else theirs.k
-            if like is None:  # nothing decoded on either side yet
-                continue
-            k_a, v_a = _cache_or_empty(mine, n_self * self.group, like)
-            k_b, v_b = _cache_or_empty(theirs, n_other * self.group, like)
-            mine.k = torch.cat(
-                [_pad_time(k_a, t, left=True), _pad_time(k_b, t, left=True)]
-            )  # (N+N', H, t, Dh)
-            mine.v = torch.cat([_pad_time(v_a, t, left=True), _pad_time(v_b, t, left=True)])
-        self.start = start
-        self._trim()
-
-    def _trim(self) -> None:
-        """Drop cache positions no sentence uses any more, and source positions past every sentence."""
-        drop = int(self.start.min()) if self.start is not None and self.start.numel() else 0
-        if drop > 0:
-            for kv in self.self_kv:
-                if kv.k is not None:
-                    kv.k, kv.v = kv.k[:, :, drop:], kv.v[:, :, drop:]
-            self.start = self.start - drop
-        if self.start is not None and not bool(self.start.any()):
-            self.start = None  # every sentence starts at 0 again: no mask needed
-        S = int(self.src_mask.sum(dim=-1).max()) if self.src_mask.size(0) else 0
-        if 0 < S < self.src_mask.size(-1):
-            self.src_mask = self.src_mask[..., :S]
-            self.cross_kv = [(k[:, :, :S], v[:, :, :S]) for k, v in self.cross_kv]
-
-
-def _pad_time(x: Tensor, length: int, *, left: bool = False) -> Tensor:
-    """(N, H, t, Dh) zero-padded along t to ``length`` (on the left for self-attention caches)."""
-    pad = length - x.size(2)
-    if pad == 0:
-        return x
-    return F.pad(x, (0, 0, pad, 0) if left else (0, 0, 0, pad))
-
-
-def _pad_right(mask: Tensor, length: int) -> Tensor:
-    """(B, 1, 1, S) padded with False (padding) to S = ``length``."""
-    return F.pad(mask, (0, length - mask.size(-1)), value=False)
-
-
-def _cache_or_empty(kv: KVCache, rows: int, like: Tensor) -> tuple[Tensor, Tensor]:
-    if kv.k is not None:
-        return kv.k, kv.v
-    empty = like.new_zeros(rows, like.size(1), 0, like.size(3))  # (N, H, 0, Dh)
-    return empty, empty
 
 
 class Encoder(nn.Module):
@@ -207,10 +133,11 @@ class Transformer(nn.Module):
         memory, weights = self.encoder(self.src_embed(src), src_mask, need_weights=need_weights)
         return EncoderOutput(memory, src_mask, weights)
 
-    def init_state(self, enc: EncoderOutput) -> TransformerState:
-        """One row per sentence; each layer's cross-attention keys and values projected once."""
+    def init_state(self, enc: EncoderOutput, *, cache: type[KVCache] = KVCache) -> TransformerState:
+        """One row per sentence; each layer's cross-attention keys and values projected once.
+        ``cache``: the self-attention cache class (the searches pass one that moves rows lazily)."""
         cross = [layer.cross_attn.keys_values(enc.memory) for layer in self.decoder_layers]
-        return TransformerState(enc.src_mask, cross, [KVCache() for _ in self.decoder_layers])
+        return TransformerState(enc.src_mask, cross, [cache() for _ in self.decoder_layers])
 
     def decode(self, tgt: Tensor, state: TransformerState, *, need_weights: bool = False) -> DecoderOutput:
         """Logits (N, T, V) for target positions len(state)..len(state)+T-1 given those tokens tgt (N, T).
@@ -219,7 +146,7 @@ class Transformer(nn.Module):
         the state then holds the keys and values of every position, ready for the next step.
         """
         offset, self_mask = len(state), None
-        if state.start is not None:  # sentences joined at different steps (TransformerState.join)
+        if state.start is not None:  # sentences at different steps (attnkit.decoding.continuous)
             if self.tgt_embed.positions is None:
                 raise ValueError(
                     "sentences at different steps need absolute positions (sinusoidal or learned)"
