@@ -9,13 +9,12 @@ speed-ups of :mod:`attnkit.fast` (fused loss, cheaper dropout masks) are applied
 from __future__ import annotations
 
 import contextlib
-import csv
 import math
 import os
 import random
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
@@ -33,10 +32,9 @@ from ..model import count_parameters
 from . import distributed as ddp
 from .build import Setup, build
 from .config import ExperimentConfig
+from .metrics_csv import Window, append_row
 from .run_folder import RunFolder
 from .schedule import lr_at
-
-TRAIN_FIELDS = ["step", "epoch", "elapsed_s", "lr", "train_loss", "train_nll", "tokens_per_s"]
 
 
 @dataclass
@@ -54,19 +52,6 @@ class TrainResult:
     @property
     def best_bleu(self) -> float:
         return self.best_score
-
-
-@dataclass
-class Window:
-    """Training loss and tokens since the last log line."""
-
-    loss: float = 0.0
-    nll: float = 0.0
-    tokens: int = 0
-    start: float = field(default_factory=time.monotonic)
-
-    def add(self, loss: float, nll: float, tokens: int) -> None:
-        self.loss, self.nll, self.tokens = self.loss + loss, self.nll + nll, self.tokens + tokens
 
 
 class Trainer:
@@ -384,15 +369,8 @@ class Trainer:
         return out
 
     def _write_csv(self, row: dict) -> None:
-        if not self.dist.is_main:
-            return
-        fields = [*TRAIN_FIELDS, *(f"val_{name}" for name in self.task.metrics)]
-        new = not self.csv_path.exists()
-        with self.csv_path.open("a", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=fields)
-            if new:
-                writer.writeheader()
-            writer.writerow(row)
+        if self.dist.is_main:
+            append_row(self.csv_path, self.task.metrics, row)
 
 
 def train(
