@@ -20,6 +20,7 @@ from serve_helpers import live_server, post, tiny_checkpoint
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 SENTENCE = "Kannst du mir helfen, diesen Satz zu übersetzen?"
+CAPTION = "Ein Mann fährt mit dem Fahrrad eine Straße entlang."
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -152,6 +153,27 @@ def test_the_page_translates_and_shows_every_layer_and_head(driver, ckpt, tmp_pa
         # Offline: everything the page loaded came from the server itself.
         resources = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
         assert all(r.startswith(url) for r in resources), resources
+
+
+def test_the_page_opens_on_a_caption_and_the_seeds_sentence_is_one_click_away(driver, ckpt):
+    """A newcomer first sees an in-domain sentence (Multi30k captions); the seeds' is one click away."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    with live_server(ckpt) as (url, _):
+        driver.get(url + "/")
+        _wait(driver, lambda d: d.find_element(By.ID, "status").text == "ready", what="the model list")
+        assert driver.find_element(By.ID, "text").get_attribute("value") == CAPTION
+        Select(driver.find_element(By.ID, "search")).select_by_visible_text("greedy")
+        driver.find_element(By.CSS_SELECTOR, f'[data-example="{SENTENCE}"]').click()
+        status, data = post(url + "/v1/attention", {"text": SENTENCE, "beam": 1})
+        assert status == 200
+        _wait(
+            driver,
+            lambda d: d.find_element(By.ID, "translation").text == data["translation"],
+            what="the seeds' sentence translated",
+        )
+        assert driver.find_element(By.ID, "text").get_attribute("value") == SENTENCE
 
 
 def test_the_static_html_file_shows_the_same_view(driver, ckpt, tmp_path, capsys):

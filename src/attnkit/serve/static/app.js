@@ -120,6 +120,10 @@ function wireControls() {
     download("attention.json", new Blob([JSON.stringify(state.data)], { type: "application/json" }));
   });
   $("translate").addEventListener("click", translate);
+  document.querySelectorAll("[data-example]").forEach((b) => b.addEventListener("click", () => {
+    $("text").value = b.dataset.example;
+    translate();
+  }));
   $("text").addEventListener("keydown", (e) => {
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) translate();
   });
