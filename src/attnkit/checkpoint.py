@@ -18,7 +18,7 @@ silently wrong weights; ``crc32`` is verified on load instead. Checkpoints writt
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +70,9 @@ def _tensors(obj: Any, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
 def _crc32(t: Tensor) -> int:
     """CRC-32 of the tensor's bytes (any dtype, any device)."""
     flat = t.detach().contiguous().reshape(-1)
-    return zlib.crc32(flat.view(torch.uint8).cpu().numpy()) if flat.numel() else 0
+    if not flat.numel():
+        return 0
+    return zlib.crc32(flat.view(torch.uint8).cpu().numpy().data)  # .data: the array's bytes, no copy
 
 
 def verify_checksums(state: dict[str, Any], path: str | Path = "checkpoint") -> None:
@@ -107,7 +109,7 @@ def load_checkpoint(path: str | Path, *, map_location: str | torch.device = "cpu
     return state
 
 
-def average_checkpoints(paths: list[str | Path]) -> dict[str, Any]:
+def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, Any]:
     """Average the model weights of several checkpoints of one run (Vaswani et al., section 6.1).
 
     Returns the last checkpoint's state with averaged weights and no optimizer state.
@@ -172,8 +174,10 @@ def unwrap(model: nn.Module) -> nn.Module:
     """The plain model under DistributedDataParallel and torch.compile wrappers."""
     while True:
         if hasattr(model, "module"):
-            model = model.module
+            inner = model.module
         elif hasattr(model, "_orig_mod"):
-            model = model._orig_mod
+            inner = model._orig_mod
         else:
             return model
+        assert isinstance(inner, nn.Module)  # what DDP and torch.compile wrap
+        model = inner

@@ -34,10 +34,10 @@ class Batch:
         return self.src.size(0)
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
-        kw = dict(device=device, non_blocking=non_blocking)
-        return replace(
-            self, src=self.src.to(**kw), tgt_in=self.tgt_in.to(**kw), tgt_out=self.tgt_out.to(**kw)
-        )
+        def move(t: Tensor) -> Tensor:
+            return t.to(device, non_blocking=non_blocking)
+
+        return replace(self, src=move(self.src), tgt_in=move(self.tgt_in), tgt_out=move(self.tgt_out))
 
     def pin_memory(self) -> Batch:
         """Called by ``DataLoader(pin_memory=True)``."""
@@ -146,7 +146,9 @@ class TokenBatchSampler:
     # --- batch construction -----------------------------------------------------------------------
     def _pack(self, order: np.ndarray) -> list[list[int]]:
         """Greedily cut ``order`` (length-sorted indices) into batches under the budget."""
-        batches, cur, cur_width = [], [], 0
+        batches: list[list[int]] = []
+        cur: list[int] = []
+        cur_width = 0
         for i, w in zip(order.tolist(), self._width[order].tolist(), strict=True):
             width = max(cur_width, w)
             full = self.max_sentences is not None and len(cur) >= self.max_sentences

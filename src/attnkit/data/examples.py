@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
@@ -16,6 +16,8 @@ from .tokenizer import SubwordTokenizer
 
 if TYPE_CHECKING:
     from ..train.config import TokenizerConfig
+
+Pair = tuple[list[int], list[int]]  # (source ids, target ids) of one training example
 
 # What each kind of record needs in the data section, for the error that names the fix.
 NEEDS = {
@@ -39,12 +41,13 @@ def load_records(data: DataConfig, which: str, records: str, *, labels: Sequence
             f"this model needs {NEEDS[records]}"
         )
     limit = {"train": data.max_train_pairs, "valid": data.max_valid_pairs}.get(which, 0)
-    return load_corpus(spec)[: limit or None]
+    loaded: list[Any] = load_corpus(spec)  # pairs, texts or labelled examples, as records says
+    return loaded[: limit or None]
 
 
 @dataclass
 class EncodedCorpus:
-    examples: list[tuple[list[int], list[int]]]  # (source ids, target ids), no bos/eos
+    examples: list[Pair]  # (source ids, target ids), no bos/eos
     n_empty: int  # pairs dropped because a side was empty
     n_too_long: int  # pairs dropped because a side had more than data.max_len subwords
     pairs: list[tuple[str, str]]  # the kept examples' text, in the same order
@@ -65,7 +68,7 @@ def encode_training_pairs(
     return EncodedCorpus(examples, n_empty, len(pairs) - len(examples), [pairs[i] for i in keep])
 
 
-class SampledPairs(Sequence):
+class SampledPairs(Sequence[Pair]):
     """``corpus.examples`` as one epoch's subword sampling draws them, each example when it is read.
 
     Example ``i``'s draw depends on (seed, i) alone (the trainer passes the run's seed and the epoch),
@@ -91,14 +94,24 @@ class SampledPairs(Sequence):
     def __len__(self) -> int:
         return len(self.corpus.examples)
 
-    def __getitem__(self, i: int) -> tuple[list[int], list[int]]:
-        (s_text, t_text), kw = self.corpus.pairs[i], dict(nbest=self.nbest, alpha=self.alpha)
-        (s,) = self.tokenizer.sample_batch([s_text], "src", u=self.u[i, :1], **kw)
-        (t,) = self.tokenizer.sample_batch([t_text], "tgt", u=self.u[i, 1:], **kw)
+    @overload
+    def __getitem__(self, i: int) -> Pair: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Pair]: ...
+    def __getitem__(self, i: int | slice) -> Pair | list[Pair]:
+        if isinstance(i, slice):  # Sequence's contract; training reads one example at a time
+            return [self[j] for j in range(*i.indices(len(self)))]
+        s_text, t_text = self.corpus.pairs[i]
+        (s,) = self.tokenizer.sample_batch(
+            [s_text], "src", nbest=self.nbest, alpha=self.alpha, u=self.u[i, :1]
+        )
+        (t,) = self.tokenizer.sample_batch(
+            [t_text], "tgt", nbest=self.nbest, alpha=self.alpha, u=self.u[i, 1:]
+        )
         return (s, t) if len(s) <= self.max_len and len(t) <= self.max_len else self.corpus.examples[i]
 
 
-class BidirectionalPairs(Sequence):
+class BidirectionalPairs(Sequence[Pair]):
     """``pairs`` followed by each pair reversed: example ``N + i`` is ``(pairs[i][1], pairs[i][0])``.
 
     Bidirectional training (Ding et al., 2021) reads target -> source as well as source -> target;
@@ -106,13 +119,19 @@ class BidirectionalPairs(Sequence):
     so a subword-sampled epoch reverses the same draw.
     """
 
-    def __init__(self, pairs: Sequence[tuple[list[int], list[int]]]):
+    def __init__(self, pairs: Sequence[Pair]):
         self.pairs = pairs
 
     def __len__(self) -> int:
         return 2 * len(self.pairs)
 
-    def __getitem__(self, i: int) -> tuple[list[int], list[int]]:
+    @overload
+    def __getitem__(self, i: int) -> Pair: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Pair]: ...
+    def __getitem__(self, i: int | slice) -> Pair | list[Pair]:
+        if isinstance(i, slice):  # Sequence's contract; training reads one example at a time
+            return [self[j] for j in range(*i.indices(len(self)))]
         n = len(self.pairs)
         if not -2 * n <= i < 2 * n:
             raise IndexError(i)

@@ -228,7 +228,13 @@ class SubwordTokenizer:
         return [self._end(ids, side) for ids in self._sp[_check_side(side)].encode(list(texts))]
 
     def sample_batch(
-        self, texts: Sequence[str], side: str = "src", *, nbest: int, alpha: float, u: Sequence[float]
+        self,
+        texts: Sequence[str],
+        side: str = "src",
+        *,
+        nbest: int,
+        alpha: float,
+        u: Sequence[float] | np.ndarray,
     ) -> list[list[int]]:
         """Subword regularization (Kudo, 2018): one segmentation per sentence drawn from its ``nbest``
         best ones with probability proportional to P(segmentation)^alpha, where log P is the sum of

@@ -202,3 +202,6 @@ class RNNConfig(ConfigBase):
         vocab = min(self.src_vocab_size, self.tgt_vocab_size)
         for name in ("pad_id", "bos_id", "eos_id"):
             self._check(0 <= getattr(self, name) < vocab, name, f"must be a token id below {vocab}")
+
+
+ModelConfig = TransformerConfig | RNNConfig | LMConfig | ClassifierConfig  # each arch's (model.registry)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from ..data.config import upgrade as upgrade_data
 from ..data.tokenizer import Vocabulary
 from ..device import DEVICE_NAMES, check_device_name
 from ..errors import ConfigError
+from ..model.config import ModelConfig
 from ..model.registry import ARCHS
 
 
@@ -175,7 +177,7 @@ class ExperimentConfig:
     def arch(self) -> str:
         return self.model.get("arch", "transformer")
 
-    def model_config(self, vocab: Vocabulary, data_fields: dict[str, Any] | None = None) -> ConfigBase:
+    def model_config(self, vocab: Vocabulary, data_fields: dict[str, Any] | None = None) -> ModelConfig:
         """The arch's config with the tokenizer's vocabulary sizes and special ids filled in, and
         ``data_fields``, what the training data fixes (a classifier's ``n_classes``).
 
@@ -228,7 +230,7 @@ class ExperimentConfig:
                 f"unknown config section(s): {', '.join(unknown)} "
                 f"(valid: {', '.join([*SECTIONS, 'model', 'output_dir'])})"
             )
-        sections = {}
+        sections: dict[str, Any] = {}  # each its own section class, as SECTIONS names them
         for name, section in SECTIONS.items():
             raw = values.get(name) or {}
             if not isinstance(raw, dict):
@@ -263,7 +265,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return path, value
 
 
-def load_config(path: str | Path | None, overrides: list[str] = ()) -> ExperimentConfig:
+def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> ExperimentConfig:
     """Read a YAML config (or start from defaults when path is None) and apply overrides."""
     values: dict[str, Any] = {}
     if path is not None:
