@@ -130,7 +130,10 @@ class MultiHeadAttention(nn.Module):
             need_weights: return the attention weights (runs the reference path).
         """
         q = self._split_heads(self.q_proj(query))  # (B * G, H, Tq, Dh)
-        k, v = kv if kv is not None else self.keys_values(key, value)  # (B, H, Tk, Dh)
+        if kv is None:
+            assert key is not None, "attention needs key (and value) or kv"
+            kv = self.keys_values(key, value)
+        k, v = kv  # (B, H, Tk, Dh)
         if self.positions is not None:  # rotary: rotate the new q and k by absolute position
             offset = len(cache) if cache is not None else 0  # new positions start after the cache
             q, k = self.positions.rotate(q, offset), self.positions.rotate(k, offset)
@@ -165,10 +168,13 @@ class MultiHeadAttention(nn.Module):
             look_ahead = causal_mask(Tq, n_keys=Tk, device=q.device)
         mask = combine_masks(mask, look_ahead)
         p = self.dropout if self.training else 0.0
+        weights: Tensor | None
         if reference:
             out, weights = scaled_dot_product_attention(q, k, v, mask=mask, bias=bias, dropout_p=p)
             if pos is not None and pos.needs_weights:
-                out = out + pos.value_term(weights)  # z_i += sum_j alpha_ij a^V_ij
+                term = pos.value_term(weights)
+                assert term is not None  # positions that need the weights add a value term
+                out = out + term  # z_i += sum_j alpha_ij a^V_ij
             weights = weights if need_weights else None
         else:
             if bias is not None:  # one float mask: the score bias, -inf where the boolean mask forbids
@@ -181,7 +187,7 @@ class MultiHeadAttention(nn.Module):
                 weights = weights.view(Bk, H, G, Tq, Tk).transpose(1, 2).reshape(Bq, H, Tq, Tk)
         return out, weights
 
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):  # type: ignore[override]
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         """Checkpoints written before the split of ``in_proj`` into ``q_proj`` and ``kv_proj`` still load."""
         for kind in ("weight", "bias"):
             packed = state_dict.pop(f"{prefix}in_proj.{kind}", None)

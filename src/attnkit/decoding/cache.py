@@ -37,8 +37,8 @@ class _Settled:
 class DeferredKVCache(KVCache):
     """:class:`~attnkit.attention.KVCache` with row moves recorded and carried out in the next copy."""
 
-    k = _Settled()  # type: ignore[assignment]  # (B, H, Tk, Dh), rows in their current order
-    v = _Settled()  # type: ignore[assignment]
+    k = _Settled()  # (B, H, Tk, Dh), rows in their current order
+    v = _Settled()
 
     def __init__(self) -> None:  # the base's attributes are descriptors here
         self._k: Tensor | None = None  # (B, H, Tk, Dh) each, in the order of the last copy

@@ -42,6 +42,12 @@ class SpecialIds(Protocol):
     max_len: int
 
 
+class Seq2SeqIds(SpecialIds, Protocol):
+    """An encoder-decoder's config: the special ids and the target vocabulary's size."""
+
+    tgt_vocab_size: int
+
+
 @runtime_checkable
 class DecoderState(Protocol):
     group: int
@@ -79,6 +85,8 @@ class Seq2SeqModel(IncrementalDecoder, Protocol):
 
     Teacher forcing is ``model(src, tgt_in)`` = ``decode(tgt_in, init_state(encode(src))).logits``.
     """
+
+    config: Seq2SeqIds
 
     def encode(self, src: Tensor, *, need_weights: bool = False): ...
 

@@ -14,7 +14,9 @@ length, D d_model, H heads, Dh head size, V vocabulary, L layers.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch import Tensor, nn
@@ -136,7 +138,8 @@ class Transformer(nn.Module):
     def init_state(self, enc: EncoderOutput, *, cache: type[KVCache] = KVCache) -> TransformerState:
         """One row per sentence; each layer's cross-attention keys and values projected once.
         ``cache``: the self-attention cache class (the searches pass one that moves rows lazily)."""
-        cross = [layer.cross_attn.keys_values(enc.memory) for layer in self.decoder_layers]
+        layers = cast(Iterable[DecoderLayer], self.decoder_layers)  # nn.ModuleList types them as Module
+        cross = [layer.cross_attn.keys_values(enc.memory) for layer in layers]
         return TransformerState(enc.src_mask, cross, [cache() for _ in self.decoder_layers])
 
     def decode(self, tgt: Tensor, state: TransformerState, *, need_weights: bool = False) -> DecoderOutput:
@@ -145,7 +148,8 @@ class Transformer(nn.Module):
         On an empty state this is teacher forcing over the whole prefix (causal self-attention);
         the state then holds the keys and values of every position, ready for the next step.
         """
-        offset, self_mask = len(state), None
+        offset: int | Tensor = len(state)  # one position for all rows, or one per row (N,)
+        self_mask = None
         if state.start is not None:  # sentences at different steps (attnkit.decoding.continuous)
             if self.tgt_embed.positions is None:
                 raise ValueError(
