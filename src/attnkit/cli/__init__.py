@@ -54,7 +54,7 @@ def build_parser() -> Parser:
     return parser
 
 
-def _one_line(message: str) -> str:
+def _one_line(message: object) -> str:
     """An error message on one line: some (a YAML parser's, the OS's) span several."""
     return " ".join(part.strip() for part in str(message).splitlines() if part.strip())
 

@@ -150,9 +150,11 @@ def _workers_and_threads(asked: int | str, threads: int | None, device: str, cor
     of the weights), with the cores divided among them: single-threaded on up to 4 cores. On a GPU, one."""
     from ..device import resolve_device
 
-    if asked == "auto":
-        asked = 1 if resolve_device(device).type != "cpu" else max(1, min(4, cores))
-    return asked, threads or max(1, cores // asked)
+    if isinstance(asked, int):
+        n = asked
+    else:  # "auto", the one word workers() takes
+        n = 1 if resolve_device(device).type != "cpu" else max(1, min(4, cores))
+    return n, threads or max(1, cores // n)
 
 
 def _check_address(host: str, port: int) -> None:

@@ -58,12 +58,13 @@ def create_app(
     without, they run on a thread of this process. The app closes the decoder when it shuts down."""
     limits = limits or Limits()
     by_name = {m.name: m for m in models}
-    given, decoder = decoder, None
+    given = decoder
+    running: ProcessDecoder | ThreadDecoder | None = None  # the decoder while the app serves
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        nonlocal decoder
-        decoder = app.state.decoder = given or ThreadDecoder(
+        nonlocal running
+        started = running = app.state.decoder = given or ThreadDecoder(
             models,
             max_batch_tokens=max_batch_tokens,
             max_wait_ms=max_wait_ms,
@@ -73,9 +74,11 @@ def create_app(
         try:
             yield
         finally:  # uvicorn has let in-flight requests finish; finish what is queued, then stop
-            await asyncio.to_thread(decoder.close)
+            await asyncio.to_thread(started.close)
 
-    errors = {code: {"model": ErrorResponse} for code in (400, 404, 413, 422)}
+    errors: dict[int | str, dict[str, Any]] = {
+        code: {"model": ErrorResponse} for code in (400, 404, 413, 422)
+    }
     app = FastAPI(title="attnkit", version="1", lifespan=lifespan, responses=errors)
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
     _add_error_handlers(app)
@@ -102,10 +105,10 @@ def create_app(
         return model
 
     async def run_job(call: Call, items: list, cost: int, *, alone: bool = False) -> list:
-        if decoder is None:
+        if running is None:
             raise ServeError(503, "the server is starting or stopping")
         try:
-            future = decoder.submit(call, items, cost, alone=alone)
+            future = running.submit(call, items, cost, alone=alone)
         except DecoderUnavailable as e:
             raise ServeError(503, str(e)) from None
         return await asyncio.wrap_future(future)
@@ -116,22 +119,22 @@ def create_app(
 
     @app.get("/health", summary="liveness and batching counters")
     async def health() -> JSONResponse:
-        stats = decoder.stats if decoder else None
-        down = decoder.down if decoder else "the server is starting or stopping"
+        stats = running.stats if running else None
+        down = running.down if running else "the server is starting or stopping"
         body = {
             "status": "ok" if down is None else f"unavailable: {down}",
             "models": list(by_name),
             "model_calls": stats.model_calls if stats else 0,
             "decode_steps": stats.decode_steps if stats else 0,
             "requests_batched": stats.jobs if stats else 0,
-            "workers": decoder.worker_count if decoder else 0,  # decoding workers, and how many serve now
-            "workers_up": decoder.workers_up if decoder else 0,
+            "workers": running.worker_count if running else 0,  # decoding workers, and how many serve now
+            "workers_up": running.workers_up if running else 0,
         }
         return JSONResponse(body, status_code=200 if down is None else 503)
 
     @app.get("/v1/models", summary="the loaded models, their tasks and limits")
     async def list_models() -> dict[str, Any]:
-        return {"models": decoder.describe() if decoder else [m.describe() for m in models]}
+        return {"models": running.describe() if running else [m.describe() for m in models]}
 
     @app.post("/v1/translate", response_model=TranslateResponse, summary="translate one or more sentences")
     async def translate(req: TranslateRequest) -> JSONResponse:
