@@ -24,7 +24,7 @@ from ..data.tokenizer import Vocabulary
 from ..device import DEVICE_NAMES, check_device_name
 from ..errors import ConfigError
 from ..model.config import ModelConfig
-from ..model.registry import ARCHS
+from ..model.registry import ARCHS, DEFAULT_ARCH
 
 
 def _is_device_name(name: str) -> bool:
@@ -102,7 +102,8 @@ class TrainConfig(ConfigBase):
     accumulate: int = 1
     seed: int = 1
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
-    precision: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | fp32 | bf16 (on AMX CPUs 1.1-1.6x fp32)
+    # auto (bf16 on GPU, fp32 on CPU) | fp32 | bf16 (on a CPU it pays only with AMX or AVX512-BF16)
+    precision: str = "auto"
     compile: bool = False
     log_every: int = 50
     progress: bool = True
@@ -175,7 +176,7 @@ class ExperimentConfig:
 
     @property
     def arch(self) -> str:
-        return self.model.get("arch", "transformer")
+        return self.model.get("arch", DEFAULT_ARCH)
 
     def model_config(self, vocab: Vocabulary, data_fields: dict[str, Any] | None = None) -> ModelConfig:
         """The arch's config with the tokenizer's vocabulary sizes and special ids filled in, and
@@ -237,7 +238,7 @@ class ExperimentConfig:
                 raise ConfigError(f"config section {name!r} must be a mapping, got {raw!r}")
             sections[name] = section.from_dict(raw)
         model = dict(values.get("model") or {})
-        arch = model.get("arch", "transformer")
+        arch = model.get("arch", DEFAULT_ARCH)
         if arch not in ARCHS:
             raise ConfigError(f"model.arch = {arch!r}: must be one of {', '.join(ARCHS)}")
         cfg = cls(model=model, output_dir=str(values.get("output_dir", "runs/experiment")), **sections)

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from ...checkpoint import load_checkpoint, model_from_checkpoint
 from ...data.tokenizer import SubwordTokenizer
 from ...decoding import beam_decode, check_nbest, greedy_decode
+from ...decoding.cache import DeferredKVCache
 from ...decoding.sampling import SamplingConfig, sample_decode
 from ...device import resolve_device
 from ...errors import ConfigError, DataError
@@ -36,7 +37,7 @@ def start_from_prompt(lm, prompt: Tensor) -> tuple[DecoderState, Tensor]:
     """
     cfg = lm.config
     bos = torch.full((prompt.size(0), 1), cfg.bos_id, dtype=torch.long, device=prompt.device)
-    state = lm.init_state(prompt.size(0))
+    state = lm.init_state(prompt.size(0), cache=DeferredKVCache)  # rows move lazily in the searches
     if prompt.size(1) == 0:
         return state, bos
     lm.decode(torch.cat([bos, prompt[:, :-1]], dim=1), state)  # (B, P) positions cached
