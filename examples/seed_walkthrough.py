@@ -134,7 +134,8 @@ def section_softmax_saturation() -> None:
     q, k = torch.randn(10000, d_k, generator=g), torch.randn(10000, d_k, generator=g)
     dots = (q * k).sum(dim=1)
     print(
-        f"d_k = {d_k}: variance of q . k = {dots.var():.1f}, of q . k / sqrt(d_k) = {(dots / math.sqrt(d_k)).var():.3f}"
+        f"d_k = {d_k}: variance of q . k = {dots.var():.1f}, "
+        f"of q . k / sqrt(d_k) = {(dots / math.sqrt(d_k)).var():.3f}"
     )
 
 
