@@ -118,3 +118,15 @@ def test_rotary_positions_cannot_decode_joined_sentences():
         assert isinstance(state, TransformerState) and state.start is not None
         with pytest.raises(ValueError, match="absolute positions"):
             model.decode(torch.ones(2, 1, dtype=torch.long), state)
+
+
+def test_joined_sentences_cannot_ask_for_attention_histories():
+    from attnkit.decoding import decode_step
+
+    model = make_model("transformer")
+    pool = BeamPool(model, beam_size=2)
+    pool.add(random_tokens(1, 4), ["a"])
+    pool.step()
+    pool.add(random_tokens(1, 3), ["b"])
+    with pytest.raises(ValueError, match="started together"):
+        decode_step(model, pool.state, pool.search, need_weights=True)

@@ -94,8 +94,12 @@ def test_validation_accuracy_is_what_evaluate_prints(tmp_path, capsys):
 
 
 ARCH_NAMES = re.compile(r"""["'](transformer|rnn|lm|classifier)["']""")
-REGISTRIES = {"tasks/translation/__init__.py", "tasks/language_model/__init__.py",
-              "tasks/classification/__init__.py", "model/registry.py"}  # fmt: skip
+REGISTRIES = {
+    "tasks/translation/__init__.py",
+    "tasks/language_model/__init__.py",
+    "tasks/classification/__init__.py",
+    "model/registry.py",
+}
 
 
 def test_architecture_names_are_compared_only_in_the_registries():
@@ -110,3 +114,12 @@ def test_architecture_names_are_compared_only_in_the_registries():
             if ARCH_NAMES.search(code) and "arch" in code:
                 found.append(f"{rel}:{n}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def test_every_model_arch_has_exactly_one_task():
+    from attnkit.model.registry import ARCHS
+    from attnkit.tasks import TASKS, task_of_arch
+
+    archs = [arch for task in TASKS for arch in task.archs]
+    assert sorted(archs) == sorted(ARCHS) and len(set(archs)) == len(archs)
+    assert all(arch in task_of_arch(arch).archs for arch in ARCHS)

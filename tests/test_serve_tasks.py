@@ -119,7 +119,12 @@ def test_generate_answers_as_the_python_api_and_sampling_is_seeded(client, ckpts
         ("/v1/classify", {"text": "A dog", "top_k": 4}, 422, "top_k 4 is larger than the 3 labels"),
         ("/v1/classify", {"text": ["A dog", " "]}, 422, "text 1 is empty"),
         ("/v1/classify", {"text": "A dog", "beam": 2}, 422, "unknown field 'beam'"),
-        ("/v1/generate", {"text": "A dog", "num_samples": 2}, 422, "num_samples 2 is larger than beam 1"),
+        (
+            "/v1/generate",
+            {"text": "A dog", "num_samples": 2},
+            422,
+            "num_samples 2 must be between 1 and the beam size 1",
+        ),
         ("/v1/generate", {"text": "A dog", "top_p": 0}, 422, "top_p"),
         ("/v1/generate", {"text": "dog " * 40}, 422, "takes at most 31"),
     ],

@@ -154,11 +154,9 @@ def build_model(arch: str, config: dict[str, Any]) -> nn.Module:
     return model_cls(config_cls.from_dict(config))
 
 
-def model_from_checkpoint(state: dict[str, Any], *, expect_arch: str | None = None) -> nn.Module:
+def model_from_checkpoint(state: dict[str, Any]) -> nn.Module:
     """Rebuild the model and load its weights; a mismatch is a :class:`CheckpointError`."""
     arch = state["arch"]
-    if expect_arch is not None and arch != expect_arch:
-        raise CheckpointError(f"checkpoint holds a {arch!r} model, but the config asks for {expect_arch!r}")
     try:
         model = build_model(arch, state["model_config"])
     except ConfigError as e:

@@ -16,7 +16,9 @@ NAME = "evaluate"
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser(NAME, help="BLEU and chrF on a test split or on files")
+    p = sub.add_parser(
+        NAME, help="score a checkpoint on a split or on files: BLEU and chrF, perplexity, or accuracy and F1"
+    )
     p.add_argument("--checkpoint", required=True)
     p.add_argument(
         "--split", help="split name of the training corpus (multi30k, hf; default: its data.test_split)"
@@ -51,6 +53,13 @@ def run(args) -> None:
     {"translate": run_translation, "generate": run_lm, "classify": run_classifier}[task.name](args, state)
 
 
+def _open(args, state):
+    """The checkpoint's inference wrapper (Translator, LanguageModel, Classifier), by its task."""
+    from ..tasks import task_of
+
+    return task_of(state).open(state, device=args.device, path=args.checkpoint)
+
+
 def _give(task) -> str:
     return "give --src and --ref" if task.name == "translate" else "give --input"
 
@@ -76,9 +85,7 @@ def _records(args, state, labels=()) -> tuple[list, str]:
 
 
 def run_lm(args, state) -> None:
-    from ..tasks.language_model import LanguageModel
-
-    lm = LanguageModel.from_state(state, device=args.device, path=args.checkpoint)
+    lm = _open(args, state)
     texts, label = _records(args, state)
     scores = lm.score(texts, batch_tokens=args.batch_tokens)
     print(f"{label}: {scores.tokens} tokens")
@@ -87,11 +94,11 @@ def run_lm(args, state) -> None:
 
 def run_classifier(args, state) -> None:
     from ..files import check_output_path
-    from ..tasks.classification import Classifier, plot_confusion_matrix
+    from ..tasks.classification import plot_confusion_matrix
 
     if args.confusion:
         check_output_path(args.confusion, what="--confusion")
-    clf = Classifier.from_state(state, device=args.device, path=args.checkpoint)
+    clf = _open(args, state)
     examples, label = _records(args, state, clf.labels)
     report = clf.evaluate(examples, batch_tokens=args.batch_tokens)
     print(f"{label}: {len(examples)} examples")
@@ -103,7 +110,7 @@ def run_classifier(args, state) -> None:
 def run_translation(args, state: dict) -> None:
     from ..data.corpus import ParallelFilesSpec, load_corpus
     from ..files import atomic_write, check_output_path
-    from ..tasks.translation import Translator, evaluate
+    from ..tasks.translation import evaluate
 
     if bool(args.src) != bool(args.ref):
         raise ConfigError("--src and --ref go together")
@@ -117,7 +124,7 @@ def run_translation(args, state: dict) -> None:
         raise DataError(
             f"{args.ref or spec.describe()}: every reference line is empty; nothing to score against"
         )
-    translator = Translator.from_state(state, device=args.device, path=args.checkpoint)
+    translator = _open(args, state)
     result = evaluate(
         translator,
         [s for s, _ in pairs],

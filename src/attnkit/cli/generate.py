@@ -45,6 +45,7 @@ def sampling_requested(args) -> bool:
 
 
 def run(args) -> None:
+    from ..decoding import check_nbest
     from ..tasks.language_model import LanguageModel
 
     sample = sampling_requested(args)
@@ -53,10 +54,8 @@ def run(args) -> None:
             "--beam is for beam search; --temperature/--top-k/--top-p are for sampling: choose one"
         )
     beam = args.beam or 1
-    if not sample and args.num_samples > beam:
-        raise ConfigError(
-            "--num-samples > 1 needs sampling (--temperature, --top-k or --top-p) or a --beam that wide"
-        )
+    if not sample:
+        check_nbest(beam, args.num_samples, name="--num-samples", can_sample=True)
     prompts = (
         [args.prompt] if args.prompt is not None else read_input(None if args.input == "-" else args.input)
     )

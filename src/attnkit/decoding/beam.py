@@ -199,11 +199,15 @@ class BeamSearch:
         K = self.K
         ranked = rank_extensions(self.scores, logp, K, self.eos_id)
         if attn is not None:
+            if self.same_step is None:
+                raise ValueError("attention histories need sentences that started together (no joins)")
             step_attn = attn[:, None]  # (N, 1, S)
             self.attn_hist = (
                 step_attn if self.attn_hist is None else torch.cat([self.attn_hist, step_attn], dim=1)
             )
-        width, steps = self.prefix.size(1), self.steps.tolist()
+        width = self.prefix.size(1)
+        if ranked.finished:  # each sentence's own step (one host sync, only when something finished)
+            steps = [self.same_step] * len(self.tags) if self.same_step is not None else self.steps.tolist()
         for b, row, log_p in ranked.finished:
             tokens = self.prefix[row, width - steps[b] :].tolist()  # without the start token
             attention = self.attn_hist[row].clone() if self.attn_hist is not None else None

@@ -34,14 +34,17 @@ class Hypothesis:
     attention: Tensor | None = None
 
 
-def check_nbest(beam: int, nbest: int) -> None:
+def check_nbest(beam: int, nbest: int, *, name: str = "nbest", can_sample: bool = False) -> None:
     """An n-best list comes from the beam, so it holds at most ``beam`` hypotheses.
 
     The one rule for the Python API, the command line and the server (which answers 422 with this
-    message): asking for more is an error, never a silently wider beam.
+    message): asking for more is an error, never a silently wider beam. ``name`` is the caller's
+    word for the count (``num_samples``, ``--num-samples``); ``can_sample``: say that sampling draws
+    any number.
     """
     if not 1 <= nbest <= beam:
-        raise ConfigError(f"nbest {nbest} must be between 1 and the beam size {beam}: widen the beam")
+        fix = "sample, or widen the beam" if can_sample else "widen the beam"
+        raise ConfigError(f"{name} {nbest} must be between 1 and the beam size {beam}: {fix}")
 
 
 def length_limits(src_len: Tensor, max_len_a: float, max_len_b: int, cap: int) -> Tensor:

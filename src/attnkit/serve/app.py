@@ -184,11 +184,8 @@ def create_app(
             raise ServeError(422, f"beam {req.beam} is over the limit of {limits.max_beam}")
         if req.num_samples > limits.max_samples:
             raise ServeError(422, f"num_samples {req.num_samples} is over the limit of {limits.max_samples}")
-        if not req.sample and req.num_samples > req.beam:
-            raise ServeError(
-                422,
-                f"num_samples {req.num_samples} is larger than beam {req.beam}: sample, or widen the beam",
-            )
+        if not req.sample:
+            check_nbest(req.beam, req.num_samples, name="num_samples", can_sample=True)  # 422 when not
         cost = _check_sentence(model, req.text, 0, limits) if req.text else 0
         options = dict(
             max_new_tokens=req.max_tokens,

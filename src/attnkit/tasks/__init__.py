@@ -56,11 +56,6 @@ def expect_task(state: dict[str, Any], name: str, path: str | Path = "checkpoint
     return task
 
 
-def open_checkpoint(state: dict[str, Any], *, device: str = "auto", path: str | Path = "checkpoint") -> Any:
-    """A loaded checkpoint's inference wrapper: a Translator, LanguageModel or Classifier."""
-    return task_of(state, path).open(state, device=device, path=path)
-
-
 __all__ = [
     "CLASSIFICATION",
     "LANGUAGE_MODEL",
@@ -70,7 +65,6 @@ __all__ = [
     "Task",
     "TaskInfo",
     "expect_task",
-    "open_checkpoint",
     "task_named",
     "task_of",
     "task_of_arch",

@@ -40,10 +40,11 @@ class Encoded:
 class Task(Protocol):
     """What the training loop asks of a task; it knows nothing else about it."""
 
-    records: str  # what it reads: "pairs", "text" or "labelled" (train/data.py load_records)
+    records: str  # what it reads: "pairs", "text" or "labelled" (data/examples.py load_records)
     metric: str  # the validation metric that picks the best checkpoint, e.g. "bleu"
     metrics: tuple[str, ...]  # every key validate() returns, in the metrics CSV's order
     higher_is_better: bool
+    encodes_valid: bool  # whether validate() reads the encoded valid split (else only its records)
     subword_sampling: bool  # whether tokenizer.sample_nbest can re-segment its examples
     bidirectional: bool  # whether train.bidirectional_epochs can reverse its examples
 
@@ -93,6 +94,7 @@ class SplitTask:
     """What most tasks share: splits of ``self.records`` records, nothing fixed by or kept from the data."""
 
     records = "pairs"
+    encodes_valid = True
     subword_sampling = False
     bidirectional = False
 
@@ -155,7 +157,9 @@ class TaskInfo:
     """One task's parts, as the rest of attnkit finds them.
 
     name: the task's verb, as the server's API and the commands say it ("translate").
+    noun: what a model of the task is called in messages ("a translation model").
     archs: the ``model.arch`` values whose models this task trains and serves.
+    records: the kind of record it reads ("pairs", "text", "labelled").
     training: the trainer's task object, built from ``(ExperimentConfig, bf16)``.
     open: the inference wrapper from a loaded checkpoint: ``open(state, device=..., path=...)``.
     serve: the server's model from ``(name, state, device)``.

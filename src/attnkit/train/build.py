@@ -85,7 +85,12 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
     model_cfg = cfg.model_config(tokenizer.vocabulary, task.model_fields())
     max_len = min(cfg.data.max_len, model_cfg.max_len - 1)  # bos/eos take one position
     train = task.encode(records, tokenizer, max_len, split="train")
-    valid = task.encode(valid_records, tokenizer, max_len, split="valid")
+    # a task that validates on the raw records (its one evaluation function) encodes nothing here
+    valid = (
+        task.encode(valid_records, tokenizer, max_len, split="valid")
+        if task.encodes_valid
+        else Encoded([], [])
+    )
     sampler = TokenBatchSampler(
         train.lengths,
         t.max_tokens,

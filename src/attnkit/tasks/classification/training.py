@@ -56,6 +56,7 @@ class ClassifierTask(SplitTask):
     """
 
     records = "labelled"
+    encodes_valid = False  # validation scores the records themselves (evaluate_examples)
     metric = "macro_f1"
     metrics: tuple[str, ...] = ("loss", "accuracy", "macro_f1")  # Task.metrics: any length
     higher_is_better = True

@@ -97,7 +97,7 @@ class LanguageModel:
         if max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if not sample:
-            check_nbest(beam, num_samples)
+            check_nbest(beam, num_samples, name="num_samples", can_sample=True)
         sampling = SamplingConfig(temperature, top_k, top_p) if sample else None
         cfg = self.model.config
         encoded = [self.tokenizer.encode(p, side="src") for p in prompts]

@@ -48,6 +48,7 @@ class LanguageModelTask(SplitTask):
     """
 
     records = "text"
+    encodes_valid = False  # validation scores the records themselves (score_texts)
     metric = "perplexity"
     metrics: tuple[str, ...] = ("loss", "perplexity")  # Task.metrics: any length
     higher_is_better = False
