@@ -72,9 +72,8 @@ class TransformerState:
     def select(self, sentences: Tensor) -> None:
         """Keep ``sentences`` (B',) and all their rows."""
         G = self.group
-        self.reorder(
-            (sentences[:, None] * G + torch.arange(G, device=sentences.device)).view(-1)
-        )  # (B' * G,)
+        rows = sentences[:, None] * G + torch.arange(G, device=sentences.device)  # (B', G)
+        self.reorder(rows.view(-1))
         self.src_mask = self.src_mask.index_select(0, sentences)
         self.cross_kv = [
             (k.index_select(0, sentences), v.index_select(0, sentences)) for k, v in self.cross_kv

@@ -167,9 +167,8 @@ SECTIONS: dict[str, type[ConfigBase]] = {
 class ExperimentConfig:
     data: DataConfig
     tokenizer: TokenizerConfig
-    model: dict[
-        str, Any
-    ]  # arch, optional preset, and fields of that arch's config (vocabulary from the tokenizer)
+    # arch, optional preset, and fields of that arch's config (vocabulary from the tokenizer)
+    model: dict[str, Any]
     train: TrainConfig
     valid: ValidConfig
     output_dir: str = "runs/experiment"
