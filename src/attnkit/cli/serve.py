@@ -57,7 +57,9 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--max-body-bytes", type=positive_int, default=1_000_000, help="request body size (default 1000000)"
     )
-    p.add_argument("--device", type=device, default="auto", help="auto, cpu, cuda, cuda:N or mps (default auto)")
+    p.add_argument(
+        "--device", type=device, default="auto", help="auto, cpu, cuda, cuda:N or mps (default auto)"
+    )
     p.add_argument(
         "--workers",
         type=workers,
