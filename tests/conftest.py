@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from cli_helpers import N_EVAL, TINY_CONFIG
+from fault_helpers import files  # noqa: F401 (the fault suite's input files, a fixture)
 from helpers import make_model
 
 FALLBACK_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -13,8 +13,10 @@ import os
 import random
 import sys
 from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 import torch
 
 from attnkit.checkpoint import save_checkpoint
@@ -132,3 +134,66 @@ class _Limited(contextlib.AbstractContextManager):
 
     def __getattr__(self, name):
         return getattr(self._f, name)
+
+
+NOT_UTF8 = b"Ein Hund \xff\xfe spielt.\n"
+
+
+@dataclass
+class Files:
+    """The fault suite's input files and checkpoint (the ``files`` fixture)."""
+
+    root: Path
+    ckpt: Path
+    paths: dict[str, Path] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Path:
+        return self.paths[name]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> Files:
+    root = tmp_path_factory.mktemp("inputs")
+    ckpt = write_checkpoint(root / "model.pt", make_tokenizer(0))
+    f = Files(root, ckpt)
+    write = {
+        "empty.txt": b"",
+        "blank.txt": b"\n\n\n",
+        "one.txt": b"Ein Hund spielt im Schnee.\n",
+        "two.txt": b"Ein Hund.\nZwei Katzen.\n",
+        "not_utf8.txt": NOT_UTF8,
+        "huge_line.txt": ("Hund " * 200_000 + "\n").encode(),  # one 1 MB line
+        "many_lines.txt": "Ein Mann fährt Fahrrad.\n".encode() * 1000,
+        "nul.txt": b"Ein\x00Hund\n",
+        "random.bin": bytes(range(256)) * 64,
+        "empty.yaml": b"",
+        "not_utf8.yaml": b"train: {lr: \xff}\n",
+        "malformed.yaml": b"train: [1\n",
+        "list.yaml": b"- a\n- b\n",
+        "unknown_key.yaml": b"train: {learning_rate: 0.1}\n",
+        "metrics.csv": b"step,val_bleu\n1,2\n",
+    }
+    for name, data in write.items():
+        f.paths[name] = root / name
+        f.paths[name].write_bytes(data)
+    f.paths["truncated.pt"] = root / "truncated.pt"
+    f.paths["truncated.pt"].write_bytes(ckpt.read_bytes()[: ckpt.stat().st_size // 2])
+    f.paths["folder"] = root / "a_folder"
+    f.paths["folder"].mkdir()
+    f.paths["missing"] = root / "missing.txt"
+    f.paths["in_missing_folder"] = root / "no_such_folder" / "out.txt"
+    f.paths["under_a_file"] = root / "one.txt" / "out.txt"
+    return f
+
+
+def fill(text: str, f: Files, out: Path, quote=str) -> str:
+    """``text`` with each {name} placeholder replaced by that file (or the checkpoint, output, root)."""
+    names = {
+        **{k: str(v) for k, v in f.paths.items()},
+        "ckpt": str(f.ckpt),
+        "out": str(out),
+        "root": str(f.root),
+    }
+    for key, value in names.items():
+        text = text.replace("{" + key + "}", quote(value))
+    return text

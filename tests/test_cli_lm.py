@@ -386,18 +386,7 @@ def test_classify_reads_text_pairs_like_training(ckpts, tmp_path):
 
 
 def test_generate_from_an_empty_prompt(ckpts):
-    code, out, err = cli(
-        "generate",
-        "--checkpoint",
-        str(ckpts["lm"]),
-        "--prompt",
-        "",
-        "--top-k",
-        "5",
-        "--seed",
-        "3",
-        "--max-new-tokens",
-        "6",
-    )
+    argv = ["--prompt", "", "--top-k", "5", "--seed", "3", "--max-new-tokens", "6"]
+    code, out, err = cli("generate", "--checkpoint", str(ckpts["lm"]), *argv)
     assert code == 0, err
     assert out.count("\n") == 1

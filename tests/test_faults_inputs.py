@@ -8,72 +8,21 @@ paths checked before decoding), and the audit's "of the same kinds".
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import torch
 
-from attnkit.errors import ConfigError, DataError
-from attnkit.tasks.translation import Translator
 from fault_helpers import (
+    NOT_UTF8,
+    Files,
     assert_user_error,
-    attnkit_cmd,
     cli,
-    make_tokenizer,
-    process_env,
+    fill,
     stray_files,
-    write_checkpoint,
 )
 
 torch.set_num_threads(1)
-NOT_UTF8 = b"Ein Hund \xff\xfe spielt.\n"
-
-
-@dataclass
-class Files:
-    root: Path
-    ckpt: Path
-    paths: dict[str, Path] = field(default_factory=dict)
-
-    def __getitem__(self, name: str) -> Path:
-        return self.paths[name]
-
-
-@pytest.fixture(scope="module")
-def files(tmp_path_factory) -> Files:
-    root = tmp_path_factory.mktemp("inputs")
-    ckpt = write_checkpoint(root / "model.pt", make_tokenizer(0))
-    f = Files(root, ckpt)
-    write = {
-        "empty.txt": b"",
-        "blank.txt": b"\n\n\n",
-        "one.txt": b"Ein Hund spielt im Schnee.\n",
-        "two.txt": b"Ein Hund.\nZwei Katzen.\n",
-        "not_utf8.txt": NOT_UTF8,
-        "huge_line.txt": ("Hund " * 200_000 + "\n").encode(),  # one 1 MB line
-        "many_lines.txt": "Ein Mann fährt Fahrrad.\n".encode() * 1000,
-        "nul.txt": b"Ein\x00Hund\n",
-        "random.bin": bytes(range(256)) * 64,
-        "empty.yaml": b"",
-        "not_utf8.yaml": b"train: {lr: \xff}\n",
-        "malformed.yaml": b"train: [1\n",
-        "list.yaml": b"- a\n- b\n",
-        "unknown_key.yaml": b"train: {learning_rate: 0.1}\n",
-        "metrics.csv": b"step,val_bleu\n1,2\n",
-    }
-    for name, data in write.items():
-        f.paths[name] = root / name
-        f.paths[name].write_bytes(data)
-    f.paths["truncated.pt"] = root / "truncated.pt"
-    f.paths["truncated.pt"].write_bytes(ckpt.read_bytes()[: ckpt.stat().st_size // 2])
-    f.paths["folder"] = root / "a_folder"
-    f.paths["folder"].mkdir()
-    f.paths["missing"] = root / "missing.txt"
-    f.paths["in_missing_folder"] = root / "no_such_folder" / "out.txt"
-    f.paths["under_a_file"] = root / "one.txt" / "out.txt"
-    return f
 
 
 # Each case: (id, argv with {placeholders}, stdin, None for success or the fragments of the error line).
@@ -343,22 +292,10 @@ CASES = [
 ]
 
 
-def _fill(text: str, f: Files, out: Path, quote=str) -> str:
-    names = {
-        **{k: str(v) for k, v in f.paths.items()},
-        "ckpt": str(f.ckpt),
-        "out": str(out),
-        "root": str(f.root),
-    }
-    for key, value in names.items():
-        text = text.replace("{" + key + "}", quote(value))
-    return text
-
-
 def _argv(template: str, f: Files, out: Path) -> list[str]:
     import shlex
 
-    argv = shlex.split(_fill(template, f, out, shlex.quote))
+    argv = shlex.split(fill(template, f, out, shlex.quote))
     return ["Hund " * 5000 if a == "HUGE" else a for a in argv]
 
 
@@ -382,155 +319,3 @@ def test_no_case_wrote_into_a_missing_folder(files):
     (Figures are different: ``attention --out figs/map.png`` creates ``figs``, as it always has.)
     """
     assert not (files.root / "no_such_folder").exists()
-
-
-# -- outputs are checked before the decoding --------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["translate", "--input", "{one.txt}", "--output", "{in_missing_folder}"],
-        ["translate", "--input", "{one.txt}", "--output", "{folder}"],
-        ["evaluate", "--src", "{one.txt}", "--ref", "{one.txt}", "--hyp-output", "{in_missing_folder}"],
-        ["evaluate", "--src", "{one.txt}", "--ref", "{one.txt}", "--hyp-output", "{under_a_file}"],
-        ["attention", "--text", "Ein Hund", "--out", "{under_a_file}.png"],
-    ],
-    ids=[
-        "translate-missing-folder",
-        "translate-folder",
-        "evaluate-missing-folder",
-        "evaluate-under-file",
-        "attention-under-a-file",
-    ],
-)
-def test_output_paths_are_checked_before_any_decoding(monkeypatch, files, argv):
-    def must_not_decode(*args, **kwargs):
-        raise AssertionError("decoded before checking the output path")
-
-    monkeypatch.setattr(Translator, "translate", must_not_decode)
-    argv = [argv[0], "--checkpoint", str(files.ckpt), *(_fill(a, files, files.root) for a in argv[1:])]
-    code, _, err = cli(*argv)
-    assert_user_error(code, err)
-
-
-def test_plot_positional_bound_is_checked_before_allocating(monkeypatch, tmp_path):
-    import attnkit.positional
-
-    def must_not_allocate(*args, **kwargs):
-        raise AssertionError("allocated before checking the bounds")
-
-    monkeypatch.setattr(attnkit.positional, "sinusoidal_encoding", must_not_allocate)
-    code, _, err = cli(
-        "plot-positional", "--d-model", "20000", "--max-len", "20000", "--out", tmp_path / "p.png"
-    )
-    assert_user_error(code, err, "at most")
-
-
-def test_output_keeps_its_mode_and_replaces_the_old_content(files, tmp_path):
-    out = tmp_path / "out.txt"
-    out.write_text("old\n")
-    os.chmod(out, 0o640)
-    code, _, err = cli(
-        "translate",
-        "--checkpoint",
-        files.ckpt,
-        "--output",
-        out,
-        "--beam",
-        "1",
-        stdin=b"Ein Hund.\nZwei Katzen.\n",
-    )
-    assert code == 0, err
-    assert len(out.read_text().splitlines()) == 2
-    assert out.stat().st_mode & 0o777 == 0o640
-
-
-def test_output_through_a_symlink_replaces_its_target(files, tmp_path):
-    target = tmp_path / "real.txt"
-    target.write_text("old\n")
-    link = tmp_path / "link.txt"
-    link.symlink_to(target)
-    code, _, err = cli(
-        "translate", "--checkpoint", files.ckpt, "--output", link, "--beam", "1", stdin=b"Ein Hund.\n"
-    )
-    assert code == 0, err
-    assert link.is_symlink() and target.read_text() != "old\n"
-
-
-# -- item 4: a str given to Translator.translate -----------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def translator(files) -> Translator:
-    return Translator.from_checkpoint(files.ckpt, device="cpu")
-
-
-def test_a_str_is_one_sentence_not_a_list_of_characters(translator):
-    text = "Zwei Hunde."
-    (one,) = translator.translate(text, beam=2)
-    (expected,) = translator.translate([text], beam=2)
-    assert one.text == expected.text and one.tokens == expected.tokens
-    assert one.src_pieces == translator.tokenizer.pieces(text, side="src")
-
-
-@pytest.mark.parametrize(
-    "sentences, fragment",
-    [
-        (b"Zwei Hunde", "bytes"),
-        (["Ein Hund", None], "sentence 1 is a NoneType"),
-        (["Ein Hund", 3], "sentence 1 is a int"),
-        (42, "int"),
-        (["Ein \udcff Hund"], "sentence 0 is not valid text"),
-    ],
-)
-def test_translate_rejects_what_is_not_text(translator, sentences, fragment):
-    with pytest.raises(DataError, match=fragment):
-        translator.translate(sentences)
-
-
-@pytest.mark.parametrize(
-    "kwargs, fragment",
-    [
-        ({"beam": 0}, "beam"),
-        ({"beam": 2.5}, "beam"),
-        ({"nbest": 3, "beam": 2}, "nbest"),
-        ({"length_penalty": float("nan")}, "length_penalty"),
-        ({"length_penalty": float("inf")}, "length_penalty"),
-        ({"batch_tokens": 0}, "batch_tokens"),
-    ],
-)
-def test_translate_rejects_bad_search_settings(translator, kwargs, fragment):
-    with pytest.raises(ConfigError, match=fragment):
-        translator.translate(["Ein Hund."], **kwargs)
-
-
-def test_a_reader_that_leaves_early_is_not_an_error(files):
-    """``attnkit translate | head -1``: a closed pipe ends the command quietly (141, as SIGPIPE would)."""
-    import subprocess
-
-    argv = ["translate", "--checkpoint", files.ckpt, "--beam", 1, "--input", files["two.txt"]]
-    proc = subprocess.Popen(
-        attnkit_cmd(*argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=process_env()
-    )
-    proc.stdout.close()  # the reader is gone before the first translation is written
-    err = proc.stderr.read().decode()
-    assert proc.wait(timeout=120) == 141, err
-    assert err == ""
-
-
-# -- item 6: a beam larger than half the vocabulary (fixed in decoding; the commands must work) --
-
-
-@pytest.mark.parametrize("command", ["translate", "evaluate", "attention"])
-def test_a_beam_larger_than_half_the_vocabulary_works_in_every_command(files, tmp_path, command):
-    vocab = Translator.from_checkpoint(files.ckpt, device="cpu").tokenizer.tgt_vocab_size
-    beam = vocab // 2 + 8
-    argv = {
-        "translate": ["--input", files["two.txt"]],
-        "evaluate": ["--src", files["two.txt"], "--ref", files["two.txt"]],
-        "attention": ["--text", "Ein Hund.", "--out", tmp_path / "map.png"],
-    }[command]
-    code, out, err = cli(command, "--checkpoint", files.ckpt, "--beam", beam, "--device", "cpu", *argv)
-    assert code == 0, err
-    assert "Traceback" not in err

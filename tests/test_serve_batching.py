@@ -1,0 +1,200 @@
+"""``attnkit serve``'s batching: concurrent requests share model calls and get exactly what they
+would get alone; the batcher keeps its token budget, survives errors, and lets continuous-batching
+streams take newcomers between decoding steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+import torch
+
+pytest.importorskip("fastapi", reason="attnkit serve needs the serve extra: pip install -e '.[serve]'")
+import httpx  # noqa: E402
+from fastapi.testclient import TestClient  # noqa: E402
+
+from attnkit.serve.app import create_app  # noqa: E402
+from attnkit.serve.batcher import Batcher  # noqa: E402
+from attnkit.serve.tasks import load_models  # noqa: E402
+from serve_helpers import tiny_checkpoint  # noqa: E402
+from test_serve import SENTENCES  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    torch.set_num_threads(1)
+    return load_models([f"tiny={tiny_checkpoint(tmp_path_factory)}"], device="cpu")
+
+
+# -- dynamic batching ------------------------------------------------------------------------------
+
+
+def _concurrently(app, bodies: list[dict]) -> list[httpx.Response]:
+    async def go():
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://serve") as c:
+                return await asyncio.gather(
+                    *(c.post("/v1/translate", json=b) for b in bodies)
+                ), app.state.decoder.stats
+
+    return asyncio.run(go())
+
+
+def test_concurrent_requests_share_model_calls_and_answer_as_alone(models):
+    bodies = [{"text": s, "beam": 2} for s in SENTENCES] + [{"text": SENTENCES[:3], "beam": 2}]
+    alone = []
+    with TestClient(create_app(models, max_wait_ms=0)) as c:
+        for b in bodies:
+            alone.append(c.post("/v1/translate", json=b).json())
+    together, stats = _concurrently(create_app(models, max_wait_ms=300), bodies)
+    assert all(r.status_code == 200 for r in together)
+    assert stats.model_calls < len(bodies), stats
+    assert stats.decode_steps > 0  # beam 2 decodes in one running search (continuous batching)
+    for a, t in zip(alone, (r.json() for r in together)):
+        assert [x["text"] for x in t["translations"]] == [x["text"] for x in a["translations"]]
+        assert [x["score"] for x in t["translations"]] == pytest.approx(
+            [x["score"] for x in a["translations"]], abs=1e-4
+        )
+
+
+def test_requests_with_other_options_are_not_mixed(models):
+    bodies = [
+        {"text": SENTENCES[0], "beam": 1},
+        {"text": SENTENCES[0], "beam": 2},
+        {"text": SENTENCES[1], "beam": 1},
+    ]
+    responses, stats = _concurrently(create_app(models, max_wait_ms=300), bodies)
+    assert all(r.status_code == 200 for r in responses)
+    assert stats.model_calls == 2  # beam 1 together, beam 2 alone
+
+
+def test_batcher_respects_the_budget_and_survives_errors():
+    calls = []
+
+    def double(items):
+        calls.append(list(items))
+        return [2 * x for x in items]
+
+    def broken(items):
+        raise RuntimeError("boom")
+
+    b = Batcher(max_batch_tokens=10, max_wait_ms=200)
+    try:
+        futures = [b.submit("k", [i], 4, double) for i in range(5)]  # 4 tokens each: two fit in 10
+        bad = b.submit("other", [1], 1, broken)
+        assert [f.result(10) for f in futures] == [[0], [2], [4], [6], [8]]
+        with pytest.raises(RuntimeError, match="boom"):
+            bad.result(10)
+        assert b.submit("k", [7], 1, double).result(10) == [14]  # the worker lives on
+    finally:
+        b.close(10)
+    assert all(sum(4 for _ in c) <= 10 for c in calls) and len(calls) >= 3
+
+
+class _Countdown:
+    """A fake stream: item n finishes after n steps (0 at once); steps wait for ``gate``."""
+
+    def __init__(self, gate: threading.Event, fail: bool = False):
+        self.gate, self.fail, self.left = gate, fail, {}
+
+    def __len__(self):
+        return len(self.left)
+
+    def add(self, items):
+        self.left.update((tag, n) for tag, n in items if n > 0)
+        return [(tag, "at once") for tag, n in items if n == 0]
+
+    def step(self):
+        self.gate.wait(10)
+        if self.fail:
+            raise RuntimeError("step failed")
+        self.left = {tag: n - 1 for tag, n in self.left.items()}
+        done = [tag for tag, n in self.left.items() if n == 0]
+        for tag in done:
+            del self.left[tag]
+        return [(tag, "done") for tag in done]
+
+
+def test_stream_jobs_join_between_steps_and_leave_when_done():
+    gate, made, order = threading.Event(), [], []
+
+    def make():
+        made.append(_Countdown(gate))
+        return made[-1]
+
+    b = Batcher(max_batch_tokens=100, max_wait_ms=0)
+    try:
+        long = b.submit("k", [3], 1, stream=make)
+        time.sleep(0.2)  # the worker is now inside the first step, waiting at the gate
+        short = b.submit("k", [1, 0], 1, stream=make)
+        for name, f in (("long", long), ("short", short)):
+            f.add_done_callback(lambda _, name=name: order.append(name))
+        gate.set()
+        assert long.result(10) == ["done"] and short.result(10) == ["done", "at once"]
+    finally:
+        b.close(10)
+    assert len(made) == 1  # the short job joined the running stream
+    assert order == ["short", "long"]  # and left it without waiting for the longer one
+    assert b.stats.decode_steps == 3 and b.stats.model_calls == 2
+
+
+class _Recording(_Countdown):
+    """A _Countdown that records the step count at each ``add``."""
+
+    def __init__(self, gate):
+        super().__init__(gate)
+        self.steps, self.adds = 0, []
+
+    def add(self, items):
+        self.adds.append((self.steps, [n for _, n in items]))
+        return super().add(items)
+
+    def step(self):
+        self.steps += 1
+        return super().step()
+
+
+@pytest.mark.parametrize("group, wait, joined_at", [(1, 0, 1), (2, 3, 4), (2, 50, None)])
+def test_newcomers_wait_for_company_before_joining_a_running_stream(group, wait, joined_at):
+    gate, made = threading.Event(), []
+
+    def make():
+        made.append(_Recording(gate))
+        return made[-1]
+
+    b = Batcher(max_batch_tokens=100, max_wait_ms=0, join_group=group, join_wait_steps=wait)
+    try:
+        long = b.submit("k", [20], 1, stream=make)
+        time.sleep(0.2)  # the worker is inside the first step, waiting at the gate
+        alone = b.submit("k", [1], 1, stream=make)  # held at step 1
+        gate.set()
+        assert alone.result(10) == ["done"] and long.result(10) == ["done"]
+        pair = b.submit("k", [1, 1], 1, stream=make)  # a new stream (the old one ended): at once
+        assert pair.result(10) == ["done", "done"]
+    finally:
+        b.close(10)
+    # joins after `wait` steps, or when the long item leaves at step 20 (alone then starts anew)
+    first = made[0]
+    assert first.adds[0] == (0, [20])
+    if joined_at is not None:
+        assert first.adds[1] == (joined_at, [1]) and len(made) == 2
+    else:
+        assert len(first.adds) == 1 and made[1].adds == [(0, [1])] and len(made) == 3
+
+
+def test_a_failing_stream_fails_its_jobs_and_the_worker_lives_on():
+    gate = threading.Event()
+    gate.set()
+    b = Batcher(max_batch_tokens=100, max_wait_ms=0)
+    try:
+        bad = b.submit("k", [2], 1, stream=lambda: _Countdown(gate, fail=True))
+        with pytest.raises(RuntimeError, match="step failed"):
+            bad.result(10)
+        assert b.submit("k", [1], 1, stream=lambda: _Countdown(gate)).result(10) == ["done"]
+        assert b.submit("k", [], 0, stream=lambda: _Countdown(gate)).result(10) == []
+    finally:
+        b.close(10)
