@@ -28,7 +28,7 @@ import torch
 from attnkit.fast import flush_denormals
 
 from . import peers
-from .peers.common import BASE, BOS, EOS, PAD, REFERENCE, VOCAB
+from .peers.common import BASE, BOS, EOS, PAD, REFERENCE, VOCAB, marian_sizes
 from .report import add_ratios, machine_info, markdown, progress
 from .speed_worker_ct2 import run_ct2
 from .timing import (
@@ -43,16 +43,7 @@ from .timing import (
 from .workloads import SIZES, multi30k_data, random_batch
 
 CHOICES = list(peers.PEERS)  # attnkit, torch, hf, joeynmt, opennmt, ct2
-MARIAN_BASE = dict(
-    d_model=512,
-    encoder_layers=6,
-    decoder_layers=6,
-    encoder_attention_heads=8,
-    decoder_attention_heads=8,
-    encoder_ffn_dim=2048,
-    decoder_ffn_dim=2048,
-    init_std=512**-0.5,
-)
+MARIAN_BASE = marian_sizes(BASE)
 NOTES = [
     "Training: random batch without padding, and the first Multi30k train de-en batches of "
     "TokenBatchSampler(max_tokens, shuffle, seed 1) after attnkit's joint SentencePiece (8000), cycled "

@@ -71,8 +71,9 @@ def summarize(samples: list[float], **extra) -> dict:
     return {"median": statistics.median(samples), "best": max(samples), "samples": samples, **extra}
 
 
-def train_benchmark(adapters: dict, batches: list[Batch], dims: dict, args, amp) -> dict:
-    """Target tokens/s and MFU of forward + loss + backward + Adam step, round-robin over peers."""
+def train_benchmark(adapters: dict, batches: list[Batch], dims: dict, args, amp, vocab: int = VOCAB) -> dict:
+    """Target tokens/s and MFU of forward + loss + backward + Adam step, round-robin over peers
+    (``vocab``: the shared vocabulary, for the output layer's FLOPs)."""
     names = [n for n, a in adapters.items() if a.train_step_fn is not None]
     opts = {n: torch.optim.Adam(adapters[n].parameters(), **ADAM) for n in names}
 
@@ -86,7 +87,7 @@ def train_benchmark(adapters: dict, batches: list[Batch], dims: dict, args, amp)
             raise RuntimeError(f"{name}: non-finite loss {float(loss)}")
 
     times = round_robin(names, step, args.warmup, args.repeats, args.device)
-    model = [dims["d_model"], dims["d_ff"], dims["n_encoder_layers"], dims["n_decoder_layers"], VOCAB]
+    model = [dims["d_model"], dims["d_ff"], dims["n_encoder_layers"], dims["n_decoder_layers"], vocab]
     out = {}
     for name, ts in times.items():
         used = [batches[(args.warmup + k) % len(batches)] for k in range(len(ts))]

@@ -34,11 +34,12 @@ SIZES = {
 }
 
 
-def random_batch(batch: int, length: int, seed: int = 0) -> Batch:
-    """batch x length random ids >= 3 on both sides, no padding: tgt_in = bos + y, tgt_out = y + eos."""
+def random_batch(batch: int, length: int, seed: int = 0, vocab: int = VOCAB) -> Batch:
+    """batch x length random ids in [3, vocab) on both sides, no padding: tgt_in = bos + y,
+    tgt_out = y + eos."""
     g = torch.Generator().manual_seed(seed)
-    src = torch.randint(3, VOCAB, (batch, length), generator=g)
-    y = torch.randint(3, VOCAB, (batch, length - 1), generator=g)
+    src = torch.randint(3, vocab, (batch, length), generator=g)
+    y = torch.randint(3, vocab, (batch, length - 1), generator=g)
     return collate(list(zip(src.tolist(), y.tolist())), pad_id=PAD, bos_id=BOS, eos_id=EOS)
 
 

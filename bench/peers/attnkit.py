@@ -39,20 +39,26 @@ def build(
     dims: dict | None = None,
     device: str = "cpu",
     dropout: float = DROPOUT,
+    model: Transformer | None = None,
 ) -> PeerAdapter:
-    """attnkit's Transformer of the reference size (or ``dims``, e.g. the paper's base) on ``device``."""
-    cfg = TransformerConfig(
-        **(dims or REFERENCE),
-        dropout=dropout,
-        src_vocab_size=vocab_size,
-        tgt_vocab_size=vocab_size,
-        share_vocab=True,
-        tie_output=True,
-        pad_id=pad_id,
-        bos_id=bos_id,
-        eos_id=eos_id,
-    )
-    model = Transformer(cfg).to(device)
+    """attnkit's Transformer of the reference size (or ``dims``, e.g. the paper's base) on ``device``;
+    or ``model`` as it is (one loaded from a checkpoint, say: its config gives the padding id)."""
+    if model is None:
+        cfg = TransformerConfig(
+            **(dims or REFERENCE),
+            dropout=dropout,
+            src_vocab_size=vocab_size,
+            tgt_vocab_size=vocab_size,
+            share_vocab=True,
+            tie_output=True,
+            pad_id=pad_id,
+            bos_id=bos_id,
+            eos_id=eos_id,
+        )
+        model = Transformer(cfg)
+    else:
+        pad_id = model.config.pad_id
+    model = model.to(device)
 
     def train_step(src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
         model.train()

@@ -34,6 +34,21 @@ MAX_LEN = 512
 REFERENCE = dict(d_model=D_MODEL, n_heads=N_HEADS, d_ff=D_FF, n_encoder_layers=N_ENC, n_decoder_layers=N_DEC)
 BASE = dict(d_model=512, n_heads=8, d_ff=2048, n_encoder_layers=6, n_decoder_layers=6)  # paper Table 3
 
+
+def marian_sizes(dims: dict) -> dict:
+    """MarianConfig overrides for a model of attnkit's ``dims`` (d_model, n_heads, d_ff, layers)."""
+    return dict(
+        d_model=dims["d_model"],
+        encoder_layers=dims["n_encoder_layers"],
+        decoder_layers=dims["n_decoder_layers"],
+        encoder_attention_heads=dims["n_heads"],
+        decoder_attention_heads=dims["n_heads"],
+        encoder_ffn_dim=dims["d_ff"],
+        decoder_ffn_dim=dims["d_ff"],
+        init_std=dims["d_model"] ** -0.5,
+    )
+
+
 TrainStepFn = Callable[[Tensor, Tensor, Tensor], Tensor]
 DecodeFn = Callable[..., Tensor]
 
