@@ -1,0 +1,389 @@
+"""The speed parts of bench/gpu_suite.py (train_base, attention, decode) and the sizes of every part.
+
+Each part runs in a process of its own. A part is ``fn(ctx, emit)``: it measures on ``ctx.device``
+at ``ctx.sizes`` (the GPU run's, or the smoke test's toy sizes) and calls ``emit(key=value, ...)``
+as each piece is known, so a part killed at its time box still leaves what it measured. The timing
+and FLOP helpers are bench/timing.py's and the adapters bench/peers/': nothing here measures
+differently from bench/speed.py.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+
+from .peers.common import BASE, BOS, EOS, PAD, marian_sizes
+from .timing import add_mfu, decode_benchmark, peak_flops, round_robin, train_benchmark
+from .workloads import random_batch
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = dict(d_model=32, n_heads=2, d_ff=64, n_encoder_layers=1, n_decoder_layers=1)
+Emit = Callable[..., None]
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Everything that differs between the GPU run and the CPU smoke test."""
+
+    base: dict  # the "base" model of train_base and decode (attnkit's TransformerConfig names)
+    vocab: int  # its shared vocabulary
+    dropout: float  # of the models trained by train_base
+    train_batch: tuple[int, int]  # (B, L): B x L target tokens per step, halved on CUDA OOM
+    warmup: int  # untimed steps first (the compiled model compiles in them)
+    repeats: int  # timed training steps
+    compile_backend: str  # torch.compile backend of the compiled row
+    peak_n: int  # n of the n x n x n matmul that measures the peak
+    attn_dims: tuple[int, int]  # (d_model, n_heads) of the attention part
+    attn_tokens: int  # B x T, fixed across lengths
+    attn_lengths: tuple[int, ...]
+    decode_batch: int  # sentences per decoding call
+    n_tokens: int  # output tokens per sentence (EOS masked until then)
+    decode_repeats: int
+    train_minutes: float  # train.max_minutes of the Multi30k run
+    train_overrides: tuple[str, ...]  # key=value for the Multi30k run beyond the config
+    corpus_pairs: tuple[int, int, int]  # (train, val, test) pairs of a cut corpus; () = the real one
+
+
+GPU = Sizes(
+    base=BASE,
+    vocab=37000,
+    dropout=0.1,
+    train_batch=(500, 50),
+    warmup=3,
+    repeats=20,
+    compile_backend="inductor",
+    peak_n=8192,
+    attn_dims=(512, 8),
+    attn_tokens=16384,
+    attn_lengths=(512, 1024, 2048, 4096, 8192),
+    decode_batch=256,
+    n_tokens=30,
+    decode_repeats=3,
+    train_minutes=3.0,
+    train_overrides=(),
+    corpus_pairs=(),
+)
+SMOKE = Sizes(
+    base=TINY,
+    vocab=1000,
+    # On a CPU attnkit.fast's dropout mask (random_) breaks the compiled graph at every dropout, and
+    # tracing the pieces takes longer than the rest of the part; on a GPU it is F.dropout, one graph.
+    dropout=0.0,
+    train_batch=(8, 16),
+    warmup=1,
+    repeats=2,
+    compile_backend="aot_eager",  # dynamo and AOT autograd's graphs, without inductor's code (seconds)
+    peak_n=256,
+    attn_dims=(64, 4),
+    attn_tokens=1024,
+    attn_lengths=(64, 128, 256),
+    decode_batch=8,
+    n_tokens=8,
+    decode_repeats=1,
+    train_minutes=0.12,
+    train_overrides=(
+        *(f"model.{k}={v}" for k, v in TINY.items()),
+        "tokenizer.vocab_size=300",
+        "train.max_tokens=1000",
+        "train.warmup_steps=20",
+        "valid.every=50",
+        "valid.keep_last=2",
+        "valid.average_last=2",
+    ),
+    corpus_pairs=(300, 20, 40),
+)
+
+# Dense BF16 Tensor Core peaks from NVIDIA's datasheets (their "with sparsity" figures halved).
+# Checked in order against torch.cuda.get_device_name(); NVL boards have lower clocks: unknown here.
+PEAKS = (
+    ("NVL", None, "unknown peak (NVL board)"),
+    ("H100 PCIe", 756.0, "NVIDIA H100 PCIe datasheet: 1,513 TFLOPS BF16 with sparsity, 756 dense"),
+    ("H100", 989.4, "NVIDIA H100 SXM datasheet: 1,979 TFLOPS BF16 with sparsity, 989.4 dense"),
+    ("H200", 989.4, "NVIDIA H200 datasheet: 1,979 TFLOPS BF16 with sparsity, 989.4 dense"),
+)
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of the suite: what it runs, its time box on the GPU, and its Markdown table."""
+
+    run: Callable[[Context, Emit], None]
+    box_s: float
+    columns: tuple[tuple[str, str, str], ...]  # (header, key of its result's rows, format; "" = str)
+
+
+@dataclass
+class Context:
+    device: str  # "cuda" or "cpu"
+    sizes: Sizes
+    data_dir: str  # the folder holding multi30k/
+    checkpoint: str | None  # the main job's checkpoint for the decode part, if given
+    work: Path  # scratch space of this suite run (run folders, a cut corpus)
+
+
+def datasheet_peak(device: str) -> dict:
+    """{"tflops", "source", "device"}: the GPU's dense BF16 peak, or tflops None with "unknown peak"."""
+    name = torch.cuda.get_device_name() if device == "cuda" else "CPU"
+    for fragment, tflops, source in PEAKS:
+        if fragment in name:
+            return {"tflops": tflops, "source": source, "device": name}
+    return {"tflops": None, "source": "unknown peak", "device": name}
+
+
+def autocast(device: str):
+    """bf16 autocast, as attnkit's trainer runs on a GPU (the smoke test takes the same path on CPU)."""
+    return lambda: torch.autocast(device_type=device, dtype=torch.bfloat16)
+
+
+def timing_args(ctx: Context) -> SimpleNamespace:
+    s = ctx.sizes
+    return SimpleNamespace(
+        warmup=s.warmup, repeats=s.repeats, decode_repeats=s.decode_repeats, device=ctx.device
+    )
+
+
+def adapters_of(dims: dict, vocab: int, device: str, *, hf: bool, model=None, dropout: float = 0.1) -> dict:
+    """attnkit (a fresh model of ``dims``, or ``model``) and HF MarianMTModel of the same size, seed 0."""
+    from . import peers
+
+    torch.manual_seed(0)
+    ids = (vocab, PAD, BOS, EOS)
+    out = {"attnkit": peers.build("attnkit", *ids, dims=dims, device=device, dropout=dropout, model=model)}
+    if hf and "hf" in peers.available():
+        marian = peers.module("hf")
+        torch.manual_seed(0)
+        config = marian.marian_config(*ids, dropout=dropout, **marian_sizes(dims))
+        hf_model = marian.MarianMTModel(config)
+        out["transformers-marian"] = marian.build(*ids, model=hf_model.to(device))
+    return out
+
+
+def free_memory() -> None:
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def train_rows(
+    train: dict, label_of: dict, n_params: dict, peak: float | None, measured: float
+) -> list[dict]:
+    """Per engine: median target tokens/s, achieved TFLOP/s, and MFU against the datasheet ``peak``
+    (None where it is unknown) and against the ``measured`` matmul peak, both in FLOP/s."""
+    add_mfu({"batch": train}, measured)
+    rows = []
+    for name, r in train.items():
+        flops = statistics.median(f / t for f, t in zip(r["step_flops"], r["step_s"]))
+        rows.append(
+            {
+                "engine": label_of[name],
+                "n_params": n_params[name],
+                "tokens_per_s": r["median"],
+                "tokens_per_s_best": r["best"],
+                "step_ms": 1e3 * statistics.median(r["step_s"]),
+                "tflops": flops / 1e12,
+                "mfu": flops / peak if peak else None,
+                "mfu_measured": r["mfu_median"],
+            }
+        )
+    return rows
+
+
+def train_base(ctx: Context, emit: Emit) -> None:
+    """Training tokens/s and MFU of the base model: attnkit eager and compiled, HF Marian eager."""
+    s, dev, amp = ctx.sizes, ctx.device, autocast(ctx.device)
+    peak = datasheet_peak(dev)
+    measured, _ = peak_flops(dev, torch.bfloat16, s.peak_n)
+    emit(
+        model={**s.base, "vocab": s.vocab, "dropout": s.dropout},
+        precision="bf16 autocast",
+        peak=peak,
+        measured_matmul_tflops=measured / 1e12,
+    )
+    B, L = s.train_batch
+    while True:  # halve the batch until one round of every engine fits
+        try:
+            batch = random_batch(B, L, vocab=s.vocab).to(dev)
+            adapters = adapters_of(s.base, s.vocab, dev, hf=True, dropout=s.dropout)
+            eager = train_benchmark(adapters, [batch], s.base, timing_args(ctx), amp, vocab=s.vocab)
+            break
+        except torch.OutOfMemoryError:
+            adapters = {}
+            free_memory()
+            if B == 1:
+                raise
+            B //= 2
+    emit(batch={"B": B, "L": L, "target_tokens": batch.n_tgt_tokens, "first_B": s.train_batch[0]})
+    if "transformers-marian" not in adapters:
+        emit(notes=["HF MarianMTModel: transformers is not installed"])
+    labels = {"attnkit": "attnkit eager", "transformers-marian": "HF MarianMTModel eager"}
+    n_params = {name: a.n_params for name, a in adapters.items()}
+    datasheet = peak["tflops"] * 1e12 if peak["tflops"] else None
+    rows = train_rows(eager, labels, n_params, datasheet, measured)
+    emit(rows=rows)
+    del adapters
+    free_memory()
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    compiled = adapters_of(s.base, s.vocab, dev, hf=False, dropout=s.dropout)
+    compiled["attnkit"].model.compile(backend=s.compile_backend)
+    t0 = time.perf_counter()
+    res = train_benchmark(compiled, [batch], s.base, timing_args(ctx), amp, vocab=s.vocab)
+    label = {"attnkit": f"attnkit torch.compile ({s.compile_backend})"}
+    rows += train_rows(res, label, {"attnkit": compiled["attnkit"].n_params}, datasheet, measured)
+    counters = torch._dynamo.utils.counters
+    rows[-1].update(
+        with_compile_s=time.perf_counter() - t0,
+        graphs=counters["stats"].get("unique_graphs", 0),
+        graph_breaks=sum(counters["graph_break"].values()),
+    )
+    emit(rows=rows)
+
+
+def attention(ctx: Context, emit: Emit) -> None:
+    """attnkit's MultiHeadAttention at B x T fixed: fused kernel vs reference math, fwd and fwd+bwd."""
+    from attnkit.attention import MultiHeadAttention
+
+    s, dev, amp = ctx.sizes, ctx.device, autocast(ctx.device)
+    D, H = s.attn_dims
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(D, H).to(dev)
+    emit(d_model=D, n_heads=H, tokens=s.attn_tokens, precision="bf16 autocast", mask="no mask")
+
+    def measure(B: int, T: int, need_weights: bool) -> dict:
+        x = torch.randn(B, T, D, device=dev, requires_grad=True)
+
+        def forward(_name, _i):
+            with torch.no_grad(), amp():
+                mha(x, x, x, need_weights=need_weights)
+
+        def forward_backward(_name, _i):
+            with amp():
+                out, _ = mha(x, x, x, need_weights=need_weights)
+            out.float().sum().backward()
+            mha.zero_grad(set_to_none=True)
+            x.grad = None
+
+        fwd = statistics.median(round_robin(["x"], forward, s.warmup, s.repeats, dev)["x"])
+        peak_mib = None
+        if dev == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            forward_backward("x", 0)
+            torch.cuda.synchronize()
+            peak_mib = (torch.cuda.max_memory_allocated() - base) / 2**20
+        both = statistics.median(round_robin(["x"], forward_backward, s.warmup, s.repeats, dev)["x"])
+        times = {"fwd_ms": 1e3 * fwd, "fwd_bwd_ms": 1e3 * both, "peak_mib": peak_mib}
+        return {**times, "fwd_tokens_per_s": B * T / fwd, "fwd_bwd_tokens_per_s": B * T / both}
+
+    rows = []
+    for T in s.attn_lengths:
+        B = max(1, s.attn_tokens // T)
+        for path, need_weights in (("fused", False), ("reference", True)):
+            row = {"T": T, "B": B, "path": path}
+            try:
+                row.update(status="ok", **measure(B, T, need_weights))
+            except torch.OutOfMemoryError:
+                row["status"] = "oom"
+            free_memory()
+            rows.append(row)
+            emit(rows=rows)
+
+
+def main_job_model(ctx: Context) -> tuple[dict, int, object, str]:
+    """(dims, vocabulary, model or None, what it is) of configs/multi30k_de_en_tiny.yaml's model."""
+    if ctx.checkpoint:
+        from attnkit.checkpoint import load_checkpoint, model_from_checkpoint
+
+        model = model_from_checkpoint(load_checkpoint(ctx.checkpoint))
+        c = model.config
+        dims = {k: getattr(c, k) for k in BASE}
+        return dims, c.tgt_vocab_size, model, f"checkpoint {ctx.checkpoint}"
+    from attnkit.train import load_config
+
+    cfg = load_config(ROOT / "configs" / "multi30k_de_en_tiny.yaml")
+    dims = {k: cfg.model[k] for k in BASE}
+    return dims, cfg.tokenizer.vocab_size, None, "random init (configs/multi30k_de_en_tiny.yaml)"
+
+
+def decode(ctx: Context, emit: Emit) -> None:
+    """Greedy and beam 4 sentences/s, fixed length with EOS masked: attnkit eager vs HF generate."""
+    s, dev, amp = ctx.sizes, ctx.device, autocast(ctx.device)
+    dims, vocab, model, weights = main_job_model(ctx)
+    models = {
+        "main job (tiny config)": (dims, vocab, model, weights),
+        "base": (s.base, s.vocab, None, "random init"),
+    }
+    emit(
+        n_tokens=s.n_tokens,
+        batch=s.decode_batch,
+        source_length=20,
+        precision="bf16 autocast",
+        not_available="attnkit compiled: compiled / CUDA-graph decoding is not built yet (its own issue)",
+        models={name: {**d, "vocab": v, "weights": w} for name, (d, v, _, w) in models.items()},
+    )
+    rows: list[dict] = []
+    for name, (d, v, m, _) in models.items():
+        adapters = adapters_of(d, v, dev, hf=True, model=m)
+        src = random_batch(s.decode_batch, 20, seed=1, vocab=v).src.to(dev)
+        engines = {"attnkit": "attnkit eager", "transformers-marian": "HF generate eager"}
+        cells = {n: {"model": name, "engine": engines[n], "status": "ok"} for n in adapters}
+        for beam in (1, 4):
+            res = decode_benchmark(adapters, [src], beam, s.n_tokens, timing_args(ctx), amp)
+            for n, r in res.items():
+                cells[n]["greedy" if beam == 1 else "beam 4"] = r["median"]  # sentences/s
+        rows += cells.values()
+        rows.append({"model": name, "engine": "attnkit compiled", "status": "not available"})
+        emit(rows=rows)
+        del adapters
+        free_memory()
+
+
+PARTS = {
+    "train_base": Part(
+        train_base,
+        125,
+        (
+            ("engine", "engine", ""),
+            ("params", "n_params", ",.0f"),
+            ("target tok/s", "tokens_per_s", ",.0f"),
+            ("step ms", "step_ms", ".1f"),
+            ("TFLOP/s", "tflops", ".3g"),
+            ("MFU (datasheet peak)", "mfu", ".1%"),
+            ("MFU (measured matmul)", "mfu_measured", ".1%"),
+        ),
+    ),
+    "attention": Part(
+        attention,
+        30,
+        (
+            ("T", "T", ""),
+            ("B", "B", ""),
+            ("path", "path", ""),
+            ("status", "status", ""),
+            ("fwd ms", "fwd_ms", ".2f"),
+            ("fwd+bwd ms", "fwd_bwd_ms", ".2f"),
+            ("fwd+bwd tok/s", "fwd_bwd_tokens_per_s", ",.0f"),
+            ("peak MiB", "peak_mib", ",.1f"),
+        ),
+    ),
+    "decode": Part(
+        decode,
+        60,
+        (
+            ("model", "model", ""),
+            ("engine", "engine", ""),
+            ("status", "status", ""),
+            ("greedy sent/s", "greedy", ",.1f"),
+            ("beam 4 sent/s", "beam 4", ",.1f"),
+        ),
+    ),
+}
