@@ -24,6 +24,11 @@ classifier ``label<TAB>text`` examples (``spec(which, records="labelled")``), as
 
 ``max_train_pairs``, ``max_valid_pairs`` (first N records, 0 = all) and ``max_len`` apply to all.
 A test split is optional for file corpora (``test_files: []``).
+
+Translation corpora also read: ``prepared`` (a folder written by ``attnkit prepare``: training reads
+its memory-mapped shards instead of the corpus), the filters ``max_len_ratio`` and ``drop_identical``,
+and ``mix``, more training corpora each with a ``weight`` (times per epoch) and an optional ``tag``
+token put before its source sentences (see :mod:`attnkit.data.mix`).
 """
 
 from __future__ import annotations
@@ -39,7 +44,16 @@ from attnkit.errors import ConfigError, DataError
 WHICH = ("train", "valid", "test")
 SPLIT_FIELDS = tuple(f"{which}_split" for which in WHICH)
 FILE_FIELDS = tuple(f"{which}_files" for which in WHICH)
-COMMON_FIELDS = ("corpus", "max_train_pairs", "max_valid_pairs", "max_len")
+COMMON_FIELDS = (
+    "corpus",
+    "max_train_pairs",
+    "max_valid_pairs",
+    "max_len",
+    "prepared",
+    "max_len_ratio",
+    "drop_identical",
+    "mix",
+)
 KIND_FIELDS: dict[str, tuple[str, ...]] = {
     "multi30k": ("src_lang", "tgt_lang", "lang", "data_dir", *SPLIT_FIELDS),
     "langid": ("langs", "first_words", "data_dir", *SPLIT_FIELDS),
@@ -77,6 +91,11 @@ class DataConfig(ConfigBase):
     max_train_pairs: int = 0  # 0 = all; else the first N records (quick experiments, tests)
     max_valid_pairs: int = 0
     max_len: int = 128  # training records with more subword tokens (on either side) are skipped
+    prepared: str = ""  # a folder written by `attnkit prepare`; "" = read and tokenize the corpus at start
+    max_len_ratio: float = 0.0  # skip training pairs whose longer side has > this x the shorter's subwords
+    drop_identical: bool = False  # skip training pairs whose source equals their target (untranslated copies)
+    # more training corpora: [{files: [SOURCE, TARGET] | tsv: PATH, weight: W, tag: TAG}, ...]
+    mix: list[dict] = dataclasses.field(default_factory=list)
 
     def __post_init__(self) -> None:
         for name in FILE_FIELDS:
@@ -114,6 +133,15 @@ class DataConfig(ConfigBase):
         self._check(self.max_train_pairs >= 0, "max_train_pairs", "must be >= 0")
         self._check(self.max_valid_pairs >= 0, "max_valid_pairs", "must be >= 0")
         self._positive("max_len")
+        self._check(
+            self.max_len_ratio == 0 or self.max_len_ratio >= 1,
+            "max_len_ratio",
+            "must be 0 (off) or >= 1 (e.g. 2.5)",
+        )
+        if not isinstance(self.mix, list):
+            self._check(False, "mix", "must be a list of corpora: [{files: [SOURCE, TARGET], weight: 1}]")
+        for entry in self.mix:
+            check_mix_entry(entry)
         if self.corpus in PATHS_PER_SPLIT:
             n = PATHS_PER_SPLIT[self.corpus]
             what = "[SOURCE, TARGET]" if n == 2 else "[PATH]"
@@ -220,6 +248,35 @@ def upgrade(values: dict[str, Any]) -> dict[str, Any]:
     if kind != "multi30k":
         values.pop("data_dir", None)
     return values
+
+
+MIX_KEYS = ("files", "tsv", "weight", "tag")
+
+
+def check_mix_entry(entry: Any) -> None:
+    """One ``data.mix`` corpus: ``files: [SOURCE, TARGET]`` or ``tsv: PATH``, a ``weight`` > 0, a ``tag``."""
+    if not isinstance(entry, dict):
+        raise ConfigError(
+            f"data.mix: each entry must be a mapping like {{files: [SRC, TGT], weight: 1}}, got {entry!r}"
+        )
+    unknown = sorted(set(entry) - set(MIX_KEYS))
+    if unknown:
+        raise ConfigError(f"data.mix: unknown key(s) {', '.join(unknown)} (valid: {', '.join(MIX_KEYS)})")
+    files, tsv = entry.get("files"), entry.get("tsv")
+    if (files is None) == (tsv is None):
+        raise ConfigError(f"data.mix: {entry!r} needs exactly one of files: [SOURCE, TARGET] or tsv: PATH")
+    if files is not None and (
+        not isinstance(files, list) or len(files) != 2 or not all(isinstance(p, str) and p for p in files)
+    ):
+        raise ConfigError(f"data.mix: files must be [SOURCE, TARGET], got {files!r}")
+    if tsv is not None and not (isinstance(tsv, str) and tsv):
+        raise ConfigError(f"data.mix: tsv must be a file path, got {tsv!r}")
+    weight = entry.get("weight", 1.0)
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0:
+        raise ConfigError(f"data.mix: weight must be a number > 0 (times per epoch), got {weight!r}")
+    tag = entry.get("tag", "")
+    if not isinstance(tag, str) or any(c.isspace() for c in tag):
+        raise ConfigError(f"data.mix: tag must be one token without spaces (e.g. '<bt>'), got {tag!r}")
 
 
 def _paths(name: str, value: Any) -> list[str]:
