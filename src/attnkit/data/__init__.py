@@ -1,7 +1,7 @@
-"""Data: corpus readers and specs, Multi30k, SentencePiece subwords and token-budget batches.
+"""Data: corpus readers and specs, Multi30k and WMT14, SentencePiece subwords and token-budget batches.
 
 Layers, each importing only the ones before it: ``readers`` (files and datasets into records) ->
-``multi30k`` (where the Multi30k files live, downloads) -> ``corpus`` (typed specs, ``load_corpus``).
+``multi30k``, ``wmt14`` (where their files live, downloads) -> ``corpus`` (typed specs, ``load_corpus``).
 """
 
 from attnkit.data.batching import Batch, TokenBatchSampler, collate
@@ -17,6 +17,7 @@ from attnkit.data.corpus import (
     ParallelFilesSpec,
     TextFileSpec,
     TsvSpec,
+    Wmt14Spec,
     load_corpus,
 )
 from attnkit.data.multi30k import (
@@ -40,6 +41,7 @@ from attnkit.data.readers import (
     read_tsv,
 )
 from attnkit.data.tokenizer import SubwordTokenizer
+from attnkit.data.wmt14 import load_wmt14, wmt14_paths
 
 __all__ = [
     "Batch",
@@ -58,12 +60,14 @@ __all__ = [
     "ParallelFilesSpec",
     "TextFileSpec",
     "TsvSpec",
+    "Wmt14Spec",
     "drop_empty",
     "label_set",
     "load_corpus",
     "load_multi30k",
     "load_multi30k_langid",
     "load_multi30k_text",
+    "load_wmt14",
     "multi30k_path",
     "read_hf_labelled",
     "read_hf_text",
@@ -74,4 +78,5 @@ __all__ = [
     "read_text",
     "read_tsv",
     "resolve_data_dir",
+    "wmt14_paths",
 ]

@@ -9,6 +9,7 @@ corpus      fields it reads                                           records
 multi30k    src_lang, tgt_lang, data_dir, {train,valid,test}_split    pairs
 multi30k    lang (instead of src_lang/tgt_lang), data_dir, splits     text (one lang)
 langid      langs, first_words, data_dir, splits (Multi30k)           labelled (label = lang)
+wmt14       src_lang, tgt_lang, data_dir, {train,valid,test}_split    pairs
 hf          dataset, splits, src_lang, tgt_lang                       pairs
 hf          dataset, splits, text_field                               text
 hf          dataset, splits, label_field, text_field [, text_b_field] labelled
@@ -18,6 +19,9 @@ tsv         the same, read by a classifier (label<TAB>text[<TAB>b])   labelled
 text        {train,valid,test}_files: [PATH] (one text per line)      text
 labelled    {train,valid,test}_files: [PATH] (label<TAB>text lines)   labelled
 ==========  ========================================================  ================
+
+``wmt14`` (WMT14 English-German, the paper's corpus) has the splits ``train``, ``newstest2013`` and
+``newstest2014``; the split defaults are Multi30k's names, so a wmt14 config sets all three.
 
 A ``tsv`` file is read as its reader asks: a translation task reads ``source<TAB>target`` pairs, a
 classifier ``label<TAB>text`` examples (``spec(which, records="labelled")``), as ``labelled`` does.
@@ -62,6 +66,7 @@ KIND_FIELDS: dict[str, tuple[str, ...]] = {
     "tsv": FILE_FIELDS,
     "text": FILE_FIELDS,
     "labelled": FILE_FIELDS,
+    "wmt14": ("src_lang", "tgt_lang", "data_dir", *SPLIT_FIELDS),
 }
 PATHS_PER_SPLIT = {"files": 2, "tsv": 1, "text": 1, "labelled": 1}
 OLD_KEYS = ("train", "valid", "test")  # before the per-split fields: a split name, "SRC,TGT" or a path
@@ -71,11 +76,11 @@ OLD_KEYS = ("train", "valid", "test")  # before the per-split fields: a split na
 class DataConfig(ConfigBase):
     """Which corpus the experiment reads; see the module docstring for the fields of each kind."""
 
-    corpus: str = "multi30k"  # multi30k | langid | hf | files | tsv | text | labelled
+    corpus: str = "multi30k"  # multi30k | langid | wmt14 | hf | files | tsv | text | labelled
     src_lang: str = "de"
     tgt_lang: str = "en"
     lang: str = ""  # multi30k: one language, a monolingual (text) corpus
-    data_dir: str = ""  # multi30k, langid: "" = --data-dir / $ATTNKIT_DATA / ~/.cache/attnkit
+    data_dir: str = ""  # multi30k, langid, wmt14: "" = --data-dir / $ATTNKIT_DATA / ~/.cache/attnkit
     langs: list[str] = dataclasses.field(default_factory=list)  # langid: the classes; [] = de, en, fr, cs
     first_words: int = 0  # langid: 0 = whole captions; N = each caption's first N words (harder)
     dataset: str = ""  # hf: a hub name or a folder written by save_to_disk
@@ -187,6 +192,14 @@ class DataConfig(ConfigBase):
             return c.Multi30kTextSpec(split, self.lang, data_dir)
         if self.corpus == "multi30k":
             return c.Multi30kSpec(split, self.src_lang, self.tgt_lang, data_dir)
+        if self.corpus == "wmt14":
+            if split not in c.wmt14.SPLITS:
+                raise ConfigError(
+                    f"data.{which}_split: {split!r} is not a WMT14 split ({', '.join(c.wmt14.SPLITS)}); "
+                    "corpus wmt14 needs train_split: train, valid_split: newstest2013, "
+                    "test_split: newstest2014"
+                )
+            return c.Wmt14Spec(split, self.src_lang, self.tgt_lang, data_dir)
         if self.corpus == "hf" and self.label_field:
             return c.HFLabelledSpec(
                 self.dataset, split, self.label_field, self.text_field, self.text_b_field, tuple(labels)

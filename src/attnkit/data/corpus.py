@@ -8,6 +8,7 @@ spec                   source                             records (``spec.record
 ``Multi30kSpec``       Multi30k by split name, 2 langs    ``pairs``: (src, tgt)
 ``Multi30kTextSpec``   Multi30k by split name, 1 lang     ``text``: one str per line
 ``Multi30kLangIdSpec`` Multi30k captions, label = lang    ``labelled``: LabelledExample
+``Wmt14Spec``          WMT14 En-De by split name          ``pairs``
 ``ParallelFilesSpec``  two aligned text files             ``pairs``
 ``TsvSpec``            one ``src<TAB>tgt`` file           ``pairs``
 ``HFTranslationSpec``  HF dataset, ``translation`` field  ``pairs``
@@ -25,9 +26,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar, Protocol, TypeVar
 
-from attnkit.data import multi30k, readers
+from attnkit.data import multi30k, readers, wmt14
 from attnkit.data.readers import LabelledExample, Pair
 from attnkit.errors import DataError
 
@@ -113,6 +115,36 @@ class Multi30kLangIdSpec:
     def describe(self) -> str:
         words = f", first {self.first_words} words" if self.first_words else ""
         return f"Multi30k {self.split} language id ({', '.join(self.langs)}{words})"
+
+
+@dataclass(frozen=True)
+class Wmt14Spec:
+    """One WMT14 English-German split (the paper's corpus), read from ``<data_dir>/wmt14_de_en/``.
+
+    Splits: ``train``, ``newstest2013`` (validation), ``newstest2014`` (test).
+    """
+
+    records: ClassVar[str] = "pairs"
+    split: str
+    src_lang: str
+    tgt_lang: str
+    data_dir: PathLike | None = None  # None: $ATTNKIT_DATA, else ~/.cache/attnkit
+    download: bool = True
+
+    def __post_init__(self) -> None:
+        _require(self, "split", "src_lang", "tgt_lang")
+        wmt14.check_split_langs(self.split, self.src_lang, self.tgt_lang)
+
+    def load(self) -> list[Pair]:
+        return wmt14.load_wmt14(self.split, self.src_lang, self.tgt_lang, self.data_dir, self.download)
+
+    def paths(self) -> tuple[Path, Path]:
+        """The (source, target) files, fetched first if missing: for code that streams them."""
+        paths = wmt14.wmt14_paths(self.split, self.data_dir, self.download)
+        return paths[self.src_lang], paths[self.tgt_lang]
+
+    def describe(self) -> str:
+        return f"WMT14 {self.split} {self.src_lang}-{self.tgt_lang}"
 
 
 @dataclass(frozen=True)
@@ -267,6 +299,7 @@ CorpusSpec = (
     Multi30kSpec
     | Multi30kTextSpec
     | Multi30kLangIdSpec
+    | Wmt14Spec
     | ParallelFilesSpec
     | TsvSpec
     | HFTranslationSpec
