@@ -11,6 +11,7 @@ import numpy as np
 from ..errors import ConfigError, DataError
 from .config import DataConfig
 from .corpus import load_corpus
+from .pairs import tokenizer_sample
 from .readers import drop_empty
 from .tokenizer import SubwordTokenizer
 
@@ -47,25 +48,12 @@ def load_records(data: DataConfig, which: str, records: str, *, labels: Sequence
 
 @dataclass
 class EncodedCorpus:
-    examples: list[Pair]  # (source ids, target ids), no bos/eos
+    """Training pairs kept for subword sampling: their best segmentation and their text, in one order."""
+
+    examples: Sequence[Pair]  # (source ids, target ids), no bos/eos
     n_empty: int  # pairs dropped because a side was empty
-    n_too_long: int  # pairs dropped because a side had more than data.max_len subwords
+    n_too_long: int  # pairs dropped by the length filters
     pairs: list[tuple[str, str]]  # the kept examples' text, in the same order
-
-
-def encode_training_pairs(
-    pairs: list[tuple[str, str]], tokenizer: SubwordTokenizer, max_len: int, *, split: str = "train"
-) -> EncodedCorpus:
-    pairs, n_empty = drop_empty(pairs)
-    if not pairs:
-        raise DataError(f"the {split} corpus has no non-empty sentence pairs")
-    src = tokenizer.encode_batch([s for s, _ in pairs], side="src")
-    tgt = tokenizer.encode_batch([t for _, t in pairs], side="tgt")
-    keep = [i for i, (s, t) in enumerate(zip(src, tgt)) if 0 < len(s) <= max_len and 0 < len(t) <= max_len]
-    if not keep:
-        raise DataError(f"every {split} pair is longer than data.max_len={max_len} subword tokens")
-    examples = [(src[i], tgt[i]) for i in keep]
-    return EncodedCorpus(examples, n_empty, len(pairs) - len(examples), [pairs[i] for i in keep])
 
 
 class SampledPairs(Sequence[Pair]):
@@ -140,9 +128,25 @@ class BidirectionalPairs(Sequence[Pair]):
         return (s, t) if i < n else (t, s)
 
 
-def train_tokenizer(pairs: list[tuple[str, str]], cfg: TokenizerConfig, seed: int) -> SubwordTokenizer:
-    """SentencePiece on both sides of the training pairs (one model when ``cfg.joint``)."""
+def train_tokenizer(
+    pairs: list[tuple[str, str]], cfg: TokenizerConfig, seed: int, *, user_symbols: Sequence[str] = ()
+) -> SubwordTokenizer:
+    """SentencePiece on both sides of the training pairs (one model when ``cfg.joint``), or the
+    existing ``cfg.model``. A corpus larger than ``cfg.max_sentences`` sentences trains it on a
+    seeded sample of its pairs (:func:`attnkit.data.pairs.tokenizer_sample`)."""
+    if cfg.model:
+        return SubwordTokenizer.from_files(cfg.model)
     pairs, _ = drop_empty(pairs)
+    pick = tokenizer_sample(len(pairs), cfg.max_sentences // (2 if cfg.joint else 1), seed)
+    if pick is not None:
+        pairs = [pairs[i] for i in pick.tolist()]
+    return train_pair_tokenizer(pairs, cfg, seed, user_symbols)
+
+
+def train_pair_tokenizer(
+    pairs: Sequence[tuple[str, str]], cfg: TokenizerConfig, seed: int, user_symbols: Sequence[str] = ()
+) -> SubwordTokenizer:
+    """SentencePiece on exactly these (non-empty) pairs."""
     return SubwordTokenizer.train(
         [s for s, _ in pairs],
         [t for _, t in pairs],
@@ -151,14 +155,21 @@ def train_tokenizer(pairs: list[tuple[str, str]], cfg: TokenizerConfig, seed: in
         joint=cfg.joint,
         character_coverage=cfg.character_coverage,
         seed=seed,
+        user_symbols=user_symbols,
     )
 
 
 def train_text_tokenizer(texts: Sequence[str], cfg: TokenizerConfig, seed: int) -> SubwordTokenizer:
-    """SentencePiece on texts of one kind (a language model's, a classifier's): one joint model."""
+    """SentencePiece on texts of one kind (a language model's, a classifier's): one joint model,
+    or the existing ``cfg.model``."""
+    if cfg.model:
+        return SubwordTokenizer.from_files(cfg.model)
     texts = [t for t in texts if t.strip()]
     if not texts:
         raise DataError("cannot train a tokenizer: the training text is empty")
+    pick = tokenizer_sample(len(texts), cfg.max_sentences, seed)
+    if pick is not None:
+        texts = [texts[i] for i in pick.tolist()]
     return SubwordTokenizer.train(
         texts,
         texts,

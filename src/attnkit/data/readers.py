@@ -12,9 +12,10 @@ reader is strict instead: a classifier example without text is an error naming f
 from __future__ import annotations
 
 import gzip
+import itertools
 import os
 import zlib
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,22 +40,54 @@ def read_lines(path: PathLike) -> list[str]:
     Lines are split on ``\\n`` only (a trailing ``\\r`` is removed): Unicode line separators such
     as U+2028 can occur inside a sentence and must not shift the alignment.
     """
+    return list(iter_lines(path))
+
+
+def iter_lines(path: PathLike) -> Iterator[str]:
+    """The lines of :func:`read_lines`, one at a time: corpora of millions of lines stream through."""
     path = Path(path)
     if not path.exists():
         raise DataError(f"no such file: {path}")
     if not path.is_file():
         raise DataError(f"not a file: {path}")
     opener = gzip.open if path.name.endswith(".gz") else open
-    lines = []
     try:
         with opener(path, "rb") as f:
             for number, raw in enumerate(f, start=1):
-                lines.append(_decode(raw, path, number))
+                yield _decode(raw, path, number)
     except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
         raise DataError(f"{path}: corrupt gzip file ({exc})") from exc
     except OSError as exc:
         raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-    return lines
+
+
+def iter_parallel(src_path: PathLike, tgt_path: PathLike) -> Iterator[Pair]:
+    """The pairs of :func:`read_parallel`, one at a time; unequal line counts fail when found."""
+    n = 0
+    for n, pair in enumerate(itertools.zip_longest(iter_lines(src_path), iter_lines(tgt_path)), start=1):
+        if pair[0] is None or pair[1] is None:
+            short = src_path if pair[0] is None else tgt_path
+            raise DataError(
+                f"line counts differ: {short} ends after {n - 1} lines, the other file goes on; "
+                "the files must be aligned line by line"
+            )
+        yield pair[0], pair[1]
+    if n == 0:
+        raise DataError(f"empty corpus: {src_path} and {tgt_path} have no lines")
+
+
+def iter_tsv(path: PathLike) -> Iterator[Pair]:
+    """The pairs of :func:`read_tsv`, one at a time."""
+    n = 0
+    for n, line in enumerate(iter_lines(path), start=1):
+        fields = line.split("\t")
+        if len(fields) != 2:
+            raise DataError(
+                f"{path}:{n}: expected 2 tab-separated fields (source, target), found {len(fields)}"
+            )
+        yield fields[0], fields[1]
+    if n == 0:
+        raise DataError(f"empty corpus: {path} has no lines")
 
 
 def _decode(raw: bytes, path: Path, number: int) -> str:

@@ -12,6 +12,7 @@ Special ids are fixed across attnkit: pad=0, bos=1, eos=2, unk=3. ``encode`` add
 from __future__ import annotations
 
 import functools
+import hashlib
 import io
 import warnings
 from collections.abc import Iterable, Sequence
@@ -45,6 +46,7 @@ def _train_one(
     max_sentences: int | None,
     seed: int,
     name: str,
+    user_symbols: Sequence[str] = (),
 ) -> bytes:
     """Train one SentencePiece model in memory and return its serialized proto.
 
@@ -67,6 +69,8 @@ def _train_one(
     )
     if max_sentences is not None:
         options.update(input_sentence_size=max_sentences, shuffle_input_sentence=True)
+    if user_symbols:  # e.g. data.mix tags: always one piece, never split
+        options.update(user_defined_symbols=list(user_symbols))
     spm.set_random_generator_seed(seed)  # only used when subsampling with max_sentences
 
     def run(**extra: Any) -> bytes:
@@ -167,6 +171,7 @@ class SubwordTokenizer:
         num_threads: int = 4,
         max_sentences: int | None = None,
         seed: int = 0,
+        user_symbols: Sequence[str] = (),
     ) -> SubwordTokenizer:
         """Train on raw (untokenized) sentences; deterministic for the same input and arguments.
 
@@ -179,6 +184,7 @@ class SubwordTokenizer:
             num_threads: trainer threads; part of the result for unigram, so keep it fixed.
             max_sentences: train on a random subset of this many sentences per model (big corpora).
             seed: seeds that subset.
+            user_symbols: pieces every model keeps whole (e.g. corpus tags like ``<bt>``).
         """
         if model_type not in MODEL_TYPES:
             raise ConfigError(f"tokenizer model_type must be one of {MODEL_TYPES}, got {model_type!r}")
@@ -196,10 +202,35 @@ class SubwordTokenizer:
             num_threads=num_threads,
             max_sentences=max_sentences,
             seed=seed,
+            user_symbols=tuple(user_symbols),
         )
         if joint:
             return cls(train_one(src + tgt, name="joint"))
         return cls(train_one(src, name="source"), train_one(tgt, name="target"))
+
+    @classmethod
+    def from_files(cls, paths: Sequence[str]) -> SubwordTokenizer:
+        """Existing SentencePiece model file(s): [joint] or [source, target] (``tokenizer.model``)."""
+        protos = []
+        for path in paths:
+            try:
+                with open(path, "rb") as f:
+                    protos.append(f.read())
+            except OSError as err:
+                raise ConfigError(f"tokenizer.model: cannot read {path} ({err.strerror or err})") from None
+        try:
+            return cls(protos[0], protos[1] if len(protos) > 1 else None)
+        except CheckpointError as err:
+            raise ConfigError(f"tokenizer.model {', '.join(paths)}: {err}") from None
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the model(s) and options: equal exactly when two tokenizers encode alike."""
+        digest = hashlib.sha256()
+        protos: tuple[bytes, bytes] = (self._protos["src"] or b"", self._protos["tgt"] or b"")
+        for proto in protos:
+            digest.update(len(proto).to_bytes(8, "little") + proto)
+        digest.update(b"src_eos" if self.src_eos else b"")
+        return digest.hexdigest()
 
     # --- vocabulary -------------------------------------------------------------------------------
     @property
@@ -301,6 +332,9 @@ class SubwordTokenizer:
     def pieces(self, text: str, side: str = "src") -> list[str]:
         """Subword strings of one sentence (labels for attention maps)."""
         return self._sp[_check_side(side)].encode(text, out_type=str)
+
+    def piece_id(self, piece: str, side: str = "src") -> int:
+        return self._sp[_check_side(side)].piece_to_id(piece)
 
     def id_to_piece(self, i: int, side: str = "tgt") -> str:
         return self._sp[_check_side(side)].id_to_piece(int(i))

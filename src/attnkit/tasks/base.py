@@ -14,12 +14,16 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
 import torch
 
 from ..data.batching import TokenBatchSampler
 from ..data.config import DataConfig
 from ..data.examples import load_records
+from ..data.pairs import Counts
+from ..data.store import PairStore
 from ..data.tokenizer import SubwordTokenizer
+from ..errors import ConfigError
 from ..loss import LossOutput, label_smoothed_cross_entropy
 
 if TYPE_CHECKING:
@@ -31,10 +35,11 @@ class Encoded:
     """Examples ready to batch, their (source, target) lengths for the sampler, and what was dropped."""
 
     examples: Sequence[Any]
-    lengths: list[tuple[int, int]]
+    lengths: Sequence[tuple[int, int]] | np.ndarray  # (N, 2): source and target positions per example
     dropped: str = ""  # a sentence for the log ("skipped 3 pairs with an empty side"), or ""
     corpus: Any = None  # what a task keeps to re-encode the examples each epoch (subword sampling), or None
     epoch_size: Callable[[int], int] | None = None  # how many leading examples epoch e trains on (None: all)
+    epoch_indices: Callable[[int], np.ndarray] | None = None  # which examples epoch e trains on (data.mix)
 
 
 class Task(Protocol):
@@ -63,6 +68,10 @@ class Task(Protocol):
     def train_tokenizer(self, records: list, seed: int) -> SubwordTokenizer: ...
 
     def encode(self, records: list, tokenizer: SubwordTokenizer, max_len: int, *, split: str) -> Encoded: ...
+
+    def encode_store(self, store: PairStore, counts: Counts, max_len: int, *, split: str) -> Encoded:
+        """Examples from pairs encoded beforehand (``attnkit prepare``); translation only."""
+        ...
 
     def epoch_examples(self, encoded: Encoded, tokenizer: SubwordTokenizer, epoch: int) -> Sequence:
         """The examples to train on in ``epoch``: ``encoded.examples``, or a new draw of them."""
@@ -117,11 +126,14 @@ class SplitTask:
     def epoch_examples(self, encoded: Encoded, tokenizer: SubwordTokenizer, epoch: int) -> Sequence:
         return encoded.examples
 
+    def encode_store(self, store: PairStore, counts: Counts, max_len: int, *, split: str) -> Encoded:
+        raise ConfigError(f"prepared data holds sentence pairs; this task reads {self.records}")
+
 
 def batches(
     collate: Callable[[list], Any],
     examples: Sequence,
-    lengths: list[tuple[int, int]],
+    lengths: Sequence[tuple[int, int]] | np.ndarray,
     batch_tokens: int,
     device,
 ) -> Iterator[Any]:

@@ -1,20 +1,33 @@
 """Translation as the trainer sees it: sentence pairs -> teacher-forced label-smoothed cross entropy;
-validation loss and cased BLEU (through :func:`.scoring.evaluate`, as ``attnkit evaluate`` scores it)."""
+validation loss and cased BLEU (through :func:`.scoring.evaluate`, as ``attnkit evaluate`` scores it).
+
+Training pairs are encoded into a :class:`~attnkit.data.store.PairStore` (flat arrays), in memory from
+the corpus or memory-mapped from ``attnkit prepare``'s folder: both give the same examples in the
+same order, so a run trains alike either way.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from ...data.batching import Batch, collate
-from ...data.examples import BidirectionalPairs, SampledPairs, encode_training_pairs, train_tokenizer
+from ...data.corpus import load_corpus
+from ...data.examples import BidirectionalPairs, EncodedCorpus, SampledPairs, load_records, train_tokenizer
+from ...data.mix import mix_entries, tag_ids, tags_of, weighted_epochs
+from ...data.pairs import Counts, dropped_note, encode_pairs, select, text_filter
+from ...data.store import PairStore, Subset
 from ...data.tokenizer import SubwordTokenizer
+from ...errors import ConfigError
 from ...loss import LossOutput, label_smoothed_cross_entropy
 from ..base import Encoded, SplitTask, mean_loss
 from .scoring import evaluate
 from .translator import Translator
 
 if TYPE_CHECKING:
+    from ...data.config import DataConfig
     from ...train.config import ExperimentConfig
 
 
@@ -33,26 +46,63 @@ class TranslationTask(SplitTask):
     def __init__(self, cfg: ExperimentConfig, bf16: bool = False):
         super().__init__(cfg, bf16)
         self._drawn: tuple[int, Sequence] | None = None  # (epoch, its subword-sampled examples)
+        self.corpus_sizes: list[int] = []  # training records per corpus: the main one, then data.mix
+        if cfg.data.mix and cfg.tokenizer.sample_nbest:
+            raise ConfigError("data.mix with tokenizer.sample_nbest: subword sampling would drop the tags")
+        if cfg.data.mix and cfg.train.bidirectional_epochs:
+            raise ConfigError(
+                "data.mix with train.bidirectional_epochs: reversed pairs would put tags on targets"
+            )
+
+    def load(self, data: DataConfig, which: str) -> list:
+        records = load_records(data, which, self.records)
+        if which == "train":
+            self.corpus_sizes = [len(records)]
+            for entry in mix_entries(data.mix):
+                more = load_corpus(entry.spec)
+                records, self.corpus_sizes = records + more, [*self.corpus_sizes, len(more)]
+        return records
 
     def train_tokenizer(self, records: list[tuple[str, str]], seed: int) -> SubwordTokenizer:
-        return train_tokenizer(records, self.cfg.tokenizer, seed)
+        return train_tokenizer(records, self.cfg.tokenizer, seed, user_symbols=tags_of(self.cfg.data.mix))
 
     def encode(self, records, tokenizer, max_len, *, split: str) -> Encoded:
-        corpus = encode_training_pairs(records, tokenizer, max_len, split=split)
-        dropped = ""
-        if corpus.n_empty or corpus.n_too_long:
-            dropped = (
-                f"skipped {corpus.n_empty} {split} pair(s) with an empty side and {corpus.n_too_long} "
-                f"longer than {max_len} subwords (data.max_len, model.max_len)"
-            )
-        lengths = [(len(s), len(t) + 1) for s, t in corpus.examples]  # +1: bos (in) / eos (out)
-        keep = split == "train" and self.cfg.tokenizer.sample_nbest > 0
-        encoded = Encoded(corpus.examples, lengths, dropped, (corpus, max_len) if keep else None)
-        epochs = self.cfg.train.bidirectional_epochs if split == "train" else 0
+        train = split == "train"
+        sizes = self.corpus_sizes if train and self.corpus_sizes else [len(records)]
+        bounds = np.cumsum([0, *sizes])
+        corpora = [records[bounds[k] : bounds[k + 1]] for k in range(len(sizes))]
+        drop_identical = train and self.cfg.data.drop_identical
+        tags = tag_ids(tokenizer, self.cfg.data.mix) if train else []
+        store, counts = encode_pairs(tokenizer, corpora, tags=tags, drop_identical=drop_identical)
+        encoded = self.encode_store(store, counts, max_len, split=split)
+        if train and self.cfg.tokenizer.sample_nbest > 0:  # re-segmented each epoch: keep the text
+            text = text_filter(records, drop_identical)[0]
+            forward = encoded.examples
+            if isinstance(forward, BidirectionalPairs):  # the reversed half is a view of the same pairs
+                forward = forward.pairs
+            assert isinstance(forward, Subset)
+            kept = [text[i] for i in forward.rows.tolist()]
+            corpus = EncodedCorpus(forward, counts.empty, len(text) - len(kept), kept)
+            encoded.corpus = (corpus, max_len)
+        return encoded
+
+    def encode_store(self, store: PairStore, counts: Counts, max_len: int, *, split: str) -> Encoded:
+        """The pairs of ``store`` that pass the length filters, ready for the sampler."""
+        train = split == "train"
+        ratio = self.cfg.data.max_len_ratio if train else 0.0
+        lengths = store.lengths()  # (N, 2)
+        sel = select(lengths, max_len, ratio, split=split)
+        kept = lengths[sel.index]  # (M, 2)
+        kept[:, 1] += 1  # bos (in) / eos (out)
+        encoded = Encoded(Subset(store, sel.index), kept, dropped_note(split, counts, sel, max_len, ratio))
+        if train and self.cfg.data.mix:
+            weights = [1.0, *(e.weight for e in mix_entries(self.cfg.data.mix))]
+            encoded.epoch_indices = weighted_epochs(store.corpus[sel.index], weights, self.cfg.train.seed)
+        epochs = self.cfg.train.bidirectional_epochs if train else 0
         if epochs:  # the reversed pairs follow; epochs from `epochs` on batch only the first n
-            n = len(corpus.examples)
-            encoded.examples = BidirectionalPairs(corpus.examples)
-            encoded.lengths = lengths + [(len(t), len(s) + 1) for s, t in corpus.examples]
+            n = len(sel.index)
+            encoded.examples = BidirectionalPairs(encoded.examples)
+            encoded.lengths = np.concatenate([kept, kept[:, ::-1] + np.array([-1, 1], dtype=kept.dtype)])
             encoded.epoch_size = lambda epoch: 2 * n if epoch < epochs else n
         return encoded
 
