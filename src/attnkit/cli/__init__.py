@@ -23,6 +23,7 @@ from . import (
     generate,
     import_,
     plot_positional,
+    prepare,
     serve,
     train,
     translate,
@@ -30,6 +31,7 @@ from . import (
 from .common import EXIT_USAGE, Parser
 
 COMMANDS = [
+    prepare,
     train,
     translate,
     evaluate,

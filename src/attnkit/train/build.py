@@ -17,6 +17,7 @@ from torch import nn
 
 from ..checkpoint import build_model, load_checkpoint, model_from_checkpoint
 from ..data.batching import TokenBatchSampler
+from ..data.prepared import Prepared, open_prepared
 from ..data.tokenizer import SubwordTokenizer
 from ..device import resolve_device
 from ..errors import CheckpointError, ConfigError, DataError
@@ -65,12 +66,17 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
             "trains without it (set tokenizer.sample_nbest=0)"
         )
 
-    records = task.load(cfg.data, "train")  # first: a classifier's label set comes from it
-    valid_records = task.load(cfg.data, "valid")
-    for name, part, rows in (("training", "train", records), ("validation", "valid", valid_records)):
-        if not any(map(_has_text, rows)):  # found now, not after the tokenizer or the training
-            raise DataError(f"the {name} corpus ({cfg.data.spec(part).describe()}) is empty or all blank")
-    tokenizer = _tokenizer(task, records, resume_state, dist, t.seed)
+    prepared = None
+    if cfg.data.prepared:  # token ids from `attnkit prepare`: no text is read or tokenized here
+        prepared = _open_prepared(cfg, task, resume_state)
+        tokenizer, records, valid_records = prepared.tokenizer, [], prepared.valid_records
+    else:
+        records = task.load(cfg.data, "train")  # first: a classifier's label set comes from it
+        valid_records = task.load(cfg.data, "valid")
+        for name, part, rows in (("training", "train", records), ("validation", "valid", valid_records)):
+            if not any(map(_has_text, rows)):  # found now, not after the tokenizer or the training
+                raise DataError(f"the {name} corpus ({cfg.data.spec(part).describe()}) is empty or all blank")
+        tokenizer = _tokenizer(task, records, resume_state, dist, t.seed)
     if t.bidirectional_epochs and not (task.bidirectional and tokenizer.joint):
         raise ConfigError(
             "train.bidirectional_epochs: training on the reversed pairs needs a translation model and one "
@@ -84,13 +90,18 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
         )
     model_cfg = cfg.model_config(tokenizer.vocabulary, task.model_fields())
     max_len = min(cfg.data.max_len, model_cfg.max_len - 1)  # bos/eos take one position
-    train = task.encode(records, tokenizer, max_len, split="train")
-    # a task that validates on the raw records (its one evaluation function) encodes nothing here
-    valid = (
-        task.encode(valid_records, tokenizer, max_len, split="valid")
-        if task.encodes_valid
-        else Encoded([], [])
-    )
+    if prepared is not None:
+        train = task.encode_store(prepared.train, prepared.counts("train"), max_len, split="train")
+        valid = task.encode_store(prepared.valid, prepared.counts("valid"), max_len, split="valid")
+    else:
+        train = task.encode(records, tokenizer, max_len, split="train")
+        # a task that validates on the raw records (its one evaluation function) encodes nothing here
+        valid = (
+            task.encode(valid_records, tokenizer, max_len, split="valid")
+            if task.encodes_valid
+            else Encoded([], [])
+        )
+    del records  # the text is encoded: a rank keeps only the arrays
     sampler = TokenBatchSampler(
         train.lengths,
         t.max_tokens,
@@ -99,6 +110,7 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
         rank=dist.rank,
         world_size=dist.world_size,
         epoch_size=train.epoch_size,
+        **({"epoch_indices": train.epoch_indices} if train.epoch_indices is not None else {}),  # SHIM
     )
     notes = [n for n in (train.dropped, valid.dropped) if n]
     if t.bidirectional_epochs:
@@ -127,6 +139,13 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
         )
 
     if resume_state is not None:
+        saved_world = resume_state.get("world_size", 1)
+        if saved_world != dist.world_size:
+            raise ConfigError(
+                f"{resume} was written by a run of {saved_world} process(es), this one has "
+                f"{dist.world_size}: each process's data and random streams are in the checkpoint, so "
+                f"resume with {saved_world} (torchrun --nproc_per_node x --nnodes)"
+            )
         saved = (resume_state.get("experiment") or {}).get("train", {}).get("bidirectional_epochs", 0)
         if saved != t.bidirectional_epochs:
             raise ConfigError(
@@ -149,6 +168,9 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
     else:
         model = build_model(cfg.arch, model_cfg.to_dict())
     model.to(device)
+    if dist.rank:  # the weights are rank 0's (DDP copies them); dropout differs per rank from here on
+        torch.manual_seed(ddp.rank_seed(t.seed, dist.rank))
+        random.seed(ddp.rank_seed(t.seed, dist.rank))
     optimizer = torch.optim.Adam(
         model.parameters(),
         lr=t.lr,
@@ -203,6 +225,28 @@ def _has_text(record) -> bool:
     if isinstance(record, tuple) and len(record) == 2 and all(isinstance(x, str) for x in record):
         return all(x.strip() for x in record)
     return True
+
+
+def _open_prepared(cfg: ExperimentConfig, task: Task, resume_state) -> Prepared:
+    """``data.prepared``, checked; a resumed run must have been trained with its tokenizer."""
+    if task.records != "pairs":
+        raise ConfigError(
+            f"data.prepared: prepared data holds sentence pairs; model.arch {cfg.arch!r} reads {task.records}"
+        )
+    if cfg.tokenizer.sample_nbest:
+        raise ConfigError(
+            "tokenizer.sample_nbest re-segments the text each epoch and prepared data holds token ids: "
+            "train from the corpus (data.prepared='') or set tokenizer.sample_nbest=0"
+        )
+    prepared = open_prepared(cfg)
+    if resume_state is not None:
+        saved = SubwordTokenizer.from_state_dict(resume_state["tokenizer"])
+        if saved.fingerprint() != prepared.tokenizer.fingerprint():
+            raise CheckpointError(
+                f"the checkpoint's tokenizer is not the one in {cfg.data.prepared}: resume on the data it "
+                "was trained on"
+            )
+    return prepared
 
 
 def _tokenizer(task: Task, records: list, resume_state, dist: ddp.DistInfo, seed: int) -> SubwordTokenizer:

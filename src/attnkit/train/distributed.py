@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -54,6 +55,23 @@ def broadcast_object(obj, info: DistInfo):
     box = [obj]
     dist.broadcast_object_list(box, src=0)
     return box[0]
+
+
+def gather_object(obj, info: DistInfo) -> list:
+    """Every rank's ``obj``, in rank order, on every rank (a collective: all ranks must call it)."""
+    if not info.enabled:
+        return [obj]
+    out: list = [None] * info.world_size
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def rank_seed(seed: int, rank: int) -> int:
+    """The seed of rank ``rank``'s random streams: ``seed`` itself on rank 0 (a one-process run is
+    unchanged), a derived one elsewhere, so the ranks draw different dropout masks."""
+    if rank == 0:
+        return seed
+    return int(np.random.SeedSequence([seed % 2**63, rank]).generate_state(1, np.uint64)[0] % 2**63)
 
 
 def barrier(info: DistInfo) -> None:

@@ -127,15 +127,25 @@ class Trainer:
         self.best_score = metrics.get("best_score", metrics.get("best_bleu"))  # older checkpoints: BLEU
         self.bad_validations = metrics["bad_validations"]
         self.elapsed_before = metrics["elapsed_s"]
-        rng = state["rng"]
+        rng = state["rng"] if self.dist.rank == 0 else state["rng_ranks"][self.dist.rank]
         torch.set_rng_state(rng["torch"])
         if torch.cuda.is_available() and rng.get("cuda") is not None:
             torch.cuda.set_rng_state_all(rng["cuda"])
         random.setstate((rng["python"][0], tuple(rng["python"][1]), rng["python"][2]))
         self.info(f"resumed from step {self.step} (epoch {self.epoch})")
 
-    def _state(self) -> dict:
+    @staticmethod
+    def _rng() -> dict:
+        """This process's random streams (dropout, Python's ``random``)."""
         py = random.getstate()
+        return {
+            "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+            "python": [py[0], list(py[1]), py[2]],
+        }
+
+    def _state(self, rngs: list[dict]) -> dict:
+        """The checkpoint; ``rngs``: every rank's random streams, rank 0's first."""
         model = unwrap(self.model)
         assert isinstance(model.config, ConfigBase)  # every model keeps its config dataclass
         return {
@@ -148,12 +158,10 @@ class Trainer:
             "optimizer": self.s.optimizer.state_dict(),
             "step": self.step,
             "epoch": self.epoch,
-            "sampler": self.s.sampler.state_dict(),
-            "rng": {
-                "torch": torch.get_rng_state(),
-                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-                "python": [py[0], list(py[1]), py[2]],
-            },
+            "sampler": self.s.sampler.state_dict(),  # the same position on every rank
+            "world_size": self.dist.world_size,
+            "rng": rngs[0],
+            **({"rng_ranks": rngs} if len(rngs) > 1 else {}),
             "metrics": {
                 "metric": self.metric,
                 "best_score": self.best_score,
@@ -320,6 +328,7 @@ class Trainer:
     def _validate_and_save(self) -> bool:
         """Validate (rank 0), write checkpoints, and say whether to stop early (all ranks agree)."""
         stop = False
+        rngs = ddp.gather_object(self._rng(), self.dist)  # before validation, which draws nothing
         if self.dist.is_main:
             s = self.s
             metrics = s.task.validate(
@@ -340,7 +349,7 @@ class Trainer:
                 self._diverged(f"the validation loss is not finite ({metrics['loss']}) at step {self.step}")
             if not all(torch.isfinite(p).all() for p in self.model.parameters()):
                 self._diverged(f"the weights are not finite after step {self.step}")
-            state = self._state()
+            state = self._state(rngs)
             save_checkpoint(state, self.out / "checkpoint_last.pt")
             if improved:
                 save_checkpoint(state, self.out / "checkpoint_best.pt")

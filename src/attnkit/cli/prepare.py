@@ -1,0 +1,50 @@
+"""``attnkit prepare``: tokenize a translation corpus once into memory-mapped arrays for training."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from ..errors import ConfigError
+
+NAME = "prepare"
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        NAME,
+        help="tokenize a translation corpus once into memory-mapped shards",
+        description="Tokenize the config's corpora into a folder that `attnkit train` reads with "
+        "data.prepared=FOLDER (no text is loaded or tokenized when the run starts).",
+    )
+    p.add_argument("--config", required=True, help="the YAML config the run will train with")
+    p.add_argument(
+        "overrides", nargs="*", help="section.key=value overrides, e.g. tokenizer.vocab_size=32000"
+    )
+    p.add_argument("--output", help="the folder to write (default: the config's data.prepared)")
+    p.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1), help="encoding processes")
+    p.add_argument("--data-dir", help="folder holding multi30k/ or wmt14_de_en/ (as for attnkit train)")
+
+
+def run(args) -> None:
+    from ..data.prepared import prepare
+    from ..train import load_config
+
+    if args.workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {args.workers}")
+    overrides = list(args.overrides) + ([f"data.data_dir={args.data_dir}"] if args.data_dir else [])
+    cfg = load_config(args.config, overrides)
+    output = args.output or cfg.data.prepared
+    if not output:
+        raise ConfigError("give --output FOLDER or set data.prepared in the config")
+    start = time.monotonic()
+    manifest = prepare(cfg, output, workers=args.workers, log=lambda m: print(m, file=sys.stderr))
+    seconds = time.monotonic() - start
+    train = manifest["splits"]["train"]
+    dropped = ", ".join(f"{n:,} {why}" for why, n in train["dropped"].items() if why != "read" and n)
+    print(
+        f"prepared {train['pairs']:,} training pairs of {train['dropped']['read']:,} read"
+        f"{f' (dropped {dropped})' if dropped else ''} into {output} in {seconds:.1f} s "
+        f"({train['dropped']['read'] / max(seconds, 1e-9):,.0f} pairs/s); train with data.prepared={output}"
+    )
