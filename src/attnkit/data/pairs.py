@@ -38,17 +38,19 @@ def encode_chunk(
     *,
     tag_id: int | None = None,
     drop_identical: bool = False,
+    threads: int | None = None,
 ) -> Chunk:
     """Encode ``pairs``; drop those with an empty side (and, if asked, those whose sides are equal).
 
-    ``tag_id``: a token put before every source sentence (``data.mix`` tags).
+    ``tag_id``: a token put before every source sentence (``data.mix`` tags). ``threads``: SentencePiece's
+    threads (1 in a worker process of ``attnkit prepare``, whose parallelism is the processes).
     """
     kept, n_empty, n_identical = text_filter(pairs, drop_identical)
     dtype = id_dtype(max(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size))
-    src = tokenizer.encode_batch([s for s, _ in kept], side="src")
+    src = tokenizer.encode_batch([s for s, _ in kept], side="src", threads=threads)
     if tag_id is not None:
         src = [[tag_id, *ids] for ids in src]
-    tgt = tokenizer.encode_batch([t for _, t in kept], side="tgt")
+    tgt = tokenizer.encode_batch([t for _, t in kept], side="tgt", threads=threads)
     s, t = Side.from_lists(src, dtype), Side.from_lists(tgt, dtype)
     return Chunk(s.ids, s.lengths, t.ids, t.lengths, len(pairs), n_empty, n_identical)
 

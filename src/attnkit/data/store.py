@@ -9,6 +9,7 @@ Dimensions: ``N`` pairs, ``L`` tokens of one side in total.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import overload
@@ -33,7 +34,7 @@ class Side:
     @classmethod
     def from_lists(cls, seqs: Sequence[Sequence[int]], dtype: np.dtype) -> Side:
         lengths = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))  # (N,)
-        flat = np.fromiter((i for s in seqs for i in s), dtype=dtype, count=int(lengths.sum()))  # (L,)
+        flat = np.fromiter(itertools.chain.from_iterable(seqs), dtype=dtype, count=int(lengths.sum()))  # (L,)
         return cls(flat, offsets_of(lengths))
 
     @property

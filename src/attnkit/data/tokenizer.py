@@ -255,8 +255,12 @@ class SubwordTokenizer:
         ``src_eos``)."""
         return self._end(self._sp[_check_side(side)].encode(text), side)
 
-    def encode_batch(self, texts: Sequence[str], side: str = "src") -> list[list[int]]:
-        return [self._end(ids, side) for ids in self._sp[_check_side(side)].encode(list(texts))]
+    def encode_batch(
+        self, texts: Sequence[str], side: str = "src", *, threads: int | None = None
+    ) -> list[list[int]]:
+        """``encode`` of many texts; ``threads``: SentencePiece's (None: its default, every core)."""
+        ids = self._sp[_check_side(side)].encode(list(texts), num_threads=threads)
+        return [self._end(x, side) for x in ids]
 
     def sample_batch(
         self,

@@ -110,7 +110,7 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
         rank=dist.rank,
         world_size=dist.world_size,
         epoch_size=train.epoch_size,
-        **({"epoch_indices": train.epoch_indices} if train.epoch_indices is not None else {}),  # SHIM
+        epoch_indices=train.epoch_indices,
     )
     notes = [n for n in (train.dropped, valid.dropped) if n]
     if t.bidirectional_epochs:
