@@ -50,13 +50,13 @@ def tag_ids(tokenizer: SubwordTokenizer, mix: Sequence[dict[str, Any]]) -> list[
         if not entry.tag:
             ids.append(None)
             continue
-        pieces = tokenizer.pieces(entry.tag, side="src")
-        if len(pieces) != 1 or pieces[0] != entry.tag:
+        i = tokenizer.piece_id(entry.tag, side="src")
+        if i == tokenizer.unk_id or tokenizer.id_to_piece(i, side="src") != entry.tag:
             raise ConfigError(
-                f"data.mix tag {entry.tag!r} is not one piece of the tokenizer ({pieces}); a tokenizer "
-                "attnkit trains learns every tag; an existing tokenizer.model needs it as a user symbol"
+                f"data.mix tag {entry.tag!r} is not a piece of the tokenizer: a tokenizer attnkit trains "
+                "learns every tag; an existing tokenizer.model needs it as a user-defined symbol"
             )
-        ids.append(tokenizer.piece_id(entry.tag, side="src"))
+        ids.append(i)
     return ids
 
 
