@@ -21,11 +21,12 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--checkpoint", required=True)
     p.add_argument(
-        "--split", help="split name of the training corpus (multi30k, hf; default: its data.test_split)"
+        "--split",
+        help="split name of the training corpus (multi30k, wmt14, hf; default: its data.test_split)",
     )
     p.add_argument("--src", help="source file (instead of the training corpus' test split)")
     p.add_argument("--ref", help="reference file (with --src)")
-    p.add_argument("--data-dir", help="folder holding multi30k/")
+    p.add_argument("--data-dir", help="folder holding multi30k/ or wmt14_de_en/")
     p.add_argument("--lowercase", action="store_true", help="also report lowercased BLEU, labelled as such")
     p.add_argument("--hyp-output", help="write the detokenized translations to this file")
     p.add_argument("--input", help="LM: a text file; classifier: a label<TAB>text file (instead of --split)")
@@ -156,15 +157,17 @@ def _test_data(state: dict, args):
         raise ConfigError(f"evaluate measures translations; this model was trained on {data.records} records")
     changes = {}
     if args.split:
-        if data.corpus not in ("multi30k", "langid", "hf"):
+        if data.corpus not in ("multi30k", "langid", "hf", "wmt14"):
             raise ConfigError(
-                f"--split names a split of a multi30k, langid or hf corpus; this model was trained on corpus "
-                f"{data.corpus!r}: {_give(task)}"
+                f"--split names a split of a multi30k, langid, wmt14 or hf corpus; this model was trained on "
+                f"corpus {data.corpus!r}: {_give(task)}"
             )
         changes["test_split"] = args.split
     if args.data_dir:
-        if data.corpus not in ("multi30k", "langid"):
-            raise ConfigError(f"--data-dir is for Multi30k; this model was trained on corpus {data.corpus!r}")
+        if data.corpus not in ("multi30k", "langid", "wmt14"):
+            raise ConfigError(
+                f"--data-dir is for Multi30k and WMT14; this model was trained on corpus {data.corpus!r}"
+            )
         changes["data_dir"] = args.data_dir
     data = data.replace(**changes) if changes else data
     if not data.has_split("test"):

@@ -17,7 +17,10 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--config", required=True, help="YAML config file (see configs/)")
     p.add_argument("overrides", nargs="*", help="section.key=value overrides, e.g. train.max_steps=100")
-    p.add_argument("--data-dir", help="folder holding multi30k/ (default: $ATTNKIT_DATA or ~/.cache/attnkit)")
+    p.add_argument(
+        "--data-dir",
+        help="folder holding multi30k/ or wmt14_de_en/ (default: $ATTNKIT_DATA or ~/.cache/attnkit)",
+    )
     p.add_argument("--output-dir", help="where checkpoints and metrics go (overrides output_dir)")
     p.add_argument("--resume", help="continue exactly from this checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace a finished or stopped run in output_dir")
