@@ -111,7 +111,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def one_corpus(corpus: Path, spm: Path, work: Path, fairseq_venv: str, workers: int) -> dict:
+def one_corpus(
+    corpus: Path, spm: Path, work: Path, fairseq_venv: str, workers: int, fairseq_max: int
+) -> dict:
     pairs = sum(1 for _ in open(corpus / "train.de", "rb"))
     prepared, run = work / f"prep_{corpus.name}", work / f"run_{corpus.name}"
     cfg = work / f"{corpus.name}.yaml"
@@ -122,7 +124,7 @@ def one_corpus(corpus: Path, spm: Path, work: Path, fairseq_venv: str, workers: 
     prep["pairs_per_s"] = round(pairs / prep["wall_s"])
     prep["folder_mb"] = round(sum(p.stat().st_size for p in prepared.iterdir()) / 2**20, 1)
     row["attnkit_prepare"] = prep
-    if fairseq_venv:
+    if fairseq_venv and pairs <= fairseq_max:
         out = work / f"fairseq_{corpus.name}"
         js = work / f"fairseq_{corpus.name}.json"
         fs = [sys.executable, str(ROOT / "bench" / "fairseq_prepare.py"), str(corpus), str(spm)]
@@ -168,6 +170,7 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path("/tmp/data_scale"))
     ap.add_argument("--fairseq-venv", default="", help="a venv with fairseq installed (bench/PEERS.md)")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--fairseq-max-pairs", type=int, default=10**9, help="skip fairseq on larger corpora")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     rows = []
