@@ -175,9 +175,8 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     rows = []
     for corpus in args.corpora:
-        rows.append(
-            one_corpus(corpus.resolve(), args.spm.resolve(), args.work, args.fairseq_venv, args.workers)
-        )
+        fairseq = (args.fairseq_venv, args.fairseq_max_pairs)
+        rows.append(one_corpus(corpus.resolve(), args.spm.resolve(), args.work, args.workers, *fairseq))
         print(json.dumps(rows[-1], indent=1), flush=True)
     from bench.report import machine_info
 
