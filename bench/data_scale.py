@@ -112,7 +112,7 @@ def free_port() -> int:
 
 
 def one_corpus(
-    corpus: Path, spm: Path, work: Path, fairseq_venv: str, workers: int, fairseq_max: int
+    corpus: Path, spm: Path, work: Path, workers: int, fairseq_venv: str, fairseq_max: int
 ) -> dict:
     pairs = sum(1 for _ in open(corpus / "train.de", "rb"))
     prepared, run = work / f"prep_{corpus.name}", work / f"run_{corpus.name}"
