@@ -195,8 +195,9 @@ class TokenBatchSampler:
         base = int(self._width.max()) + 1  # every length is below it: the key's digits don't mix
         if base**3 > np.iinfo(np.int64).max:
             return np.lexsort((self._tgt[examples], self._src[examples], self._width[examples]))
-        key = self._width[examples].astype(np.int64) * base**2  # (n,)
-        key += self._src[examples].astype(np.int64) * base
+        kind = np.int32 if base**3 <= np.iinfo(np.int32).max else np.int64  # half the memory when it fits
+        key = self._width[examples].astype(kind) * kind(base**2)  # (n,)
+        key += self._src[examples].astype(kind) * kind(base)
         key += self._tgt[examples]
         return _stable_argsort(key, n_bits=(base**3 - 1).bit_length())
 
@@ -209,6 +210,9 @@ class TokenBatchSampler:
         n, idx = self._epoch_examples(epoch)
         # Random tie-breaking among equal lengths varies the batches between epochs at no padding cost.
         perm = torch.randperm(n, generator=g).numpy() if self.shuffle else np.arange(n)  # (n,)
+        perm = perm.astype(
+            self._index_dtype
+        )  # int32 below 2**31 examples: a large epoch plans in less memory
         examples = perm if idx is None else idx[perm]  # (n,) example indices, in tie-breaking order
         order = examples[self._length_order(examples)].astype(self._index_dtype)  # (n,) width ascending
         bounds = _pack(self._width[order], self.max_tokens, self.max_sentences)  # (n_batches + 1,)
@@ -308,7 +312,9 @@ def _pack(width: np.ndarray, max_tokens: int, max_sentences: int | None) -> np.n
 def _stable_argsort(key: np.ndarray, *, n_bits: int) -> np.ndarray:
     """``np.argsort(key, kind="stable")`` of non-negative ``key`` (n,) below ``2**n_bits``: stable
     passes over its 16-bit digits, lowest first (numpy radix-sorts 16-bit keys, not wider ones)."""
-    order = np.argsort((key & 0xFFFF).astype(np.uint16), kind="stable")  # (n,)
+    small = np.int32 if len(key) < 2**31 else np.int64  # positions: int32 halves the passes' memory
+    order = np.argsort((key & 0xFFFF).astype(np.uint16), kind="stable").astype(small)  # (n,)
     for shift in range(16, n_bits, 16):
-        order = order[np.argsort(((key[order] >> shift) & 0xFFFF).astype(np.uint16), kind="stable")]
+        digit = ((key[order] >> shift) & 0xFFFF).astype(np.uint16)  # (n,) this pass's digit, in order
+        order = order[np.argsort(digit, kind="stable")]
     return order

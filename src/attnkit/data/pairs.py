@@ -126,7 +126,7 @@ def encode_pairs(
 class Selection:
     """The pairs that train: their indices into the store and how many each length filter dropped."""
 
-    index: np.ndarray  # (M,) int64, ascending
+    index: np.ndarray  # (M,) int32 (int64 past 2**31 pairs), ascending
     too_long: int
     bad_ratio: int
 
@@ -145,6 +145,8 @@ def select(
         longer, shorter = np.maximum(src, tgt), np.minimum(src, tgt)
         keep = fits & (longer <= max_len_ratio * shorter)
     index = np.flatnonzero(keep)
+    if len(lengths) < 2**31:  # half the memory of int64 on large corpora
+        index = index.astype(np.int32)
     if not len(index):
         raise DataError(
             f"every {split} pair is filtered out (data.max_len={max_len}, max_len_ratio={max_len_ratio})"
