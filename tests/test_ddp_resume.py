@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from attnkit.checkpoint import load_checkpoint
-from attnkit.data.prepared import prepare
+from attnkit.data.prepare import prepare
 from attnkit.errors import ConfigError
 from attnkit.train import load_config, train
 

@@ -10,7 +10,7 @@ import pytest
 from attnkit.checkpoint import load_checkpoint
 from attnkit.data import load_multi30k
 from attnkit.data.mix import weighted_epochs
-from attnkit.data.prepared import prepare
+from attnkit.data.prepare import prepare
 from attnkit.errors import ConfigError
 from attnkit.train import build, load_config, train
 

@@ -10,7 +10,8 @@ import pytest
 from attnkit.checkpoint import load_checkpoint
 from attnkit.data import load_multi30k
 from attnkit.data.examples import train_tokenizer
-from attnkit.data.prepared import open_prepared, prepare
+from attnkit.data.prepare import prepare
+from attnkit.data.prepared import open_prepared
 from attnkit.errors import ConfigError, DataError
 from attnkit.tasks.translation.training import TranslationTask
 from attnkit.train import load_config, train

@@ -10,7 +10,7 @@ import yaml
 
 from attnkit.checkpoint import load_checkpoint
 from attnkit.data import load_multi30k
-from attnkit.data.prepared import prepare
+from attnkit.data.prepare import prepare
 from attnkit.train import load_config, train
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"

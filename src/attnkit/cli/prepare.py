@@ -28,7 +28,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> None:
-    from ..data.prepared import prepare
+    from ..data.prepare import prepare
     from ..train import load_config
 
     if args.workers < 1:

@@ -23,264 +23,27 @@ into place only when complete; a folder that is not attnkit's is never overwritt
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
-import multiprocessing
-import os
-import shutil
-import sys
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import ConfigError, DataError
-from . import corpus as c
-from .examples import train_pair_tokenizer
-from .mix import mix_entries, tag_ids, tags_of
-from .multi30k import multi30k_path
-from .pairs import Chunk, Counts, encode_chunk, tokenizer_sample
-from .readers import Pair, iter_parallel, iter_tsv
-from .store import PairStore, Side, id_dtype, offsets_of
+from .pairs import Counts
+from .readers import Pair
+from .store import PairStore, Side
 from .tokenizer import SubwordTokenizer
 
 if TYPE_CHECKING:
     from ..train.config import ExperimentConfig
 
 FORMAT, VERSION, MANIFEST = "attnkit-prepared", 1, "manifest.json"
-CHUNK = 10_000  # pairs per worker task: large enough to amortise the transfer, small enough to stream
 IGNORED = {
     "data": ("prepared", "data_dir", "max_len", "max_len_ratio"),
     "tokenizer": ("sample_nbest", "sample_alpha"),
 }
-
-
-# --- reading corpora as streams ------------------------------------------------------------------
-def spec_files(spec: Any) -> list[Path]:
-    """The files a spec reads (to stream them and to notice later changes); [] for a dataset."""
-    if isinstance(spec, c.ParallelFilesSpec):
-        return [Path(spec.src), Path(spec.tgt)]
-    if isinstance(spec, c.TsvSpec):
-        return [Path(spec.path)]
-    if isinstance(spec, c.Multi30kSpec):
-        return [
-            multi30k_path(spec.split, lang, spec.data_dir, spec.download)
-            for lang in (spec.src_lang, spec.tgt_lang)
-        ]
-    paths = getattr(spec, "paths", None)
-    return [Path(p) for p in paths()] if callable(paths) else []
-
-
-def stream(spec: Any, limit: int = 0) -> Iterator[Pair]:
-    """The pairs of one split, one at a time (a dataset without files is read whole)."""
-    files = spec_files(spec)
-    if isinstance(spec, c.TsvSpec):
-        pairs: Iterator[Pair] = iter_tsv(files[0])
-    elif len(files) == 2:
-        pairs = iter_parallel(files[0], files[1])
-    else:
-        pairs = iter(spec.load())
-    return itertools.islice(pairs, limit or None)
-
-
-def training_corpora(cfg: ExperimentConfig) -> list[tuple[Any, int]]:
-    """(spec, record limit) of every training corpus: the data section's own, then ``data.mix``."""
-    main = cfg.data.spec("train")
-    if main.records != "pairs":
-        raise ConfigError(
-            f"attnkit prepare: data.corpus {cfg.data.corpus!r} gives {main.records}; "
-            "it prepares sentence pairs"
-        )
-    return [(main, cfg.data.max_train_pairs), *((e.spec, 0) for e in mix_entries(cfg.data.mix))]
-
-
-# --- encoding in worker processes ----------------------------------------------------------------
-_WORKER: dict[str, Any] = {}
-
-
-def _start_worker(state: dict) -> None:
-    _WORKER["tokenizer"] = SubwordTokenizer.from_state_dict(state)
-
-
-def _encode(job: tuple[list[Pair], int | None, bool]) -> Chunk:
-    pairs, tag, drop_identical = job
-    return encode_chunk(_WORKER["tokenizer"], pairs, tag_id=tag, drop_identical=drop_identical, threads=1)
-
-
-class Encoder:
-    """Encodes chunks of pairs in ``workers`` processes (in this one when 1), in order, a few at a time."""
-
-    def __init__(self, tokenizer: SubwordTokenizer, workers: int):
-        self.tokenizer, self.workers = tokenizer, workers
-        self.pool = None
-        if workers > 1:
-            # fork on Linux: a worker starts in milliseconds with the tokenizer's modules loaded (spawn
-            # re-imports torch in each); the workers run SentencePiece and numpy only, never torch
-            method = "fork" if sys.platform.startswith("linux") else "spawn"
-            ctx = multiprocessing.get_context(method)
-            self.pool = ctx.Pool(workers, initializer=_start_worker, initargs=(tokenizer.state_dict(),))
-
-    def map(self, pairs: Iterator[Pair], tag: int | None, drop_identical: bool) -> Iterator[Chunk]:
-        jobs = ((chunk, tag, drop_identical) for chunk in _batched(pairs, CHUNK))
-        if self.pool is None:
-            for chunk, _, _ in jobs:
-                yield encode_chunk(self.tokenizer, chunk, tag_id=tag, drop_identical=drop_identical)
-            return
-        pending: list = []  # at most 2 per worker in flight: memory stays bounded on any corpus
-        for job in jobs:
-            pending.append(self.pool.apply_async(_encode, (job,)))
-            if len(pending) >= 2 * self.workers:
-                yield pending.pop(0).get()
-        for result in pending:
-            yield result.get()
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.close()
-            self.pool.join()
-
-
-def _batched(pairs: Iterator[Pair], n: int) -> Iterator[list[Pair]]:
-    while chunk := list(itertools.islice(pairs, n)):
-        yield chunk
-
-
-class SplitWriter:
-    """Appends encoded chunks of one split to its files."""
-
-    def __init__(self, folder: Path, split: str, dtype: np.dtype):
-        self.folder, self.split, self.dtype = folder, split, dtype
-        self.bins = {side: open(folder / f"{split}.{side}.bin", "wb") for side in ("src", "tgt")}  # noqa: SIM115
-        self.lengths: list[np.ndarray] = []
-        self.corpus: list[np.ndarray] = []
-        self.counts = Counts()
-
-    def add(self, chunk: Chunk, corpus: int) -> None:
-        self.bins["src"].write(chunk.src_ids.astype(self.dtype, copy=False).tobytes())
-        self.bins["tgt"].write(chunk.tgt_ids.astype(self.dtype, copy=False).tobytes())
-        self.lengths.append(np.stack([chunk.src_len, chunk.tgt_len], axis=1).astype(np.int32))
-        self.corpus.append(np.full(len(chunk.src_len), corpus, dtype=np.uint8))
-        self.counts.add(chunk)
-
-    def close(self) -> int:
-        for f in self.bins.values():
-            f.close()
-        lengths = np.concatenate(self.lengths) if self.lengths else np.zeros((0, 2), dtype=np.int32)
-        if not len(lengths):
-            raise DataError(f"the {self.split} split has no sentence pair with text on both sides")
-        np.save(self.folder / f"{self.split}.lengths.npy", lengths)
-        np.save(self.folder / f"{self.split}.corpus.npy", np.concatenate(self.corpus))
-        for k, side in enumerate(("src", "tgt")):
-            np.save(self.folder / f"{self.split}.{side}.idx.npy", offsets_of(lengths[:, k].astype(np.int64)))
-        return len(lengths)
-
-
-# --- prepare -------------------------------------------------------------------------------------
-def prepare(
-    cfg: ExperimentConfig, output: str | Path, *, workers: int = 1, log: Callable[[str], None] = print
-) -> dict:
-    """Write the prepared folder of ``cfg``'s translation corpus to ``output``; returns its manifest."""
-    out = Path(output)
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MANIFEST).is_file())):
-        raise ConfigError(
-            f"--output {out} exists and is not a folder written by attnkit prepare; choose another"
-        )
-    if cfg.tokenizer.sample_nbest:
-        raise ConfigError(
-            "tokenizer.sample_nbest re-segments the text each epoch; prepared data holds token ids"
-        )
-    corpora = training_corpora(cfg)
-    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        manifest = _write(cfg, corpora, tmp, workers, log)
-        _replace(out, tmp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return manifest
-
-
-def _write(cfg: ExperimentConfig, corpora: list, tmp: Path, workers: int, log: Callable[[str], None]) -> dict:
-    tokenizer = _tokenizer(cfg, corpora, log)
-    files = {"src": "tokenizer.src.model"} | ({} if tokenizer.joint else {"tgt": "tokenizer.tgt.model"})
-    for side, name in files.items():
-        (tmp / name).write_bytes(tokenizer.state_dict()[side])
-    dtype = id_dtype(max(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size))
-    tags = tag_ids(tokenizer, cfg.data.mix)
-    encoder = Encoder(tokenizer, workers)
-    splits: dict[str, Any] = {}
-    try:
-        writer = SplitWriter(tmp, "train", dtype)
-        for k, (spec, limit) in enumerate(corpora):
-            log(f"encoding {spec.describe()} ...")
-            for chunk in encoder.map(stream(spec, limit), tags[k], cfg.data.drop_identical):
-                writer.add(chunk, k)
-        splits["train"] = {"pairs": writer.close(), "dropped": vars(writer.counts)}
-        for which in ("valid", "test"):
-            if which == "test" and not cfg.data.has_split("test"):
-                continue
-            limit = cfg.data.max_valid_pairs if which == "valid" else 0
-            records = list(stream(cfg.data.spec(which), limit))
-            with open(tmp / f"{which}.jsonl", "w", encoding="utf-8") as f:
-                f.writelines(json.dumps(pair, ensure_ascii=False) + "\n" for pair in records)
-            writer = SplitWriter(tmp, which, dtype)
-            for chunk in encoder.map(iter(records), None, False):
-                writer.add(chunk, 0)
-            splits[which] = {"pairs": writer.close(), "dropped": vars(writer.counts)}
-    finally:
-        encoder.close()
-    manifest = {
-        "format": FORMAT,
-        "version": VERSION,
-        "config": identity(cfg),
-        "tokenizer": {"fingerprint": tokenizer.fingerprint(), "joint": tokenizer.joint, "files": files},
-        "dtype": dtype.name,
-        "splits": splits,
-        "corpora": [_file_stamp(p) for spec, _ in corpora for p in spec_files(spec)],
-        "files": {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in sorted(tmp.iterdir())},
-    }
-    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
-    return manifest
-
-
-def _tokenizer(cfg: ExperimentConfig, corpora: list, log: Callable[[str], None]) -> SubwordTokenizer:
-    """``tokenizer.model``, or SentencePiece trained on (a seeded sample of) the non-empty pairs."""
-    if cfg.tokenizer.model:
-        return SubwordTokenizer.from_files(cfg.tokenizer.model)
-    k = cfg.tokenizer.max_sentences // (2 if cfg.tokenizer.joint else 1)
-
-    def nonempty() -> Iterator[Pair]:
-        for spec, limit in corpora:
-            yield from ((s, t) for s, t in stream(spec, limit) if s.strip() and t.strip())
-
-    sample = list(itertools.islice(nonempty(), k + 1))
-    if len(sample) > k:  # more than the sample holds: count them all, then read the drawn ones
-        n = sum(1 for _ in nonempty())
-        pick = tokenizer_sample(n, k, cfg.train.seed)
-        assert pick is not None
-        wanted = iter(pick.tolist())
-        nxt = next(wanted)
-        sample = []
-        for i, pair in enumerate(nonempty()):
-            if i == nxt:
-                sample.append(pair)
-                nxt = next(wanted, -1)
-                if nxt < 0:
-                    break
-        log(f"training the tokenizer on {len(sample):,} of {n:,} sentence pairs (tokenizer.max_sentences)")
-    return train_pair_tokenizer(sample, cfg.tokenizer, cfg.train.seed, tags_of(cfg.data.mix))
-
-
-def _replace(out: Path, tmp: Path) -> None:
-    """Move the finished folder into place; an older prepared folder there goes only then."""
-    old = out.with_name(f".{out.name}.old-{os.getpid()}")
-    if out.exists():
-        out.rename(old)
-    tmp.rename(out)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def identity(cfg: ExperimentConfig) -> dict:
@@ -292,12 +55,7 @@ def identity(cfg: ExperimentConfig) -> dict:
     return out
 
 
-def _file_stamp(path: Path) -> dict:
-    st = path.stat()
-    return {"path": str(path.resolve()), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
-
-
-def _sha256(path: Path) -> str:
+def sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(1 << 22):
@@ -338,7 +96,7 @@ def open_prepared(cfg: ExperimentConfig, *, verify: bool = True) -> Prepared:
                 f"{path} has {path.stat().st_size} bytes, the manifest says {meta['bytes']}: "
                 f"truncated or changed; {fix}"
             )
-        if verify and _sha256(path) != meta["sha256"]:
+        if verify and sha256(path) != meta["sha256"]:
             raise DataError(f"{path} does not match its SHA-256 in the manifest: the file is damaged; {fix}")
     here = identity(cfg)
     for section, values in manifest["config"].items():
