@@ -1,7 +1,7 @@
 """``attnkit prepare``: a translation corpus tokenized once into memory-mapped arrays on disk.
 
 A run then reads token ids without loading or tokenizing the text, and every DDP rank maps the same
-files, so the OS keeps one copy of their pages: a rank's memory no longer grows with the corpus.
+files, so the OS keeps one copy of their pages: a rank keeps only a few arrays of lengths.
 
 The folder (format version :data:`VERSION`)::
 
@@ -14,9 +14,10 @@ The folder (format version :data:`VERSION`)::
     valid.*, test.*            the same for the small splits, plus valid.jsonl/test.jsonl (the text,
                                which BLEU needs)
 
-Numpy arrays were chosen over Arrow (``datasets``) because training needs only random access to
-ragged int arrays: a ``.bin`` + offsets pair is what fairseq's ``MMapIndexedDataset`` keeps too,
-maps with one call and needs nothing beyond numpy. A folder is written beside the target and moved
+Numpy arrays rather than Arrow (``datasets``): training reads pairs by index in a shuffled order, and
+one random read of a mapped ``.bin`` + offsets pair (fairseq's ``MMapIndexedDataset`` layout) costs
+~5x less than one of a mapped Arrow table of the same ids, at the same size on disk
+(``bench/store_access.py``, docs/BENCHMARKS.md), with nothing beyond numpy. A folder is written beside the target and moved
 into place only when complete; a folder that is not attnkit's is never overwritten.
 """
 
