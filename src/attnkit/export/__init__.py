@@ -6,15 +6,12 @@
 
 Every converter goes through ``weights.py`` (attnkit parameter names <-> logical names) and each
 comes with parity tests (tests/test_export_*.py). The output is written beside its destination and
-moved into place only once complete, so a failed export never destroys what was there (``force``).
+moved into place only once complete, so a failed export never destroys what was there; ``force``
+replaces an earlier export only, never another folder (``output.py``).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 from ..checkpoint import load_checkpoint, model_from_checkpoint
@@ -22,7 +19,9 @@ from ..data.tokenizer import SubwordTokenizer
 from ..errors import CheckpointError, ConfigError
 from ..model.transformer import Transformer
 from ..tasks import task_of
+from .output import MARKER, check_replaceable, write_then_swap
 
+__all__ = ["MARKER", "export_checkpoint", "import_checkpoint", "load_for_export"]
 FORMATS = ("ctranslate2", "huggingface")
 IMPORT_FORMATS = ("huggingface",)
 
@@ -54,27 +53,38 @@ def export_checkpoint(
     quantization: str = "float32",
     force: bool = False,
 ) -> Path:
-    """Export ``checkpoint`` to ``output`` (a new directory) in format ``fmt``."""
+    """Export ``checkpoint`` to ``output`` (a new directory) in format ``fmt``.
+
+    ``force`` replaces an earlier export (a folder holding :data:`MARKER` and only the files it lists),
+    never any other folder, and only once the new export is complete.
+    """
     if fmt not in FORMATS:
         raise ConfigError(f"unknown export format {fmt!r} (choose from {', '.join(FORMATS)})")
     output = Path(output)
-    _check_output(output, force)
+    if output.exists() and not force:
+        raise ConfigError(f"output folder {output} already exists (pass --force to replace it)")
     if fmt != "ctranslate2" and quantization != "float32":
         raise ConfigError("--quantization applies to --format ctranslate2 only")
     model, tokenizer = load_for_export(checkpoint)
     if fmt == "ctranslate2":
-        from .ctranslate2 import export_ctranslate2
+        from .ctranslate2 import check_exportable, export_ctranslate2
+
+        check_exportable(model.config)
 
         def write(tmp: Path) -> None:
             export_ctranslate2(model, tokenizer, str(tmp), quantization=quantization)
             write_sentencepiece(tokenizer, tmp)
     else:
+        from .huggingface import check_exportable as check_hf
         from .huggingface import export_marian
+
+        check_hf(model.config)
 
         def write(tmp: Path) -> None:
             export_marian(model, tokenizer, tmp)
 
-    return _write_then_swap(output, write)
+    check_replaceable(output, checkpoint)  # after the model checks: a refused model names its problem
+    return write_then_swap(output, write, fmt)
 
 
 def import_checkpoint(fmt: str, source: str | Path, output: str | Path, *, force: bool = False) -> Path:
@@ -99,26 +109,3 @@ def write_sentencepiece(tokenizer: SubwordTokenizer, folder: Path) -> None:
     else:
         (folder / "source.model").write_bytes(state["src"])
         (folder / "target.model").write_bytes(state["tgt"])
-
-
-def _check_output(output: Path, force: bool) -> None:
-    if output.exists() and not force:
-        raise ConfigError(f"output folder {output} already exists (pass --force to replace it)")
-    if output.exists() and not output.is_dir():
-        raise ConfigError(f"output {output} exists and is not a folder")
-
-
-def _write_then_swap(output: Path, write: Callable[[Path], None]) -> Path:
-    """Write into a fresh sibling folder, then move it to ``output`` (replacing an old one last)."""
-    output.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
-    try:
-        write(work / "model")
-        if (work / "model").exists() is False:
-            raise RuntimeError("the exporter wrote nothing")
-        if output.exists():
-            os.replace(output, work / "old")
-        os.replace(work / "model", output)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return output

@@ -14,7 +14,7 @@ Marian and attnkit compute the same post-norm Transformer, with three difference
   tokenize with ``add_special_tokens=False``.
 
 Every field of ``TransformerConfig`` is either converted exactly (covered by tests/test_export_hf.py)
-or refused by ``_check_exportable``:
+or refused by ``check_exportable``:
 
     activation relu / gelu (erf) / swish, bias (false: zero biases), share_vocab, tie_output,
     output_bias (final_logits_bias), max_len, pad/bos/eos ids             converted
@@ -106,7 +106,7 @@ def hf_name_table(n_encoder_layers: int, n_decoder_layers: int) -> list[tuple[st
     return table
 
 
-def _check_exportable(cfg: TransformerConfig) -> None:
+def check_exportable(cfg: TransformerConfig) -> None:
     if cfg.norm != "post":
         raise ConfigError(
             "Hugging Face export: MarianMTModel is post-norm only; this checkpoint is pre-norm "
@@ -175,7 +175,7 @@ def marian_state_dict(model) -> dict[str, Tensor]:
 def export_marian(model, tokenizer, folder: Path) -> None:
     """Write a MarianMTModel + MarianTokenizer folder that ``from_pretrained`` loads offline."""
     cfg: TransformerConfig = model.config
-    _check_exportable(cfg)
+    check_exportable(cfg)
     transformers = transformers_module()
     hf = transformers.MarianMTModel(marian_config(cfg, source_eos=tokenizer.src_eos)).eval()
     state = marian_state_dict(model)

@@ -1,0 +1,147 @@
+"""Where an export goes: written beside its destination, swapped in whole, replacing only an export.
+
+An export folder holds :data:`MARKER`, a JSON file listing every file the export wrote. ``--force``
+replaces a folder only when it holds that marker and nothing the marker does not list (or nothing at
+all), and never a folder holding the checkpoint being exported: a run folder, a project, a home
+directory are refused with one line, whatever the flag says.
+
+The new export is written into ``.NAME.attnkit-export.XXXX`` beside ``NAME`` and renamed into place
+once complete. While it is written, that folder's ``.lock`` is held (``flock``); an export killed
+with -9 leaves the folder but the kernel drops the lock, so the next export of the same name finds
+it unlocked and removes it. A folder whose lock is held belongs to an export still running and stays.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from ..errors import ConfigError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock, so no stale-folder cleanup (the folders stay hidden)
+    fcntl = None  # type: ignore[assignment]
+
+MARKER = ".attnkit-export.json"
+WORK_TAG = ".attnkit-export."  # .NAME.attnkit-export.XXXX: an export being written (or killed)
+LOCK = ".lock"
+
+
+def check_replaceable(output: Path, checkpoint: str | Path) -> None:
+    """Refuse (ConfigError) to replace ``output`` unless it is absent, empty or an earlier export."""
+    if not output.exists():
+        return
+    if not output.is_dir():
+        raise ConfigError(f"output {output} exists and is not a folder")
+    source = Path(checkpoint).resolve()
+    if output.resolve() in source.parents:
+        raise ConfigError(
+            f"output folder {output} holds the checkpoint being exported; --force never replaces it "
+            "(choose another --output)"
+        )
+    entries = sorted(p.relative_to(output).as_posix() for p in output.rglob("*"))
+    if not entries:
+        return
+    listed = _listed_files(output)
+    if listed is None:
+        raise ConfigError(
+            f"output folder {output} is not an earlier attnkit export (it has no {MARKER}); --force "
+            "replaces only an export: remove or rename the folder yourself"
+        )
+    folders = {parent.as_posix() for name in listed for parent in Path(name).parents}
+    foreign = [e for e in entries if e not in listed and e != MARKER and e not in folders]
+    if foreign:
+        raise ConfigError(
+            f"output folder {output} holds {foreign[0]!r}, which the earlier export did not write; "
+            "--force replaces only an export's own files: move it away first"
+        )
+
+
+def _listed_files(folder: Path) -> set[str] | None:
+    """The files the marker of ``folder`` lists, or None when there is no valid marker."""
+    try:
+        marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    files = marker.get("files") if isinstance(marker, dict) else None
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        return None
+    return set(files)
+
+
+def write_then_swap(output: Path, write: Callable[[Path], None], fmt: str) -> Path:
+    """Write into a fresh sibling folder, then move it to ``output`` (replacing an old one last)."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_work(output)
+    work = Path(tempfile.mkdtemp(prefix=f".{output.name}{WORK_TAG}", dir=output.parent))
+    with _locked(work / LOCK):
+        try:
+            model = work / "model"
+            write(model)
+            if not model.is_dir():
+                raise RuntimeError("the exporter wrote nothing")
+            files = sorted(p.relative_to(model).as_posix() for p in model.rglob("*") if not p.is_dir())
+            (model / MARKER).write_text(json.dumps({"format": fmt, "files": files}, indent=1) + "\n")
+            _swap(model, output, work / "old")
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return output
+
+
+def _swap(new: Path, output: Path, old: Path) -> None:
+    """Move ``new`` to ``output``; an existing ``output`` goes to ``old`` first and comes back on failure."""
+    moved = False
+    if output.exists():
+        os.replace(output, old)
+        moved = True
+    try:
+        os.replace(new, output)
+    except BaseException:
+        if moved:
+            os.replace(old, output)
+        raise
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created) for the block."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def remove_stale_work(output: Path) -> list[Path]:
+    """Remove the work folders of earlier exports to ``output`` that were killed: those named
+    ``.NAME.attnkit-export.*`` whose ``.lock`` nobody holds. Returns the folders removed."""
+    if fcntl is None:
+        return []
+    removed = []
+    prefix = f".{output.name}{WORK_TAG}"
+    for folder in output.parent.iterdir():
+        if not folder.name.startswith(prefix) or folder.is_symlink() or not folder.is_dir():
+            continue
+        try:
+            fd = os.open(folder / LOCK, os.O_RDWR)  # no .lock: not provably ours, left alone
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: an export writing right now
+            os.close(fd)
+            continue
+        try:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+        finally:
+            os.close(fd)
+    return removed
