@@ -10,6 +10,8 @@ Face export is one line, exit 2, nothing half-written).
 from __future__ import annotations
 
 import json
+import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -150,3 +152,144 @@ def test_work_folders_of_killed_exports_are_removed_by_the_next_one(ckpt, tmp_pa
     finally:
         running.kill()
         running.wait()
+
+
+# -- item 2: import checks every tensor, the config's types and the tokenizer -------------------
+
+
+@pytest.fixture(scope="module")
+def marian(tmp_path_factory, tokenizer) -> Path:
+    """A MarianMTModel folder: a tiny random attnkit model exported to Hugging Face."""
+    require("transformers", "safetensors", "google.protobuf")
+    from attnkit.export import export_checkpoint
+
+    root = tmp_path_factory.mktemp("marian")
+    return export_checkpoint(write_checkpoint(root / "model.pt", tokenizer), "huggingface", root / "hf")
+
+
+def damaged(marian: Path, tmp_path: Path, *, tensors=None, config=None, vocab=None) -> Path:
+    """A copy of the Marian folder with its weights, config.json or vocab.json changed by a function."""
+    from safetensors.torch import load_file, save_file
+
+    folder = Path(shutil.copytree(marian, tmp_path / "marian"))
+    if tensors is not None:
+        state = {k: v.clone() for k, v in load_file(str(folder / "model.safetensors")).items()}
+        tensors(state)
+        save_file(state, str(folder / "model.safetensors"))
+    for name, change in (("config.json", config), ("vocab.json", vocab)):
+        if change is not None:
+            data = json.loads((folder / name).read_text(encoding="utf-8"))
+            (folder / name).write_text(json.dumps(change(data)), encoding="utf-8")
+    return folder
+
+
+def import_fails(folder: Path, tmp_path: Path, *fragments: str) -> None:
+    out = tmp_path / "imported.pt"
+    code, _, err = cli("import", "--format", "huggingface", folder, "--output", out)
+    assert_user_error(code, err, *fragments)
+    assert not out.exists()
+
+
+def test_import_of_an_intact_folder_works(marian, tmp_path):
+    out = tmp_path / "imported.pt"
+    code, _, err = cli("import", "--format", "huggingface", marian, "--output", out)
+    assert code == 0 and out.is_file(), err
+
+
+LAYER_WEIGHT = "model.encoder.layers.0.fc1.weight"
+
+
+def drop(name):
+    return lambda state: state.pop(name)
+
+
+def put(name, value):
+    return lambda state: state.__setitem__(name, value)
+
+
+def nan_at(name):
+    def change(state):
+        state[name][0, 0] = float("nan")
+
+    return change
+
+
+def more_layers(config):
+    return {**config, "encoder_layers": config["encoder_layers"] + 1}
+
+
+@pytest.mark.parametrize(
+    "damage, fragments",
+    [
+        (dict(tensors=drop(LAYER_WEIGHT)), [LAYER_WEIGHT, "missing"]),
+        (dict(tensors=drop("final_logits_bias")), ["'final_logits_bias'", "missing"]),
+        (dict(config=more_layers), ["model.encoder.layers.", "missing"]),
+        (
+            dict(tensors=put("model.encoder.layers.7.fc1.weight", torch.zeros(2))),
+            ["layers.7.fc1", "unexpected"],
+        ),
+        (dict(tensors=put(LAYER_WEIGHT, torch.zeros(3, 3))), [LAYER_WEIGHT, "shape (3, 3)"]),
+        (dict(tensors=nan_at(LAYER_WEIGHT)), [LAYER_WEIGHT, "NaN"]),
+        (dict(tensors=nan_at("model.shared.weight")), ["model.shared.weight", "NaN"]),
+        (dict(config=lambda c: [c]), ["config.json", "JSON object", "list"]),
+        (dict(config=lambda c: {**c, "d_model": "32"}), ["config.json", "d_model", '"32"']),
+        (dict(config=lambda c: {**c, "scale_embedding": "yes"}), ["scale_embedding", "true or false"]),
+        (dict(config=lambda c: {**c, "pad_token_id": 100000}), ["pad id 100000"]),
+        (dict(vocab=lambda v: dict(list(v.items())[: len(v) * 3 // 4])), ["vocab.json", "embedding rows"]),
+        (dict(vocab=lambda v: {**v, "▁extra": len(v)}), ["vocab.json", "embedding rows"]),
+        (dict(vocab=lambda v: {**v, next(iter(v)): "0"}), ["vocab.json", "not an integer"]),
+        (dict(vocab=lambda v: list(v)), ["vocab.json", "JSON object"]),
+    ],
+    ids=[
+        "missing-tensor",
+        "missing-bias",
+        "config-more-layers",
+        "unexpected-tensor",
+        "wrong-shape",
+        "nan-weight",
+        "nan-embedding",
+        "config-not-object",
+        "config-string-int",
+        "config-string-bool",
+        "config-pad-out-of-range",
+        "vocab-smaller",
+        "vocab-larger",
+        "vocab-string-id",
+        "vocab-not-object",
+    ],
+)
+def test_import_refuses_a_damaged_folder(marian, tmp_path, damage, fragments):
+    import_fails(damaged(marian, tmp_path, **damage), tmp_path, *fragments)
+
+
+def test_import_refuses_another_models_sentencepiece(marian, tmp_path):
+    import io
+
+    import sentencepiece as spm
+
+    other = io.BytesIO()
+    rng = random.Random(0)
+    words = ["".join(rng.choice("qxzjkvwy0123456789") for _ in range(6)) for _ in range(300)]
+    text = [" ".join(rng.choice(words) for _ in range(9)) for _ in range(300)]
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(text), model_writer=other, vocab_size=60, num_threads=1, minloglevel=2
+    )
+    folder = damaged(marian, tmp_path)
+    (folder / "source.spm").write_bytes(other.getvalue())
+    import_fails(folder, tmp_path, "source.spm", "not in vocab.json", "does not belong")
+
+
+def test_import_refuses_pickled_weights(marian, tmp_path):
+    from safetensors.torch import load_file
+
+    folder = damaged(marian, tmp_path)
+    torch.save(load_file(str(folder / "model.safetensors")), folder / "pytorch_model.bin")
+    (folder / "model.safetensors").unlink()
+    import_fails(folder, tmp_path, "pytorch_model.bin", "pickle")
+
+
+def test_import_refuses_unreadable_safetensors(marian, tmp_path):
+    folder = damaged(marian, tmp_path)
+    data = (folder / "model.safetensors").read_bytes()
+    (folder / "model.safetensors").write_bytes(data[: len(data) // 2])
+    import_fails(folder, tmp_path, "model.safetensors")

@@ -19,7 +19,6 @@ the FFN activation (relu, gelu, swish) and ``final_logits_bias`` come along.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -30,40 +29,12 @@ from ..data.tokenizer import SubwordTokenizer
 from ..errors import CheckpointError
 from ..model import TransformerConfig
 from ..model.registry import arch_of
-from .huggingface import (
-    HF_ACTIVATIONS,
-    hf_name_table,
-    marian_feature_order,
-    residual_axis,
-    transformers_module,
-)
+from .huggingface import HF_ACTIVATIONS, hf_name_table, marian_feature_order, residual_axis
+from .marian_folder import check_pieces_in_vocab, marian_config, marian_weights, read_json, read_vocab
 from .spm_vocab import SPECIAL_ROLES, reorder_pieces
 from .weights import attnkit_state_dict
 
 NO_TOKEN_BIAS = -1e4  # exp(-1e4) underflows to 0: the token drops out of the softmax
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CheckpointError(f"{path.parent}: not a MarianMTModel folder ({path.name} is missing)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{path}: not valid JSON ({e})") from None
-
-
-def _marian_model(folder: Path):
-    transformers = transformers_module()
-    config = _read_json(folder / "config.json")
-    if config.get("model_type") != "marian":
-        raise CheckpointError(
-            f"{folder}: config.json says model_type {config.get('model_type')!r}, not 'marian'"
-        )
-    try:
-        return transformers.MarianMTModel.from_pretrained(str(folder), local_files_only=True).eval()
-    except (OSError, ValueError, RuntimeError) as e:
-        message = " ".join(str(e).split())[:300]
-        raise CheckpointError(f"{folder}: the Marian weights could not be loaded: {message}") from None
 
 
 def _attnkit_config(
@@ -120,35 +91,55 @@ def import_marian(folder: str | Path) -> dict[str, Any]:
     folder = Path(folder)
     if not folder.is_dir():
         raise CheckpointError(f"{folder}: not a folder")
-    hf = _marian_model(folder)
-    c = hf.config
+    c = marian_config(folder)
+    hf_state = marian_weights(folder, c)  # every tensor present, shaped and finite
     tok_config = (
-        _read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").exists() else {}
+        read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").exists() else {}
     )
-    separate = bool(tok_config.get("separate_vocabs", False))
-    src_vocab = _read_json(folder / "vocab.json")
-    tgt_vocab = _read_json(folder / "target_vocab.json") if separate else src_vocab
+    separate = tok_config.get("separate_vocabs", False)
+    unk = tok_config.get("unk_token", "<unk>")
+    unk = unk.get("content", "<unk>") if isinstance(unk, dict) else unk
+    if not isinstance(separate, bool) or not isinstance(unk, str):
+        raise CheckpointError(
+            f"{folder / 'tokenizer_config.json'}: separate_vocabs must be true or false and "
+            "unk_token a string"
+        )
+    src_rows_n = hf_state["model.encoder.embed_tokens.weight"].shape[0]
+    tgt_rows_n = hf_state["model.decoder.embed_tokens.weight"].shape[0]
+    src_vocab = read_vocab(folder, "vocab.json", src_rows_n)
+    tgt_vocab = read_vocab(folder, "target_vocab.json", tgt_rows_n) if separate else src_vocab
+    if not separate and tgt_rows_n != src_rows_n:
+        raise CheckpointError(
+            f"{folder}: one vocab.json for {src_rows_n} source and {tgt_rows_n} target embedding rows"
+        )
     protos = {}
     for side, name in (("src", "source.spm"), ("tgt", "target.spm")):
         if not (folder / name).is_file():
             raise CheckpointError(f"{folder}: not a MarianMTModel folder ({name} is missing)")
         protos[side] = (folder / name).read_bytes()
-    unk = tok_config.get("unk_token", "<unk>")
-    unk = unk.get("content", "<unk>") if isinstance(unk, dict) else unk
     if unk not in src_vocab or unk not in tgt_vocab:
         raise CheckpointError(f"{folder}: the vocabulary has no unknown token {unk!r}")
     start = c.decoder_start_token_id if c.decoder_start_token_id is not None else c.pad_token_id
     roles = {"pad": c.pad_token_id, "bos": start, "eos": c.eos_token_id, "unk": src_vocab[unk]}
+    for role, row in roles.items():
+        if row is None or row >= min(src_rows_n, tgt_rows_n):
+            raise CheckpointError(
+                f"{folder / 'config.json'}: the {role} id {row} is not a row of the embeddings "
+                f"({min(src_rows_n, tgt_rows_n)})"
+            )
     tgt_roles = {**roles, "unk": tgt_vocab[unk]}
 
     src_proto, src_pieces = reorder_pieces(protos["src"])
+    tgt_own = reorder_pieces(protos["tgt"])[1]
+    check_pieces_in_vocab(folder / "source.spm", src_pieces[len(SPECIAL_ROLES) :], src_vocab, "vocab.json")
+    tgt_vocab_name = "target_vocab.json" if separate else "vocab.json"
+    check_pieces_in_vocab(folder / "target.spm", tgt_own[len(SPECIAL_ROLES) :], tgt_vocab, tgt_vocab_name)
     tgt_extra = [p for p, _ in sorted(tgt_vocab.items(), key=lambda kv: kv[1])]
     tgt_proto, tgt_pieces = reorder_pieces(protos["tgt"], tgt_extra)
     src_rows, tgt_rows = _rows(src_pieces, src_vocab, roles), _rows(tgt_pieces, tgt_vocab, tgt_roles)
     joint = src_proto == tgt_proto
     share = joint and bool(c.share_encoder_decoder_embeddings)
 
-    hf_state = hf.state_dict()
     bias = hf_state["final_logits_bias"][0].float()[tgt_rows]  # (V_tgt,)
     # Target ids Marian has no token for: unmapped pieces, and bos when it shares the pad row (Marian
     # starts decoding from pad). Their logits are pushed to -1e4 so that the softmax runs over
