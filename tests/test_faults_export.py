@@ -9,7 +9,9 @@ Face export is one line, exit 2, nothing half-written).
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import random
 import shutil
 import signal
@@ -293,3 +295,40 @@ def test_import_refuses_unreadable_safetensors(marian, tmp_path):
     data = (folder / "model.safetensors").read_bytes()
     (folder / "model.safetensors").write_bytes(data[: len(data) // 2])
     import_fails(folder, tmp_path, "model.safetensors")
+
+
+# -- item 3: a full disk during the Hugging Face export -----------------------------------------
+
+
+def no_space(*args, **kwargs):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def safetensors_no_space(*args, **kwargs):
+    """What safetensors (Rust) raises when the disk is full: not an OSError."""
+    from safetensors import SafetensorError
+
+    raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+
+@pytest.mark.parametrize("where", ["tokenizer-file", "weights"])
+@pytest.mark.parametrize("previous", [False, True])
+def test_full_disk_during_huggingface_export(monkeypatch, ckpt, tmp_path, where, previous):
+    require("transformers", "safetensors")
+    out = tmp_path / "hf"
+    if previous:
+        code, _, err = export(ckpt, out, fmt="huggingface")
+        assert code == 0, err
+    before = snapshot(out) if previous else None
+    if where == "tokenizer-file":
+        monkeypatch.setattr(Path, "write_bytes", no_space)
+    else:
+        import safetensors.torch
+        import transformers.modeling_utils
+
+        monkeypatch.setattr(safetensors.torch, "save_file", safetensors_no_space)
+        monkeypatch.setattr(transformers.modeling_utils, "safe_save_file", safetensors_no_space)
+    code, _, err = export(ckpt, out, "--force", fmt="huggingface")
+    assert_user_error(code, err, "No space left on device")
+    assert (snapshot(out) == before) if previous else not out.exists()
+    assert hidden_leftovers(tmp_path) == []

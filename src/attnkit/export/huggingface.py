@@ -26,7 +26,11 @@ Legend: D d_model, V vocabulary.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -187,8 +191,38 @@ def export_marian(model, tokenizer, folder: Path) -> None:
     hf.generation_config.suppress_tokens = [cfg.pad_id, cfg.bos_id]  # attnkit never generates them
     hf.generation_config.num_beams = 1
     folder.mkdir(parents=True)
-    hf.save_pretrained(folder, safe_serialization=True)
+    with _quiet(transformers), _os_errors(folder / "model.safetensors"):
+        hf.save_pretrained(folder, safe_serialization=True)
     _write_tokenizer(tokenizer, folder)
+
+
+@contextlib.contextmanager
+def _quiet(transformers) -> Iterator[None]:
+    """No progress bar on stderr while saving: a command's stderr is its one error line."""
+    logging = transformers.utils.logging
+    enabled = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            logging.enable_progress_bar()
+
+
+@contextlib.contextmanager
+def _os_errors(path: Path) -> Iterator[None]:
+    """safetensors reports a failed write (a full disk) as ``SafetensorError("... (os error 28)")``;
+    turn it back into the ``OSError`` it is, so that the command prints the OS's message and the file."""
+    from safetensors import SafetensorError
+
+    try:
+        yield
+    except SafetensorError as e:
+        found = re.search(r"os error (\d+)", str(e))
+        if found is None:
+            raise ConfigError(f"cannot write {path}: {' '.join(str(e).split())[:200]}") from None
+        code = int(found.group(1))
+        raise OSError(code, os.strerror(code), str(path)) from None
 
 
 def _write_tokenizer(tokenizer, folder: Path) -> None:
