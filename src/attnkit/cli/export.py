@@ -19,7 +19,9 @@ def add_parser(sub) -> None:
         help="CTranslate2 weight type (default float32)",
     )
     p.add_argument(
-        "--force", action="store_true", help="replace an existing output folder (once the new one is written)"
+        "--force",
+        action="store_true",
+        help="replace an earlier export in --output (never another folder), once the new one is written",
     )
 
 
