@@ -27,6 +27,23 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
     p.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a name the Host header may carry besides the bound address (and localhost for a loopback "
+        "one): a domain the server is reached by; repeat for several, '*' for any. Others get 400 "
+        "(DNS rebinding protection)",
+    )
+    p.add_argument(
+        "--request-timeout",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="a request not decoded by then answers 504, and a decoding process that answered nothing "
+        "for as long is restarted; SIGTERM waits for requests in flight at most this long (default 120)",
+    )
+    p.add_argument(
         "--max-batch-tokens",
         type=positive_int,
         default=4000,
@@ -101,8 +118,9 @@ def run(args) -> None:
         raise ConfigError(
             f"attnkit serve needs the serve extra: pip install 'attnkit[serve]' ({e})"
         ) from None
+    from ..serve.app import allowed_host_names
     from ..serve.decoder import ProcessDecoder, WorkerSpec
-    from ..serve.tasks import load_models, release_weights
+    from ..serve.tasks import load_models, read_checkpoints, release_weights
 
     if not 1 <= args.port <= 65535:
         raise ConfigError(f"--port must be between 1 and 65535, got {args.port}")
@@ -110,6 +128,8 @@ def run(args) -> None:
         raise ConfigError(f"--join-wait-steps must not be negative, got {args.join_wait_steps}")
     if args.max_wait_ms < 0:
         raise ConfigError(f"--max-wait-ms must not be negative, got {args.max_wait_ms}")
+    if not 0 < args.request_timeout < float("inf"):  # NaN fails this too
+        raise ConfigError(f"--request-timeout must be a positive number, got {args.request_timeout}")
     if args.workers != "auto" and args.workers > 1 and args.decoder != "process":
         raise ConfigError("--workers needs --decoder process (the thread decoder is one worker)")
     _check_address(args.host, args.port)
@@ -126,22 +146,41 @@ def run(args) -> None:
         join_group=args.join_group,
         join_wait_steps=args.join_wait_steps,
     )
+    # Read once: the server serves these bytes for its whole life, and a decoding process that
+    # restarts loads them too, never a file overwritten (or moved) since.
+    contents = read_checkpoints(args.checkpoint)
     decoder = None
     if args.decoder == "process":  # the decoding process loads the models on the device; here they
         # only check requests (names, tasks, token counts), so they load on the CPU and drop their weights
-        models = load_models(args.checkpoint, device="cpu")
+        models = load_models(args.checkpoint, device="cpu", contents=contents)
         release_weights(models)
-        spec = WorkerSpec(tuple(args.checkpoint), args.device, threads)
+        spec = WorkerSpec(tuple(args.checkpoint), args.device, threads, contents)
         decoder = ProcessDecoder(spec, workers=n_workers, **batching)
     else:
-        models = load_models(args.checkpoint, device=args.device)
+        models = load_models(args.checkpoint, device=args.device, contents=contents)
+    del contents  # the decoding processes have their copies (the spec keeps one for restarts)
     limits = Limits(max_body_bytes=args.max_body_bytes, max_sentences=args.max_sentences)
-    app = create_app(models, **batching, limits=limits, decoder=decoder)
+    app = create_app(
+        models,
+        **batching,
+        limits=limits,
+        decoder=decoder,
+        request_timeout=args.request_timeout,
+        allowed_hosts=allowed_host_names(args.host, args.allowed_host),
+    )
     names = ", ".join(f"{m.name} ({m.task})" for m in models)
     print(f"attnkit serve: {names} on http://{args.host}:{args.port}/ (API docs at /docs)", flush=True)
-    # uvicorn handles SIGTERM and SIGINT: it stops accepting, lets in-flight requests finish, then
-    # runs the app's shutdown (which drains the batcher, in the decoding process if any) and returns.
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    # uvicorn handles SIGTERM and SIGINT: it stops accepting, lets in-flight requests finish (each
+    # answers by its deadline, and is cancelled shortly after), then runs the app's shutdown (which
+    # drains the batcher, in the decoding process if any, killing one not done in time) and returns.
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=int(args.request_timeout) + 2,
+    )
 
 
 def _workers_and_threads(asked: int | str, threads: int | None, device: str, cores: int) -> tuple[int, int]:

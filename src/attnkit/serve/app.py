@@ -1,15 +1,22 @@
-"""The FastAPI application: JSON API under /v1, the attention page at /, OpenAPI at /docs.
+"""The FastAPI application: JSON API under /v1, the attention page at /, OpenAPI at /openapi.json
+and a plain page of it at /docs (no CDN: nothing is fetched from elsewhere).
 
-Every error is JSON ``{"error": "one line naming the problem"}``: 400 body not JSON, 404 unknown
-model or path, 413 body over the size limit, 422 a wrong type, an unknown field or a value out of
-range (too many sentences, a sentence over the length limit, nbest above beam, a model of the wrong
-task). A bug in a request answers 500 and the server lives on.
+Every error is JSON ``{"error": "one line naming the problem"}``: 400 body not JSON or a ``Host``
+the server does not answer to (DNS rebinding), 404 unknown model or path, 413 body over the size
+limit, 422 a wrong type, an unknown field or a value out of range (too many sentences, a sentence over
+the length limit, nbest above beam, a model of the wrong task), 503 no decoding process up, 504 a
+request past its deadline. A bug in a request answers 500 and the server lives on; no answer names a
+path or an exception's text (those go to the server's stderr).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
+import sys
+import traceback
+from collections.abc import Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -22,7 +29,7 @@ from ..decoding import check_nbest
 from ..errors import AttnkitError
 from ..tasks import task_named
 from .decoder import Call, DecoderUnavailable, ProcessDecoder, ThreadDecoder
-from .page import render_page
+from .page import render_docs, render_page
 from .schemas import (
     AttentionRequest,
     ClassifyRequest,
@@ -33,6 +40,7 @@ from .schemas import (
     TranslateResponse,
 )
 from .tasks import ClassifierServed, LanguageModelServed, ServedModel, TranslationModel, endpoint_task
+from .worker import DecodingLost
 
 
 class ServeError(Exception):
@@ -50,12 +58,20 @@ def create_app(
     join_wait_steps: int = 4,
     limits: Limits | None = None,
     decoder: ProcessDecoder | None = None,
+    request_timeout: float = 120.0,
+    allowed_hosts: Iterable[str] | None = None,
 ) -> FastAPI:
     """An app serving ``models`` (the first of each task is that task's default); the batching
     options are :class:`~.batcher.Batcher`'s. With a started ``decoder`` (a
     :class:`~.decoder.ProcessDecoder`, built with the same options), the models run in its process and
     ``models`` only answer the questions asked before decoding (names, tasks, limits, token counts);
-    without, they run on a thread of this process. The app closes the decoder when it shuts down."""
+    without, they run on a thread of this process. The app closes the decoder when it shuts down.
+
+    A request not decoded within ``request_timeout`` seconds answers 504 (and a decoding process that
+    answered nothing for as long is killed and restarted). ``allowed_hosts``: the names the ``Host``
+    header may carry (:func:`allowed_host_names`); None accepts any (tests, a caller behind a proxy)."""
+    if request_timeout <= 0:
+        raise ValueError(f"request_timeout must be positive, got {request_timeout}")
     limits = limits or Limits()
     by_name = {m.name: m for m in models}
     given = decoder
@@ -73,14 +89,19 @@ def create_app(
         )
         try:
             yield
-        finally:  # uvicorn has let in-flight requests finish; finish what is queued, then stop
-            await asyncio.to_thread(started.close)
+        finally:  # uvicorn has let in-flight requests finish (each within its deadline); finish what
+            # is queued, then stop: a decoding process not done within the bound is killed
+            await asyncio.to_thread(started.close, min(request_timeout, CLOSE_TIMEOUT_S))
 
     errors: dict[int | str, dict[str, Any]] = {
         code: {"model": ErrorResponse} for code in (400, 404, 413, 422)
     }
-    app = FastAPI(title="attnkit", version="1", lifespan=lifespan, responses=errors)
+    app = FastAPI(
+        title="attnkit", version="1", lifespan=lifespan, responses=errors, docs_url=None, redoc_url=None
+    )
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
+    if allowed_hosts is not None:
+        app.add_middleware(HostCheck, allowed=frozenset(allowed_hosts))
     _add_error_handlers(app)
 
     def resolve(name: str | None, endpoint: str) -> Any:
@@ -111,18 +132,32 @@ def create_app(
             future = running.submit(call, items, cost, alone=alone)
         except DecoderUnavailable as e:
             raise ServeError(503, str(e)) from None
-        return await asyncio.wrap_future(future)
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), request_timeout)
+        except asyncio.TimeoutError:  # TimeoutError since Python 3.11, not yet in 3.10
+            running.expire(future, request_timeout)
+            raise ServeError(
+                504, f"the request was not decoded within {request_timeout:g} s (the server's deadline)"
+            ) from None
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page() -> HTMLResponse:
         return HTMLResponse(render_page())
 
+    @app.get("/docs", response_class=HTMLResponse, include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return HTMLResponse(render_docs())
+
     @app.get("/health", summary="liveness and batching counters")
     async def health() -> JSONResponse:
+        """200 while requests can be decoded; 503 while they cannot ("unavailable": a decoding
+        process is restarting) or never will again ("failed": the server needs a restart)."""
         stats = running.stats if running else None
         down = running.down if running else "the server is starting or stopping"
+        failed = running.failed if running else None
+        status = f"failed: {failed}" if failed else "ok" if down is None else f"unavailable: {down}"
         body = {
-            "status": "ok" if down is None else f"unavailable: {down}",
+            "status": status,
             "models": list(by_name),
             "model_calls": stats.model_calls if stats else 0,
             "decode_steps": stats.decode_steps if stats else 0,
@@ -130,7 +165,7 @@ def create_app(
             "workers": running.worker_count if running else 0,  # decoding workers, and how many serve now
             "workers_up": running.workers_up if running else 0,
         }
-        return JSONResponse(body, status_code=200 if down is None else 503)
+        return JSONResponse(body, status_code=200 if status == "ok" else 503)
 
     @app.get("/v1/models", summary="the loaded models, their tasks and limits")
     async def list_models() -> dict[str, Any]:
@@ -274,9 +309,19 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def user_error(request: Request, e: AttnkitError) -> JSONResponse:
         return JSONResponse({"error": str(e)}, status_code=422)
 
+    @app.exception_handler(DecodingLost)
+    async def lost(request: Request, e: DecodingLost) -> JSONResponse:
+        return JSONResponse({"error": str(e)}, status_code=500)
+
     @app.exception_handler(Exception)
     async def bug(request: Request, e: Exception) -> JSONResponse:
-        return JSONResponse({"error": f"internal error: {type(e).__name__}: {e}"}, status_code=500)
+        # Its text may name paths or internals: the operator reads it on stderr, the client a line.
+        print(f"attnkit serve: internal error in {request.url.path}:", file=sys.stderr)
+        traceback.print_exception(e, file=sys.stderr)
+        return JSONResponse(
+            {"error": f"internal error ({type(e).__name__}); the server's log has the details"},
+            status_code=500,
+        )
 
 
 def _describe(err: dict[str, Any]) -> str:
@@ -288,6 +333,61 @@ def _describe(err: dict[str, Any]) -> str:
     if err.get("type") == "missing":
         return f"missing field {where!r}"
     return f"{where}: {err.get('msg', 'invalid')}"
+
+
+CLOSE_TIMEOUT_S = 10.0  # at shutdown, how long decoding processes may take to finish what is queued
+
+
+def allowed_host_names(host: str, extra: Iterable[str] = ()) -> frozenset[str]:
+    """The ``Host`` names a server bound to ``host`` answers to: that address, and localhost's names
+    for a loopback one, and ``extra`` (``--allowed-host``; ``*`` allows any). Any other name is what a
+    DNS rebinding attack sends (a page's domain resolved to this machine), so it gets 400. Bound to
+    every address (0.0.0.0, ::), IP addresses are allowed too (they cannot be rebound)."""
+    names = {host.lower().strip("[]"), *(e.lower().strip("[]") for e in extra)}
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        address = None
+    if host == "localhost" or (address is not None and address.is_loopback):
+        names |= {"localhost", "127.0.0.1", "::1"}
+    if address is not None and address.is_unspecified:
+        names.add("<ip>")
+    return frozenset(names)
+
+
+class HostCheck:
+    """ASGI middleware: a request whose ``Host`` header is not one of ``allowed`` answers 400."""
+
+    def __init__(self, app, *, allowed: frozenset[str]):
+        self.app, self.allowed = app, allowed
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or "*" in self.allowed:
+            return await self.app(scope, receive, send)
+        host = dict(scope.get("headers", [])).get(b"host", b"").decode("latin-1")
+        if self._allows(host):
+            return await self.app(scope, receive, send)
+        message = "the Host header names a host this server does not answer to (see --allowed-host)"
+        body = json.dumps({"error": message}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 400, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    def _allows(self, host: str) -> bool:
+        name = host.lower()
+        if name.startswith("["):  # [v6]:port
+            name = name[1 : name.find("]")] if "]" in name else ""
+        else:
+            name = name.rpartition(":")[0] if name.count(":") == 1 else name
+        if name in self.allowed:
+            return True
+        if "<ip>" in self.allowed:
+            try:
+                ipaddress.ip_address(name)
+                return True
+            except ValueError:
+                pass
+        return False
 
 
 class BodyLimit:

@@ -14,7 +14,8 @@ can cross into another process. Both decoders give the app the same three things
   SIGINT/SIGTERM: the server finishes its in-flight requests first, then closes the child, which
   answers everything queued before it exits. Should a child die, its pending requests fail with
   a clear error and its reader thread starts a fresh one; the other workers go on serving, and with
-  none left requests get 503 until it is ready.
+  none left requests get 503 until it is ready. A child that keeps a request past its deadline
+  without answering anything is stuck: :meth:`ProcessDecoder.expire` kills it (and so restarts it).
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from ..errors import AttnkitError, ConfigError
 from .attention import attention_payload
 from .batcher import Batcher, BatchFn, BatchStats, Stream
 from .worker import DecoderUnavailable, Worker, WorkerSpec, added
@@ -86,6 +88,15 @@ class ThreadDecoder:
         """Why requests cannot be decoded now; None while they can."""
         return None if self.batcher.alive else "the decoding thread stopped"
 
+    @property
+    def failed(self) -> str | None:
+        """Why this decoder can never decode again (a stopped thread is not restarted); None if it can."""
+        return self.down
+
+    def expire(self, future: Future, after_s: float) -> None:
+        """A request given up on after ``after_s`` seconds: forget it (a thread cannot be killed)."""
+        future.cancel()
+
     worker_count = 1  # this process's batcher thread
 
     @property
@@ -118,6 +129,13 @@ class ProcessDecoder:
     def __init__(self, spec: WorkerSpec, *, workers: int = 1, **batching: Any):
         if workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
+        if spec.contents is None:  # read once: every child, a restarted one too, loads these bytes
+            from .tasks import read_checkpoints
+
+            try:
+                spec = replace(spec, contents=read_checkpoints(spec.checkpoints))
+            except AttnkitError as e:
+                raise ConfigError(f"the decoding process could not load the models: {e}") from None
         self.spec, self.batching = spec, batching
         self._ids = itertools.count()
         self._closed = False
@@ -157,6 +175,19 @@ class ProcessDecoder:
         """Why requests cannot be decoded now (no worker is up); None while one can."""
         reasons = [w.down for w in self.workers]
         return None if None in reasons else reasons[0]
+
+    @property
+    def failed(self) -> str | None:
+        """Why a worker gave up restarting (the server is unhealthy: it needs a restart); None if none did."""
+        return next((w.failed for w in self.workers if w.failed is not None), None)
+
+    def expire(self, future: Future, after_s: float) -> None:
+        """A request given up on after ``after_s`` seconds: forget it, and kill the worker holding it
+        if that has answered nothing for as long (stuck: its reader restarts it)."""
+        future.cancel()
+        for w in self.workers:
+            if w.holds(future) and w.silent_for() >= after_s:
+                w.kill(f"no answer for {w.silent_for():.0f} s")
 
     def submit(self, call: Call, items: list[Any], cost: int, *, alone: bool = False) -> Future:
         """Send to the least loaded worker that is up; one that went down just now passes it on."""
@@ -199,7 +230,8 @@ def decoding_process(conn, spec: WorkerSpec, batching: dict[str, Any]) -> None:
 
         if spec.threads:
             torch.set_num_threads(spec.threads)
-        decoder = ThreadDecoder(load_models(list(spec.checkpoints), device=spec.device), **batching)
+        models = load_models(list(spec.checkpoints), device=spec.device, contents=spec.contents)
+        decoder = ThreadDecoder(models, **batching)
     except BaseException as e:  # noqa: BLE001 - reported to the server, which exits with it
         conn.send(("failed", str(e) or type(e).__name__))
         return

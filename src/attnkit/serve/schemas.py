@@ -7,8 +7,9 @@ Requests are strict (a string where a number belongs is refused, not converted) 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,23 @@ class Limits:
 
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
+
+    @field_validator("*")
+    @classmethod
+    def _unicode(cls, value: Any) -> Any:
+        """JSON may escape a lone UTF-16 surrogate ("\\ud800"), which is no character: refused here,
+        it would fail the tokenizer (and the answer's encoding) later."""
+        texts = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+        for i, text in enumerate(texts):
+            if isinstance(text, str):
+                bad = next((c for c in text if "\ud800" <= c <= "\udfff"), None)
+                if bad is not None:
+                    where = f"item {i} has" if isinstance(value, list) else "has"
+                    raise ValueError(
+                        f"{where} a lone surrogate (U+{ord(bad):04X}) at character {text.index(bad)}: "
+                        "not Unicode text"
+                    )
+        return value
 
 
 class TranslateRequest(_Request):

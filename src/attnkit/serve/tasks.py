@@ -7,11 +7,16 @@ another task answers 422 naming what it needs and what is loaded.
 
 from __future__ import annotations
 
+import io
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from ..checkpoint import load_checkpoint
-from ..errors import ConfigError
+import torch
+
+from ..checkpoint import FORMAT, verify_checksums
+from ..errors import CheckpointError, ConfigError
+from ..files import describe_os_error
 from ..tasks import TASKS, TaskInfo, task_of
 from ..tasks.classification import ClassifierServed
 from ..tasks.language_model import LanguageModelServed
@@ -25,6 +30,7 @@ __all__ = [
     "endpoint_task",
     "load_models",
     "model_name",
+    "read_checkpoints",
     "release_weights",
 ]
 
@@ -58,18 +64,57 @@ def model_name(spec: str) -> tuple[str, Path]:
     return (p.parent.name or p.stem) if p.stem.startswith("checkpoint") else p.stem, p
 
 
-def load_models(specs: list[str], *, device: str = "auto") -> list[ServedModel]:
-    """Load every ``--checkpoint`` spec; names must be unique, tasks servable."""
-    models: list[ServedModel] = []
+def read_checkpoints(specs: Sequence[str]) -> tuple[bytes, ...]:
+    """The bytes of every ``--checkpoint`` spec's file, read once: what the server serves for its whole
+    life (a decoding process that restarts loads these, never a file that training may have
+    overwritten or someone may have moved since)."""
+    contents = []
     for spec in specs:
+        _, path = model_name(spec)
+        if not path.is_file():
+            raise CheckpointError(f"checkpoint not found: {path}")
+        try:
+            contents.append(path.read_bytes())
+        except OSError as e:
+            raise CheckpointError(f"cannot read checkpoint {path}: {describe_os_error(e)}") from None
+    return tuple(contents)
+
+
+def load_models(
+    specs: Sequence[str], *, device: str = "auto", contents: Sequence[bytes] | None = None
+) -> list[ServedModel]:
+    """Load every ``--checkpoint`` spec (from ``contents``, the files' bytes as
+    :func:`read_checkpoints` read them; else from the files); names must be unique, tasks servable."""
+    contents = read_checkpoints(specs) if contents is None else contents
+    if len(contents) != len(specs):
+        raise ValueError(f"{len(specs)} checkpoint specs but {len(contents)} contents")
+    models: list[ServedModel] = []
+    for spec, blob in zip(specs, contents):
         name, path = model_name(spec)
         if any(m.name == name for m in models):
             raise ConfigError(f"two checkpoints are named {name!r}: name them with NAME=PATH")
-        state = load_checkpoint(path)
+        state = _checkpoint_of(blob, path)
         models.append(task_of(state, path).serve(name, state, device))
     if not models:
         raise ConfigError("no checkpoint to serve: give --checkpoint PATH")
     return models
+
+
+def _checkpoint_of(blob: bytes, path: Path) -> dict[str, Any]:
+    """:func:`attnkit.checkpoint.load_checkpoint`'s checks, on a file's bytes read earlier."""
+    try:
+        state = torch.load(io.BytesIO(blob), map_location="cpu", weights_only=True)
+    except Exception:  # torch's unpickler raises almost anything on random bytes
+        raise CheckpointError(
+            f"{path}: not a readable checkpoint (corrupt, truncated or not a torch file)"
+        ) from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: not an attnkit checkpoint (expected format {FORMAT!r})")
+    for key in ("arch", "model_config", "model", "tokenizer"):
+        if key not in state:
+            raise CheckpointError(f"{path}: checkpoint lacks {key!r}")
+    verify_checksums(state, path)
+    return state
 
 
 def release_weights(models: list[ServedModel]) -> None:

@@ -5,17 +5,25 @@
 server decides when decoding stops); requests cross the pipe as :class:`~.decoder.Call` objects and answers
 come back pickled. What the child runs is passed in (``decoder.decoding_process``), so this module
 does not import the decoders.
+
+Every child, a restarted one too, loads the checkpoints' bytes read once when the server started
+(``WorkerSpec.contents``): a file overwritten by training, or moved, since then changes nothing served.
+A child that dies is replaced; a replacement that cannot start is tried again, after a growing pause,
+``RESTART_TRIES`` times in all, then the worker gives up (``failed``: the server reports itself
+unhealthy and needs a restart). What clients see of it (``down``) names no path and no exception; the
+details go to the server's stderr.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import pickle
+import sys
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..errors import ConfigError
@@ -24,15 +32,32 @@ from .batcher import BatchStats, settle
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """What each decoding process loads: the ``--checkpoint`` specs, the device and its CPU threads."""
+    """What each decoding process loads: the ``--checkpoint`` specs, the device and its CPU threads,
+    and the checkpoints' bytes (``serve.tasks.read_checkpoints``; :class:`~.decoder.ProcessDecoder`
+    reads them when not given), which every child loads instead of the files."""
 
     checkpoints: tuple[str, ...]
     device: str = "auto"
     threads: int | None = None
+    contents: tuple[bytes, ...] | None = field(default=None, repr=False)
+
+
+RESTART_TRIES = 5  # fresh children tried in a row before a worker gives up
+RESTART_PAUSE_S = 0.5  # the pause before the second try, doubled before each next one
+
+
+def log(message: str) -> None:
+    """One line on the server's stderr (for its operator: paths and exceptions may be named here)."""
+    print(f"attnkit serve: {message}", file=sys.stderr, flush=True)
 
 
 class DecoderUnavailable(RuntimeError):
     """No decoding process is up and a fresh one is not ready (the app answers 503)."""
+
+
+class DecodingLost(RuntimeError):
+    """The decoding process died with the request in it (the app answers 500 with this message,
+    which names no path)."""
 
 
 def added(a: BatchStats, b: BatchStats) -> BatchStats:
@@ -49,8 +74,12 @@ class Worker:
     end, so a large request being sent never keeps the reader from taking answers (no cycle of full
     pipes). Only the reader thread waits for (reaps) its child, so no two threads race for its exit
     status. When the child dies its reader fails the child's pending requests and starts a fresh
-    child (off the event loop); until that one is ready, ``down`` says why.
+    child (off the event loop), trying again with a growing pause if that one cannot start; until one
+    is ready, ``down`` says why, and once the tries are spent ``failed`` does too.
     """
+
+    restart_tries = RESTART_TRIES
+    restart_pause_s = RESTART_PAUSE_S
 
     def __init__(self, spec: WorkerSpec, batching: dict[str, Any], main: Callable[..., None]):
         """``main(conn, spec, batching)``: what the child runs (``decoder.decoding_process``)."""
@@ -59,8 +88,11 @@ class Worker:
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
         self._closed = False
+        self._stopping = threading.Event()  # set by stop(): a pause between restarts ends at once
         self._down: str | None = None  # why this worker serves nothing now (None: it serves)
+        self._failed: str | None = None  # why it gave up restarting (None: it has not)
         self._reader: threading.Thread | None = None
+        self._waiting_since: float | None = None  # pending work and no answer since (monotonic)
         self.load = 0  # source tokens of the requests sent and not answered yet
         self.conn, self.proc = self._start()
 
@@ -107,6 +139,11 @@ class Worker:
         return self._down
 
     @property
+    def failed(self) -> str | None:
+        """Why this worker gave up restarting its child (the server needs a restart); None if it has not."""
+        return self._failed
+
+    @property
     def stats(self) -> BatchStats:
         """This worker's counters, its earlier (dead) children's included."""
         return added(self._retired, self._stats)
@@ -119,6 +156,8 @@ class Worker:
             if self._down is not None:
                 raise DecoderUnavailable(self._down)
             conn, pending = self.conn, self.pending
+            if not pending:
+                self._waiting_since = time.monotonic()
             pending[job] = (future, cost)
             self.load += cost
         try:
@@ -132,6 +171,23 @@ class Worker:
                 raise DecoderUnavailable("the decoding process stopped; a fresh one is starting") from None
             raise
         return future
+
+    def holds(self, future: Future) -> bool:
+        """Whether ``future`` is one of this worker's pending requests."""
+        with self._lock:
+            return any(f is future for f, _ in self.pending.values())
+
+    def silent_for(self) -> float:
+        """Seconds this worker has had requests pending without answering any (0: none pending)."""
+        since = self._waiting_since
+        return 0.0 if since is None else time.monotonic() - since
+
+    def kill(self, reason: str) -> None:
+        """Kill the child (stuck): its reader fails its pending requests and starts a fresh one."""
+        with self._lock:
+            proc = self.proc
+        log(f"{reason}; killing the decoding process (pid {proc.pid}) and starting a fresh one")
+        proc.kill()
 
     def _read(self, conn, proc, pending) -> None:
         """Hand each answer to its future; when the pipe closes, reap the child, fail what is still
@@ -149,6 +205,7 @@ class Worker:
             with self._lock:
                 future, cost = pending.pop(job, (None, 0))
                 self.load -= cost
+                self._waiting_since = time.monotonic() if pending else None
             if future is not None:
                 settle(future, value if ok else None, None if ok else value)
         proc.join(5)
@@ -156,40 +213,54 @@ class Worker:
             lost = [future for future, _ in pending.values()]
             pending.clear()
             self.load = 0
+            self._waiting_since = None
             self._retired, self._stats = added(self._retired, self._stats), BatchStats()
             restart = not self._closed
             if restart:
-                self._down = (
-                    f"the decoding process stopped (exit code {proc.exitcode}); a fresh one is starting"
-                )
+                self._down = "the decoding process stopped; a fresh one is starting"
+        if restart:
+            log(f"the decoding process (pid {proc.pid}) stopped with exit code {proc.exitcode}")
         for future in lost:
-            settle(future, error=RuntimeError(f"the decoding process stopped (exit code {proc.exitcode})"))
+            settle(future, error=DecodingLost(f"the decoding process stopped (exit code {proc.exitcode})"))
         if restart:
             self._restart()
 
     def _restart(self) -> None:
         """On the reader's thread: a fresh child, published before it loads so that ``close`` can
-        stop (or kill) it; it serves once it is ready, unless the worker was closed meanwhile."""
+        stop (or kill) it; it serves once it is ready, unless the worker was closed meanwhile. One
+        that cannot start is tried again after a pause that doubles each time; after
+        ``restart_tries`` the worker gives up (``failed``)."""
+        for attempt in range(self.restart_tries):
+            if attempt and self._stopping.wait(self.restart_pause_s * 2 ** (attempt - 1)):
+                return  # closing
+            with self._lock:
+                if self._closed:
+                    return
+                try:
+                    self.conn, self.proc = conn, proc = self._start()
+                except Exception as e:  # noqa: BLE001 - logged; tried again
+                    log(f"cannot start a decoding process (try {attempt + 1} of {self.restart_tries}): {e}")
+                    continue
+            try:
+                descriptions = self._hello(conn, proc)
+            except Exception as e:  # noqa: BLE001 - logged; tried again
+                log(f"a fresh decoding process failed (try {attempt + 1} of {self.restart_tries}): {e}")
+                continue
+            pending: dict[int, tuple[Future, int]] = {}
+            with self._lock:
+                self.pending, self.descriptions = pending, descriptions
+                if not self._closed:
+                    self._down = None
+            self._watch(conn, proc, pending)  # closed meanwhile: the child was told to stop; this reaps it
+            return
         with self._lock:
             if self._closed:
                 return
-            try:
-                self.conn, self.proc = conn, proc = self._start()
-            except Exception as e:  # noqa: BLE001 - reported to every request until the server restarts
-                self._down = f"the decoding process could not restart: {e}"
-                return
-        try:
-            descriptions = self._hello(conn, proc)
-        except Exception as e:  # noqa: BLE001 - as above
-            with self._lock:
-                self._down = f"the decoding process could not restart: {e}"
-            return
-        pending: dict[int, tuple[Future, int]] = {}
-        with self._lock:
-            self.pending, self.descriptions = pending, descriptions
-            if not self._closed:
-                self._down = None
-        self._watch(conn, proc, pending)  # closed meanwhile: the child was told to stop; this reaps it
+            self._down = self._failed = (
+                f"the decoding process could not be restarted ({self.restart_tries} tries); "
+                "the server needs a restart"
+            )
+        log(self._failed)
 
     def stop(self) -> None:
         """Tell the child to answer everything queued and exit (``join`` waits for it)."""
@@ -197,6 +268,7 @@ class Worker:
             if self._closed:
                 return
             self._closed = True
+            self._stopping.set()
             conn = self.conn
         try:
             with self._send_lock:
