@@ -19,3 +19,16 @@ class DataError(AttnkitError, ValueError):
 
 class CheckpointError(AttnkitError, ValueError):
     """A corrupt, missing or incompatible checkpoint."""
+
+
+class Stopped(Exception):
+    """Training stopped by a signal after saving what it had; not a user error.
+
+    The CLI prints the message (where it stopped, how to resume) on one line and exits with
+    ``exit_code``: 128 + the signal's number (130 for SIGINT, 143 for SIGTERM), as shells report it.
+    An empty message (a torchrun rank other than 0) prints nothing.
+    """
+
+    def __init__(self, message: str, *, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code

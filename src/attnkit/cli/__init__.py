@@ -13,7 +13,7 @@ import sys
 import warnings
 
 from .. import fast
-from ..errors import AttnkitError
+from ..errors import AttnkitError, Stopped
 from . import (
     attention,
     average,
@@ -96,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `attnkit translate | head`: the reader left; not an error to report
         _silence_stdout()
         return EXIT_BROKEN_PIPE
+    except Stopped as e:  # a signal stopped training after saving: say where and how to resume
+        if str(e):
+            print(f"attnkit {args.command}: {_one_line(e)}", file=sys.stderr)
+        return e.exit_code
     except AttnkitError as e:
         print(f"attnkit {args.command}: error: {_one_line(e)}", file=sys.stderr)
         return EXIT_USAGE

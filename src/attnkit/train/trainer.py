@@ -4,6 +4,11 @@ Per optimizer step: ``accumulate`` token-budget batches per process, the loss su
 tokens and divided by the global token count, so K processes (or K accumulated batches) give the
 gradient of one batch K times as large. Rank 0 validates, logs and writes checkpoints. The CPU
 speed-ups of :mod:`attnkit.fast` (fused loss, cheaper dropout masks) are applied here, at the edge.
+
+SIGTERM or SIGINT (a scheduler's pre-emption, Ctrl-C) stops the run at the end of the step in
+progress, on every rank at the same step: ``checkpoint_last.pt`` is written there (a full, exactly
+resumable checkpoint, not validated) and :class:`~attnkit.errors.Stopped` carries the exit code and
+the command that resumes it. A second signal acts at once.
 """
 
 from __future__ import annotations
@@ -12,11 +17,14 @@ import contextlib
 import math
 import os
 import random
+import shlex
+import signal
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import NoReturn, cast
 
 import torch
 import yaml
@@ -26,7 +34,7 @@ from torch.nn.parallel import DistributedDataParallel
 from .. import fast
 from ..checkpoint import average_checkpoints, save_checkpoint, unwrap
 from ..config import ConfigBase
-from ..errors import ConfigError
+from ..errors import ConfigError, Stopped
 from ..files import atomic_write
 from ..model import count_parameters
 from . import distributed as ddp
@@ -54,6 +62,53 @@ class TrainResult:
         return self.best_score
 
 
+class StopSignals:
+    """``with StopSignals() as stop:`` around the loop: SIGTERM or SIGINT only sets ``stop.signum``,
+    and the loop stops at its next step boundary.
+
+    A second signal acts at once, as the previous handler would have (SIGTERM's default ends the
+    process, SIGINT's raises KeyboardInterrupt). It goes through a Python handler rather than the
+    previous one reinstalled: two signals that arrive together are both run by whatever handler is
+    set when Python gets to them, and CPython drops a signal whose handler became the default in
+    between. A signal that was ignored (``nohup``, a background job) stays ignored. Only the main
+    thread can install handlers; in another thread nothing changes.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, signal.Handlers | object] = {}
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                previous = signal.getsignal(signum)
+                if previous is signal.SIG_IGN or previous is None:  # None: set outside Python, keep it
+                    continue
+                self._previous[signum] = previous
+                signal.signal(signum, self._first)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)  # type: ignore[arg-type]  # what getsignal returned
+        self._previous = {}
+
+    def _first(self, signum: int, frame) -> None:
+        self.signum = signum
+        for other in self._previous:
+            signal.signal(other, self._again)
+
+    def _again(self, signum: int, frame) -> None:
+        previous = self._previous.get(signum, signal.SIG_DFL)
+        self.__exit__()
+        if callable(previous):
+            previous(signum, frame)  # SIGINT's default: KeyboardInterrupt
+        else:
+            signal.raise_signal(signum)  # the default action: the process ends here
+
+
 class Trainer:
     """Runs a built :class:`Setup`; ``Trainer.from_config`` builds and runs in one go."""
 
@@ -63,6 +118,7 @@ class Trainer:
         self.out = Path(self.cfg.output_dir)
         self.metric = self.task.metric
         self.step, self.bad_validations, self.elapsed_before = 0, 0, 0.0
+        self.pending_validation = False  # a signal stopped the run at a validation step, before it
         self.best_score = float("-inf") if self.task.higher_is_better else float("inf")
         if setup.resume_state is not None:
             self._restore(setup.resume_state)
@@ -127,6 +183,7 @@ class Trainer:
         self.best_score = metrics.get("best_score", metrics.get("best_bleu"))  # older checkpoints: BLEU
         self.bad_validations = metrics["bad_validations"]
         self.elapsed_before = metrics["elapsed_s"]
+        self.pending_validation = metrics.get("pending_validation", False)
         rng = state["rng"] if self.dist.rank == 0 else state["rng_ranks"][self.dist.rank]
         torch.set_rng_state(rng["torch"])
         if torch.cuda.is_available() and rng.get("cuda") is not None:
@@ -167,6 +224,7 @@ class Trainer:
                 "best_score": self.best_score,
                 "bad_validations": self.bad_validations,
                 "elapsed_s": self.elapsed(),
+                "pending_validation": False,
             },
         }
 
@@ -253,8 +311,11 @@ class Trainer:
             dynamic_ncols=True,
         )
         window, it, stop_reason = Window(), iter(self.s.sampler), "max_steps"
-        with fast.fast_dropout(self.model):  # patched once for the run, not once per step
-            while self.step < t.max_steps:
+        if self.pending_validation and self._validate_and_save():  # what the stopped run skipped
+            stop_reason = "early stopping"
+        signum = None
+        with StopSignals() as stop, fast.fast_dropout(self.model):  # patched once, not once per step
+            while self.step < t.max_steps and stop_reason != "early stopping":
                 batches, it, epochs_done = self._next_batches(it)
                 if epochs_done and not batches:
                     stop_reason = "max_epochs"
@@ -269,7 +330,12 @@ class Trainer:
                     out_of_time = bool(
                         ddp.broadcast_object(out_of_time, self.dist)
                     )  # every rank stops together
-                if self.step % cfg.valid.every == 0 or self.step == t.max_steps or out_of_time or epochs_done:
+                ending = self.step == t.max_steps or out_of_time or epochs_done
+                signum = None if ending else self._agreed_signal(stop)  # the end validates as usual
+                if signum:
+                    self.pending_validation = self.step % cfg.valid.every == 0
+                    break
+                if self.step % cfg.valid.every == 0 or ending:
                     if self._validate_and_save():
                         stop_reason = "early stopping"
                         break
@@ -277,6 +343,8 @@ class Trainer:
                     stop_reason = "max_minutes" if out_of_time else "max_epochs"
                     break
         bar.close()
+        if signum:
+            self._save_and_stop(signum)
         last = self.out / "checkpoint_last.pt"
         if self.step % cfg.valid.every and stop_reason == "max_epochs" and not last.exists():
             self._validate_and_save()
@@ -305,6 +373,40 @@ class Trainer:
             self.csv_path,
             curve,
         )
+
+    def _agreed_signal(self, stop: StopSignals) -> int | None:
+        """The signal that stops the run at this step boundary, the same on every rank (or None)."""
+        if not self.dist.enabled:
+            return stop.signum
+        # one all-reduce of one number: SIGTERM on any rank (world_size + 1) outweighs SIGINT on all (1 each)
+        world = self.dist.world_size
+        weights: dict[int, int] = {signal.SIGINT: 1, signal.SIGTERM: world + 1}
+        mine = weights.get(stop.signum or 0, 0)
+        total = ddp.all_reduce_sum(float(mine), self.dist, self.s.device)
+        return signal.SIGTERM if total > world else signal.SIGINT if total else None
+
+    def _save_and_stop(self, signum: int) -> NoReturn:
+        """Write checkpoint_last.pt at this step, as a periodic save would but unvalidated, and stop."""
+        if not all(torch.isfinite(p).all() for p in self.model.parameters()):  # the same on every rank
+            self._diverged(f"the weights are not finite after step {self.step}")
+        rngs = ddp.gather_object(self._rng(), self.dist)  # a collective: every rank is here
+        last = self.out / "checkpoint_last.pt"
+        message = ""
+        if self.dist.is_main:
+            state = self._state(rngs)
+            state["metrics"]["pending_validation"] = self.pending_validation
+            save_checkpoint(state, last)
+            if self.folder is not None:
+                self.folder.first_checkpoint_written()
+            config, resume = (shlex.quote(str(path)) for path in (self.out / "config.yaml", last))
+            command = f"attnkit train --config {config} --resume {resume}"
+            under = f" (under torchrun, {self.dist.world_size} processes)" if self.dist.enabled else ""
+            message = (
+                f"stopped by {signal.Signals(signum).name} at step {self.step} (epoch {self.epoch}); "
+                f"saved {last}; resume with: {command}{under}"
+            )
+        ddp.barrier(self.dist)  # the checkpoint is on disk before any rank ends
+        raise Stopped(message, exit_code=128 + signum)
 
     def _log_window(self, w: Window, bar) -> None:
         t = self.cfg.train
