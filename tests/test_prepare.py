@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -175,3 +176,61 @@ def test_an_existing_sentencepiece_model_and_a_sampled_tokenizer(prepared, corpu
     assert train_tokenizer(records, whole.tokenizer, 1).fingerprint() != a
     with pytest.raises(ConfigError, match="tokenizer.model"):
         prepare(config(corpus, tmp_path, f"tokenizer.model={tmp_path / 'none.model'}"), tmp_path / "x")
+
+
+def test_a_folder_with_any_manifest_json_and_other_files_is_never_replaced(tmp_path, corpus):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "manifest.json").write_text("{}")
+    (mine / "precious.txt").write_text("keep me")
+    with pytest.raises(ConfigError, match="not a folder written by attnkit prepare"):
+        prepare(config(corpus, tmp_path), mine, log=lambda m: None)
+    prepare(config(corpus, tmp_path), tmp_path / "prep", log=lambda m: None)
+    (tmp_path / "prep" / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="did not write"):
+        prepare(config(corpus, tmp_path), tmp_path / "prep", log=lambda m: None)
+    assert (mine / "precious.txt").read_text() == "keep me" and (tmp_path / "prep" / "notes.txt").exists()
+
+
+def _die(job):
+    os._exit(1)  # a worker killed mid-chunk, as the OOM killer would
+
+
+def test_a_dead_worker_is_a_one_line_error_not_a_hang(tmp_path, corpus, monkeypatch):
+    from attnkit.data import prepare as prepare_module
+
+    monkeypatch.setattr(prepare_module, "_encode", _die)
+    with pytest.raises(DataError, match="worker died"):
+        prepare(config(corpus, tmp_path), tmp_path / "prep", workers=2, log=lambda m: None)
+    assert not (tmp_path / "prep").exists() and not list(tmp_path.glob(".prep.*"))
+
+
+def test_line_separators_in_the_text_and_a_copied_corpus_are_fine(prepared, corpus, tmp_path):
+    cfg, folder = prepared
+    os.utime(corpus / "train.de", (1, 1))  # a copy without -t: new times, same content
+    open_prepared(cfg)
+    val = tmp_path / "val"
+    val.mkdir()
+    (val / "v.de").write_text("Ein Satz\u2028mit Trenner\nZwei\n", encoding="utf-8")
+    (val / "v.en").write_text("A sentence\u2029with a separator\nTwo\n", encoding="utf-8")
+    other = config(
+        corpus,
+        tmp_path,
+        f"data.valid_files=[{val / 'v.de'}, {val / 'v.en'}]",
+        f"data.prepared={tmp_path / 'p2'}",
+    )
+    prepare(other, tmp_path / "p2", log=lambda m: None)
+    assert open_prepared(other).valid_records[0] == (
+        "Ein Satz\u2028mit Trenner",
+        "A sentence\u2029with a separator",
+    )
+
+
+def test_a_manifest_missing_a_key_is_one_line(prepared):
+    cfg, folder = prepared
+    manifest = json.loads((folder / "manifest.json").read_text())
+    for key in ("files", "config", "corpora", "tokenizer", "dtype", "splits"):
+        broken = {k: v for k, v in manifest.items() if k != key}
+        (folder / "manifest.json").write_text(json.dumps(broken))
+        with pytest.raises(DataError, match=key):
+            open_prepared(cfg)

@@ -145,6 +145,7 @@ class DataConfig(ConfigBase):
         )
         if not isinstance(self.mix, list):
             self._check(False, "mix", "must be a list of corpora: [{files: [SOURCE, TARGET], weight: 1}]")
+        self._check(len(self.mix) < 255, "mix", "at most 254 corpora besides the main one")
         for entry in self.mix:
             check_mix_entry(entry)
         if self.corpus in PATHS_PER_SPLIT:
@@ -285,8 +286,8 @@ def check_mix_entry(entry: Any) -> None:
     if tsv is not None and not (isinstance(tsv, str) and tsv):
         raise ConfigError(f"data.mix: tsv must be a file path, got {tsv!r}")
     weight = entry.get("weight", 1.0)
-    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0:
-        raise ConfigError(f"data.mix: weight must be a number > 0 (times per epoch), got {weight!r}")
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight <= 1000:
+        raise ConfigError(f"data.mix: weight must be a number in (0, 1000] (times per epoch), got {weight!r}")
     tag = entry.get("tag", "")
     if not isinstance(tag, str) or any(c.isspace() for c in tag):
         raise ConfigError(f"data.mix: tag must be one token without spaces (e.g. '<bt>'), got {tag!r}")

@@ -70,7 +70,8 @@ def weighted_epochs(
     """
     if all(w == 1 for w in weights):
         return None
-    members = [np.flatnonzero(corpus == k) for k in range(len(weights))]  # per corpus: (n_k,) int64
+    small = np.int32 if len(corpus) < 2**31 else np.int64
+    members = [np.flatnonzero(corpus == k).astype(small) for k in range(len(weights))]  # per corpus: (n_k,)
 
     def indices(epoch: int) -> np.ndarray:
         parts = []
@@ -80,6 +81,6 @@ def weighted_epochs(
             if frac and len(idx):
                 rng = np.random.default_rng([seed, epoch, k])
                 parts.append(np.sort(rng.choice(idx, size=max(1, round(frac * len(idx))), replace=False)))
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=small)
 
     return indices

@@ -138,6 +138,11 @@ def select(
 
     lengths: (N, 2) source and target lengths.
     """
+    if not len(lengths):
+        raise DataError(
+            f"the {split} split has no sentence pair left after the text filters "
+            "(empty sides, data.drop_identical)"
+        )
     src, tgt = lengths[:, 0], lengths[:, 1]
     fits = (src > 0) & (tgt > 0) & (src <= max_len) & (tgt <= max_len)  # (N,)
     keep = fits

@@ -10,8 +10,11 @@ import json
 import multiprocessing
 import os
 import shutil
+import signal
 import sys
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +26,7 @@ from .examples import train_pair_tokenizer
 from .mix import mix_entries, tag_ids, tags_of
 from .multi30k import multi30k_path
 from .pairs import Chunk, Counts, encode_chunk, tokenizer_sample
-from .prepared import FORMAT, MANIFEST, VERSION, identity, sha256
+from .prepared import FORMAT, MANIFEST, VERSION, ends_digest, identity, read_manifest, sha256
 from .readers import Pair, iter_parallel, iter_tsv
 from .store import id_dtype, offsets_of
 from .tokenizer import SubwordTokenizer
@@ -78,6 +81,7 @@ _WORKER: dict[str, Any] = {}
 
 
 def _start_worker(state: dict) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the parent, which stops the workers
     _WORKER["tokenizer"] = SubwordTokenizer.from_state_dict(state)
 
 
@@ -91,13 +95,17 @@ class Encoder:
 
     def __init__(self, tokenizer: SubwordTokenizer, workers: int):
         self.tokenizer, self.workers = tokenizer, workers
-        self.pool = None
+        self.pool: ProcessPoolExecutor | None = None
         if workers > 1:
             # fork on Linux: a worker starts in milliseconds with the tokenizer's modules loaded (spawn
             # re-imports torch in each); the workers run SentencePiece and numpy only, never torch
             method = "fork" if sys.platform.startswith("linux") else "spawn"
-            ctx = multiprocessing.get_context(method)
-            self.pool = ctx.Pool(workers, initializer=_start_worker, initargs=(tokenizer.state_dict(),))
+            self.pool = ProcessPoolExecutor(
+                workers,
+                mp_context=multiprocessing.get_context(method),
+                initializer=_start_worker,
+                initargs=(tokenizer.state_dict(),),
+            )
 
     def map(self, pairs: Iterator[Pair], tag: int | None, drop_identical: bool) -> Iterator[Chunk]:
         jobs = ((chunk, tag, drop_identical) for chunk in _batched(pairs, CHUNK))
@@ -106,17 +114,19 @@ class Encoder:
                 yield encode_chunk(self.tokenizer, chunk, tag_id=tag, drop_identical=drop_identical)
             return
         pending: list = []  # at most 2 per worker in flight: memory stays bounded on any corpus
-        for job in jobs:
-            pending.append(self.pool.apply_async(_encode, (job,)))
-            if len(pending) >= 2 * self.workers:
-                yield pending.pop(0).get()
-        for result in pending:
-            yield result.get()
+        try:
+            for job in jobs:
+                pending.append(self.pool.submit(_encode, job))
+                if len(pending) >= 2 * self.workers:
+                    yield pending.pop(0).result()
+            for future in pending:
+                yield future.result()
+        except BrokenProcessPool:
+            raise DataError("an encoding worker died (out of memory?); try fewer --workers") from None
 
-    def close(self) -> None:
+    def close(self, *, cancel: bool = False) -> None:
         if self.pool is not None:
-            self.pool.close()
-            self.pool.join()
+            self.pool.shutdown(wait=True, cancel_futures=cancel)
 
 
 def _batched(pairs: Iterator[Pair], n: int) -> Iterator[list[Pair]]:
@@ -146,7 +156,10 @@ class SplitWriter:
             f.close()
         lengths = np.concatenate(self.lengths) if self.lengths else np.zeros((0, 2), dtype=np.int32)
         if not len(lengths):
-            raise DataError(f"the {self.split} split has no sentence pair with text on both sides")
+            raise DataError(
+                f"the {self.split} split has no sentence pair left ({self.counts.read} read, "
+                f"{self.counts.empty} with an empty side, {self.counts.identical} with source = target)"
+            )
         np.save(self.folder / f"{self.split}.lengths.npy", lengths)
         np.save(self.folder / f"{self.split}.corpus.npy", np.concatenate(self.corpus))
         for k, side in enumerate(("src", "tgt")):
@@ -159,11 +172,8 @@ def prepare(
     cfg: ExperimentConfig, output: str | Path, *, workers: int = 1, log: Callable[[str], None] = print
 ) -> dict:
     """Write the prepared folder of ``cfg``'s translation corpus to ``output``; returns its manifest."""
-    out = Path(output)
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MANIFEST).is_file())):
-        raise ConfigError(
-            f"--output {out} exists and is not a folder written by attnkit prepare; choose another"
-        )
+    out = Path(output).resolve()
+    _check_replaceable(out)
     if cfg.tokenizer.sample_nbest:
         raise ConfigError(
             "tokenizer.sample_nbest re-segments the text each epoch; prepared data holds token ids"
@@ -189,6 +199,7 @@ def _write(cfg: ExperimentConfig, corpora: list, tmp: Path, workers: int, log: C
     tags = tag_ids(tokenizer, cfg.data.mix)
     encoder = Encoder(tokenizer, workers)
     splits: dict[str, Any] = {}
+    finished = False
     try:
         writer = SplitWriter(tmp, "train", dtype)
         for k, (spec, limit) in enumerate(corpora):
@@ -202,13 +213,14 @@ def _write(cfg: ExperimentConfig, corpora: list, tmp: Path, workers: int, log: C
             limit = cfg.data.max_valid_pairs if which == "valid" else 0
             records = list(stream(cfg.data.spec(which), limit))
             with open(tmp / f"{which}.jsonl", "w", encoding="utf-8") as f:
-                f.writelines(json.dumps(pair, ensure_ascii=False) + "\n" for pair in records)
+                f.writelines(json.dumps(pair) + "\n" for pair in records)  # ASCII: no line separator inside
             writer = SplitWriter(tmp, which, dtype)
             for chunk in encoder.map(iter(records), None, False):
                 writer.add(chunk, 0)
             splits[which] = {"pairs": writer.close(), "dropped": vars(writer.counts)}
+        finished = True
     finally:
-        encoder.close()
+        encoder.close(cancel=not finished)
     manifest = {
         "format": FORMAT,
         "version": VERSION,
@@ -251,15 +263,40 @@ def _tokenizer(cfg: ExperimentConfig, corpora: list, log: Callable[[str], None])
     return train_pair_tokenizer(sample, cfg.tokenizer, cfg.train.seed, tags_of(cfg.data.mix))
 
 
+def _check_replaceable(out: Path) -> None:
+    """``out`` is new, empty, or an earlier prepared folder holding nothing else: anything else stays."""
+    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+        return
+    refuse = f"--output {out} exists and is not a folder written by attnkit prepare; choose another"
+    if not out.is_dir() or not (out / MANIFEST).is_file():
+        raise ConfigError(refuse)
+    try:
+        manifest = read_manifest(out)
+    except DataError:
+        raise ConfigError(refuse) from None
+    extra = sorted({p.name for p in out.iterdir()} - set(manifest["files"]) - {MANIFEST})
+    if extra:
+        raise ConfigError(
+            f"--output {out} holds files attnkit prepare did not write ({', '.join(extra[:3])}); "
+            "choose another"
+        )
+
+
 def _replace(out: Path, tmp: Path) -> None:
     """Move the finished folder into place; an older prepared folder there goes only then."""
     old = out.with_name(f".{out.name}.old-{os.getpid()}")
     if out.exists():
         out.rename(old)
-    tmp.rename(out)
+    try:
+        tmp.rename(out)
+    except OSError:
+        if old.exists():
+            old.rename(out)  # the earlier folder comes back
+        raise
     shutil.rmtree(old, ignore_errors=True)
 
 
 def _file_stamp(path: Path) -> dict:
-    st = path.stat()
-    return {"path": str(path.resolve()), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
+    """What identifies a corpus file cheaply: its size and a digest of its first and last MiB (a copy
+    keeps both, an edit almost surely changes one; the modification time would break on every copy)."""
+    return {"path": str(path.resolve()), "bytes": path.stat().st_size, "ends_sha256": ends_digest(path)}

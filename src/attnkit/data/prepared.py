@@ -17,8 +17,9 @@ The folder (format version :data:`VERSION`)::
 Numpy arrays rather than Arrow (``datasets``): training reads pairs by index in a shuffled order, and
 one random read of a mapped ``.bin`` + offsets pair (fairseq's ``MMapIndexedDataset`` layout) costs
 ~5x less than one of a mapped Arrow table of the same ids, at the same size on disk
-(``bench/store_access.py``, docs/BENCHMARKS.md), with nothing beyond numpy. A folder is written beside the target and moved
-into place only when complete; a folder that is not attnkit's is never overwritten.
+(``bench/store_access.py``, docs/BENCHMARKS.md), with nothing beyond numpy. ``attnkit prepare``
+(:mod:`attnkit.data.prepare`) writes a folder beside the target and moves it into place only when
+complete; a folder that is not attnkit's is never overwritten.
 """
 
 from __future__ import annotations
@@ -41,19 +42,32 @@ if TYPE_CHECKING:
     from ..train.config import ExperimentConfig
 
 FORMAT, VERSION, MANIFEST = "attnkit-prepared", 1, "manifest.json"
-IGNORED = {
+# Settings a run applies when it starts (or that only say where files are): free to differ from the
+# folder's. Everything else in data: and tokenizer: decides the folder's content.
+RUN_TIME_KEYS = {
     "data": ("prepared", "data_dir", "max_len", "max_len_ratio"),
     "tokenizer": ("sample_nbest", "sample_alpha"),
 }
 
 
 def identity(cfg: ExperimentConfig) -> dict:
-    """The settings that decide a prepared folder's content (not those applied when a run starts)."""
+    """The settings that decide a prepared folder's content; ``data.mix`` weights apply at run time."""
     out = {}
     for section in ("data", "tokenizer"):
         values = getattr(cfg, section).to_dict()
-        out[section] = {k: v for k, v in values.items() if k not in IGNORED[section]}
+        out[section] = {k: v for k, v in values.items() if k not in RUN_TIME_KEYS[section]}
+    out["data"]["mix"] = [{k: v for k, v in e.items() if k != "weight"} for e in out["data"].get("mix", [])]
     return out
+
+
+def ends_digest(path: Path, span: int = 1 << 20) -> str:
+    """SHA-256 of a file's first and last ``span`` bytes: a cheap check that a corpus file is unchanged."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        digest.update(f.read(span))
+        f.seek(max(0, path.stat().st_size - span))
+        digest.update(f.read(span))
+    return digest.hexdigest()
 
 
 def sha256(path: Path) -> str:
@@ -77,7 +91,8 @@ class Prepared:
     valid_records: list[Pair]
 
     def counts(self, split: str) -> Counts:
-        return Counts(**self.manifest["splits"][split]["dropped"])
+        dropped = self.manifest["splits"][split]["dropped"]
+        return Counts(**{k: int(dropped.get(k, 0)) for k in ("read", "empty", "identical")})
 
 
 def open_prepared(cfg: ExperimentConfig, *, verify: bool = True) -> Prepared:
@@ -100,7 +115,8 @@ def open_prepared(cfg: ExperimentConfig, *, verify: bool = True) -> Prepared:
         if verify and sha256(path) != meta["sha256"]:
             raise DataError(f"{path} does not match its SHA-256 in the manifest: the file is damaged; {fix}")
     here = identity(cfg)
-    for section, values in manifest["config"].items():
+    for section in here:
+        values = manifest["config"].get(section, {})
         for key in sorted(set(values) | set(here[section])):
             if values.get(key) != here[section].get(key):
                 raise ConfigError(
@@ -109,9 +125,8 @@ def open_prepared(cfg: ExperimentConfig, *, verify: bool = True) -> Prepared:
                 )
     for stamp in manifest["corpora"]:
         path = Path(stamp["path"])
-        if path.is_file() and (path.stat().st_size, path.stat().st_mtime_ns) != (
-            stamp["bytes"],
-            stamp["mtime_ns"],
+        if path.is_file() and (
+            path.stat().st_size != stamp["bytes"] or ends_digest(path) != stamp["ends_sha256"]
         ):
             raise DataError(f"{path} changed since {folder} was prepared from it; {fix}")
     tok = manifest["tokenizer"]
@@ -120,16 +135,28 @@ def open_prepared(cfg: ExperimentConfig, *, verify: bool = True) -> Prepared:
     if tokenizer.fingerprint() != tok["fingerprint"]:
         raise DataError(f"{folder}: the tokenizer files differ from the one the shards were made with; {fix}")
     dtype = np.dtype(manifest["dtype"])
-    lines = (folder / "valid.jsonl").read_text(encoding="utf-8").splitlines()
-    records: list[Pair] = [(s, t) for s, t in map(json.loads, lines)]
     return Prepared(
         folder,
         manifest,
         tokenizer,
         _store(folder, "train", dtype),
         _store(folder, "valid", dtype),
-        records,
+        _records(folder / "valid.jsonl", fix),
     )
+
+
+def _records(path: Path, fix: str) -> list[Pair]:
+    """The (source, target) text of a small split, one JSON pair a line."""
+    records: list[Pair] = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").split("\n")[:-1], start=1):
+        try:
+            pair = json.loads(line)
+        except ValueError:
+            pair = None
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
+            raise DataError(f"{path}:{number}: not a [source, target] pair; {fix}")
+        records.append((pair[0], pair[1]))
+    return records
 
 
 def read_manifest(folder: Path) -> dict:
@@ -151,7 +178,42 @@ def read_manifest(folder: Path) -> dict:
             f"{folder} was prepared in format version {manifest.get('version')}; this attnkit reads version "
             f"{VERSION}: run `attnkit prepare` again"
         )
+    _check_schema(manifest, path)
     return manifest
+
+
+SCHEMA = {"config": dict, "tokenizer": dict, "dtype": str, "splits": dict, "corpora": list, "files": dict}
+
+
+def _check_schema(manifest: dict, path: Path) -> None:
+    """Every key a run reads, of the right type: a hand-edited or foreign manifest is one line."""
+    again = "run `attnkit prepare` again"
+    for key, kind in SCHEMA.items():
+        if not isinstance(manifest.get(key), kind):
+            raise DataError(f"{path} has no valid {key!r}; {again}")
+    if manifest["dtype"] not in ("uint16", "uint32"):
+        raise DataError(f"{path}: unknown id type {manifest['dtype']!r}; {again}")
+    tok = manifest["tokenizer"]
+    if (
+        not isinstance(tok.get("fingerprint"), str)
+        or not isinstance(tok.get("files"), dict)
+        or "src" not in tok["files"]
+    ):
+        raise DataError(f"{path}: the tokenizer entry is incomplete; {again}")
+    for split in ("train", "valid"):
+        entry = manifest["splits"].get(split)
+        if not isinstance(entry, dict) or not isinstance(entry.get("dropped"), dict):
+            raise DataError(f"{path}: no {split} split; {again}")
+    for name, meta in manifest["files"].items():
+        if (
+            not isinstance(meta, dict)
+            or not isinstance(meta.get("bytes"), int)
+            or not isinstance(meta.get("sha256"), str)
+        ):
+            raise DataError(f"{path}: the entry of {name} is incomplete; {again}")
+    for stamp in manifest["corpora"]:
+        if not isinstance(stamp, dict) or not {"path", "bytes", "ends_sha256"} <= set(stamp):
+            raise DataError(f"{path}: a corpus entry is incomplete; {again}")
 
 
 def _store(folder: Path, split: str, dtype: np.dtype) -> PairStore:

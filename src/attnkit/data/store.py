@@ -81,6 +81,9 @@ class PairStore(Sequence[Pair]):
     def __getitem__(self, i: int | slice) -> Pair | list[Pair]:
         if isinstance(i, slice):  # Sequence's contract; training reads one example at a time
             return [self[j] for j in range(*i.indices(len(self)))]
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        i %= len(self)
         return self.src[i], self.tgt[i]
 
     def lengths(self) -> np.ndarray:

@@ -24,6 +24,7 @@ from ..errors import CheckpointError, ConfigError, DataError
 from ..tasks import Encoded, Task, task_of_arch
 from . import distributed as ddp
 from .config import ExperimentConfig
+from .resume_checks import check_resume
 
 
 @dataclass
@@ -139,25 +140,14 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
         )
 
     if resume_state is not None:
-        saved_world = resume_state.get("world_size", 1)
-        if saved_world != dist.world_size:
+        saved_world = resume_state.get("world_size")  # absent in checkpoints older than per-rank streams
+        if saved_world is not None and saved_world != dist.world_size:
             raise ConfigError(
                 f"{resume} was written by a run of {saved_world} process(es), this one has "
                 f"{dist.world_size}: each process's data and random streams are in the checkpoint, so "
                 f"resume with {saved_world} (torchrun --nproc_per_node x --nnodes)"
             )
-        saved = (resume_state.get("experiment") or {}).get("train", {}).get("bidirectional_epochs", 0)
-        if saved != t.bidirectional_epochs:
-            raise ConfigError(
-                f"{resume}: the run was trained with train.bidirectional_epochs={saved}, not "
-                f"{t.bidirectional_epochs}: changing it would change the data of the epochs to come; "
-                f"resume with train.bidirectional_epochs={saved}"
-            )
-        if resume_state["arch"] != cfg.arch or resume_state["model_config"] != model_cfg.to_dict():
-            raise CheckpointError(
-                f"{resume}: checkpoint holds a different model ({resume_state['arch']}) than the config "
-                f"({cfg.arch}); resume with the config it was trained with"
-            )
+        check_resume(resume_state, cfg, model_cfg, path=str(resume))  # before any step: nothing to undo
         for key, value in task.checkpoint_fields().items():
             if resume_state.get(key) != value:
                 raise CheckpointError(

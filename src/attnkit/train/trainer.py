@@ -184,11 +184,13 @@ class Trainer:
         self.bad_validations = metrics["bad_validations"]
         self.elapsed_before = metrics["elapsed_s"]
         self.pending_validation = metrics.get("pending_validation", False)
-        rng = state["rng"] if self.dist.rank == 0 else state["rng_ranks"][self.dist.rank]
-        torch.set_rng_state(rng["torch"])
-        if torch.cuda.is_available() and rng.get("cuda") is not None:
-            torch.cuda.set_rng_state_all(rng["cuda"])
-        random.setstate((rng["python"][0], tuple(rng["python"][1]), rng["python"][2]))
+        ranks = state.get("rng_ranks")  # absent before per-rank streams were kept, and in 1-process runs
+        rng = state["rng"] if self.dist.rank == 0 else ranks[self.dist.rank] if ranks else None
+        if rng is not None:  # None: an older multi-process checkpoint; this rank keeps its own seed
+            torch.set_rng_state(rng["torch"])
+            if torch.cuda.is_available() and rng.get("cuda") is not None:
+                torch.cuda.set_rng_state_all(rng["cuda"])
+            random.setstate((rng["python"][0], tuple(rng["python"][1]), rng["python"][2]))
         self.info(f"resumed from step {self.step} (epoch {self.epoch})")
 
     @staticmethod
