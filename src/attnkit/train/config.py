@@ -83,11 +83,16 @@ class TokenizerConfig(ConfigBase):
         )
 
 
+DEFAULT_LR = 5e-4  # TrainConfig.lr's default: the one value noam accepts, since noam does not use it
+
+
 @dataclasses.dataclass
 class TrainConfig(ConfigBase):
     """Adam with the paper's schedule (section 5.3) unless told otherwise.
 
-    schedule "noam": lr = lr_scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5);
+    schedule "noam": lr = lr_scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), so its peak is
+    lr_scale * d_model^-0.5 * warmup^-0.5 and ``lr`` is not used: setting ``lr`` to anything but its
+    default under noam is an error (set lr_scale, or choose inverse_sqrt), never a value silently dropped;
     "inverse_sqrt": lr rises linearly to ``lr`` over warmup, then decays as 1/sqrt(step);
     "constant": ``lr`` after a linear warmup.
     cooldown_steps: the last this many steps before max_steps bring the lr linearly down to ~0
@@ -106,7 +111,7 @@ class TrainConfig(ConfigBase):
     bidirectional_epochs: int = 0  # 0 = off; see the docstring
     max_minutes: float = 0.0  # 0 = no limit; a wall-clock budget
     schedule: str = "noam"
-    lr: float = 5e-4
+    lr: float = DEFAULT_LR  # not used by noam (see the docstring)
     lr_scale: float = 1.0
     warmup_steps: int = 4000
     cooldown_steps: int = 0  # 0 = no cooldown
@@ -139,6 +144,12 @@ class TrainConfig(ConfigBase):
         self._check(self.lr > 0, "lr", "must be positive")
         self._check(math.isfinite(self.lr), "lr", "must be a finite number")
         self._check(self.lr_scale > 0, "lr_scale", "must be positive")
+        if self.schedule == "noam" and self.lr != DEFAULT_LR:
+            raise ConfigError(
+                f"train.lr = {self.lr!r} is not used by schedule noam (its peak is "
+                "lr_scale * d_model^-0.5 * warmup_steps^-0.5); set train.lr_scale, "
+                "or schedule: inverse_sqrt (or constant) to use train.lr"
+            )
         self._check(0 <= self.beta1 < 1 and 0 <= self.beta2 < 1, "beta2", "betas must be in [0, 1)")
         self._check(self.eps > 0, "eps", "must be positive")
         self._check(0 <= self.label_smoothing < 1, "label_smoothing", "must be in [0, 1)")
