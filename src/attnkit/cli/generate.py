@@ -6,9 +6,24 @@ import argparse
 import sys
 
 from ..errors import ConfigError
-from .common import device, positive_float, positive_int, probability, read_input
+from .common import device, int_at_most, positive_float, positive_int, probability, read_input
 
 NAME = "generate"
+MAX_BEAM = 256  # as translate's --beam: a beam's rows and candidates are allocated at once
+MAX_SAMPLES = 1000  # continuations per prompt: each is kept until all are printed
+
+
+def seed(text: str) -> int:
+    """An argparse type: an integer torch can seed a generator with (-2**63 to 2**64 - 1)."""
+    from ..decoding.sampling import SEED_RANGE
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not SEED_RANGE[0] <= value <= SEED_RANGE[1]:
+        raise argparse.ArgumentTypeError(f"must be from -2**63 to 2**64 - 1, got {text!r}")
+    return value
 
 
 def add_sampling_flags(p: argparse.ArgumentParser) -> None:
@@ -19,7 +34,7 @@ def add_sampling_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-k", type=positive_int, default=None, help="sample among the K most probable tokens")
     p.add_argument("--top-p", type=probability, default=None, help="sample from the nucleus of mass P")
     p.add_argument(
-        "--seed", type=int, default=0, help="seed of the sampler (default 0): same seed, same samples"
+        "--seed", type=seed, default=0, help="seed of the sampler (default 0): same seed, same samples"
     )
 
 
@@ -33,10 +48,18 @@ def add_parser(sub) -> None:
         "--max-new-tokens", type=positive_int, default=40, help="pieces to add at most (default 40)"
     )
     p.add_argument(
-        "--beam", type=positive_int, default=None, help="beam search with K beams (not with sampling)"
+        "--beam",
+        type=int_at_most(MAX_BEAM),
+        default=None,
+        help=f"beam search with K beams, at most {MAX_BEAM} (not with sampling)",
     )
     add_sampling_flags(p)
-    p.add_argument("--num-samples", type=positive_int, default=1, help="continuations per prompt (default 1)")
+    p.add_argument(
+        "--num-samples",
+        type=int_at_most(MAX_SAMPLES),
+        default=1,
+        help=f"continuations per prompt (default 1, at most {MAX_SAMPLES:,})",
+    )
     p.add_argument("--device", type=device, default="auto")
 
 

@@ -32,8 +32,8 @@ class SamplingConfig:
     top_p: float = 1.0  # 1.0 = no nucleus limit
 
     def __post_init__(self) -> None:
-        if not self.temperature > 0:
-            raise ConfigError(f"temperature must be > 0, got {self.temperature}")
+        if not 0 < self.temperature < float("inf"):
+            raise ConfigError(f"temperature must be a finite number > 0, got {self.temperature}")
         if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
             raise ConfigError(f"top_k must be a non-negative integer (0 = off), got {self.top_k!r}")
         if not 0 < self.top_p <= 1:
@@ -41,8 +41,12 @@ class SamplingConfig:
 
 
 def filter_logits(logits: Tensor, cfg: SamplingConfig) -> Tensor:
-    """Scaled logits (N, V) with every token outside top-k / top-p set to -inf."""
-    logits = logits.float() / cfg.temperature  # (N, V)
+    """Scaled logits (N, V) with every token outside top-k / top-p set to -inf.
+
+    Any temperature > 0 and top-p in (0, 1] leave at least the most probable token: a temperature or a
+    nucleus too small for float32 is greedy (the top token, ties shared), never a row of nan.
+    """
+    logits = _scaled(logits.float(), cfg.temperature)  # (N, V)
     if cfg.top_k and cfg.top_k < logits.size(-1):
         kth = logits.topk(cfg.top_k, dim=-1).values[:, -1:]  # (N, 1) the k-th largest
         logits = logits.masked_fill(logits < kth, float("-inf"))
@@ -50,10 +54,36 @@ def filter_logits(logits: Tensor, cfg: SamplingConfig) -> Tensor:
         sorted_logits, order = logits.sort(dim=-1, descending=True)  # (N, V)
         probs = sorted_logits.softmax(dim=-1)
         before = probs.cumsum(dim=-1) - probs  # (N, V) mass of the more probable tokens
-        drop_sorted = before >= cfg.top_p  # the first token has 0 before it: always kept
+        drop_sorted = before >= cfg.top_p
+        drop_sorted[:, 0] = False  # the most probable token is always kept (a top_p below float32's 0 too)
         drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)  # back to vocabulary order
         logits = logits.masked_fill(drop, float("-inf"))
     return logits
+
+
+def _scaled(logits: Tensor, temperature: float) -> Tensor:
+    """logits / temperature, shifted so each row's largest is 0 (softmax and the filters do not change).
+
+    The shift first makes a tiny temperature safe: the top token(s) stay 0 and the rest go to -inf,
+    where dividing the raw logits would give inf - inf or 0 / 0 (nan) once it underflows in float32.
+    """
+    top = logits.amax(dim=-1, keepdim=True)  # (N, 1)
+    shifted = logits - torch.where(torch.isfinite(top), top, torch.zeros_like(top))  # (N, V), all <= 0
+    if temperature == 1.0:
+        return shifted
+    keep = (shifted == 0) | ~torch.isfinite(shifted)  # the top token(s), and banned ones (-inf)
+    return torch.where(keep, shifted, shifted / temperature)
+
+
+SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed accepts
+
+
+def seeded_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
+    """A generator on ``device`` seeded with ``seed``; a seed torch cannot take is a ConfigError."""
+    low, high = SEED_RANGE
+    if isinstance(seed, bool) or not isinstance(seed, int) or not low <= seed <= high:
+        raise ConfigError(f"seed must be an integer from -2**63 to 2**64 - 1, got {seed!r}")
+    return torch.Generator(device=device).manual_seed(seed)
 
 
 def sample_tokens(
@@ -141,7 +171,6 @@ def sample_decode(
     if state.group != 1:
         raise ValueError(f"sampling needs one row per sequence, the state has {state.group}")
     if generator is None:
-        generator = torch.Generator(device=last.device)
-        generator.manual_seed(0 if seed is None else seed)
+        generator = seeded_generator(0 if seed is None else seed, last.device)
     strategy = Sampling(model.config.eos_id, last, limits, sampling=sampling, generator=generator)
     return run_search(model, state, strategy, min_len=min_len)

@@ -6,7 +6,8 @@
 
 The searches are the translation ones, continued from the state the prompt leaves
 (``greedy_decode``, ``beam_decode``, ``sample_decode``). Prompts are grouped by length in pieces, so
-a batch needs no padding and every row continues at the same position.
+a batch needs no padding and every row continues at the same position; a batch holds at most
+``MAX_ROWS`` rows (samples or beams), however many prompts or samples are asked for.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ...checkpoint import load_checkpoint, model_from_checkpoint
 from ...data.tokenizer import SubwordTokenizer
 from ...decoding import beam_decode, check_nbest, greedy_decode
 from ...decoding.cache import DeferredKVCache
-from ...decoding.sampling import SamplingConfig, sample_decode
+from ...decoding.sampling import SamplingConfig, sample_decode, seeded_generator
 from ...device import resolve_device
 from ...errors import ConfigError, DataError
 from ...model import interface
@@ -53,6 +54,11 @@ class Generation:
     continuation: str
     score: float
     tokens: list[int]  # the generated ids, without eos
+
+
+# Rows (prompts x samples, or prompts x beams) decoded together: bounds one batch's cache, so
+# --num-samples or a long prompt file costs time, not memory.
+MAX_ROWS = 256
 
 
 class LanguageModel:
@@ -105,38 +111,50 @@ class LanguageModel:
         for i, ids in enumerate(encoded):
             by_length[len(ids)].append(i)
         results: list[list[Generation]] = [[] for _ in prompts]
-        generator = torch.Generator(device=self.device).manual_seed(seed)
+        generator = seeded_generator(seed, self.device)
         for length in sorted(by_length):
             room = cfg.max_len - length  # positions left for new tokens after bos and the prompt
             if room < 1:
                 raise DataError(f"a prompt of {length} pieces leaves no room in max_len={cfg.max_len}")
+            limit = min(max_new_tokens + 1, room)  # + 1: eos
             rows = by_length[length]
-            copies = num_samples if sampling is not None else 1  # independent samples: one row each
-            prompt = torch.tensor(
-                [encoded[i] for i in rows for _ in range(copies)], dtype=torch.long, device=self.device
-            ).view(len(rows) * copies, length)
-            state, last = start_from_prompt(self.model, prompt)
-            limits = torch.full(
-                (prompt.size(0),), min(max_new_tokens + 1, room), device=self.device
-            )  # + 1: eos
-            if sampling is not None:
-                flat = sample_decode(self.model, state, last, limits, sampling=sampling, generator=generator)
-                hyps = [flat[r * copies : (r + 1) * copies] for r in range(len(rows))]
-            elif beam == 1:
-                hyps = [[h] for h in greedy_decode(self.model, state, last, limits)]
-            else:
-                hyps = beam_decode(
-                    self.model,
-                    state,
-                    last,
-                    limits,
-                    beam_size=beam,
-                    nbest=num_samples,
-                    length_penalty_alpha=length_penalty,
-                )
-            for i, hs in zip(rows, hyps, strict=True):
-                results[i] = [self._generation(encoded[i], h) for h in hs]
+            if sampling is not None:  # independent samples: one row each, MAX_ROWS rows at a time
+                flat = [i for i in rows for _ in range(num_samples)]
+                for start in range(0, len(flat), MAX_ROWS):
+                    chunk = flat[start : start + MAX_ROWS]
+                    state, last, limits = self._start([encoded[i] for i in chunk], limit)
+                    hyps = sample_decode(
+                        self.model, state, last, limits, sampling=sampling, generator=generator
+                    )
+                    for i, h in zip(chunk, hyps, strict=True):
+                        results[i].append(self._generation(encoded[i], h))
+                continue
+            per_batch = max(1, MAX_ROWS // beam)  # prompts whose beams fit in MAX_ROWS rows
+            for start in range(0, len(rows), per_batch):
+                chunk = rows[start : start + per_batch]
+                state, last, limits = self._start([encoded[i] for i in chunk], limit)
+                if beam == 1:
+                    found = [[h] for h in greedy_decode(self.model, state, last, limits)]
+                else:
+                    found = beam_decode(
+                        self.model,
+                        state,
+                        last,
+                        limits,
+                        beam_size=beam,
+                        nbest=num_samples,
+                        length_penalty_alpha=length_penalty,
+                    )
+                for i, hs in zip(chunk, found, strict=True):
+                    results[i] = [self._generation(encoded[i], h) for h in hs]
         return results
+
+    def _start(self, prompts: list[list[int]], limit: int) -> tuple[DecoderState, Tensor, Tensor]:
+        """The state after N prompts of one length, their newest tokens (N, 1), and the limits (N,)."""
+        n, length = len(prompts), len(prompts[0])
+        prompt = torch.tensor(prompts, dtype=torch.long, device=self.device).view(n, length)  # (N, P)
+        state, last = start_from_prompt(self.model, prompt)
+        return state, last, torch.full((n,), limit, device=self.device)
 
     def _generation(self, prompt_ids: list[int], hyp) -> Generation:
         decode = self.tokenizer.decode
