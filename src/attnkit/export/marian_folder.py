@@ -85,10 +85,15 @@ def marian_config(folder: Path):
             raise bad(key, "a number in [0, 1)")
     if "activation_function" in config and not isinstance(config["activation_function"], str):
         raise bad("activation_function", "a string")
+    tf = transformers_module()
+    verbosity = tf.logging.get_verbosity()
+    tf.logging.set_verbosity_error()  # its warnings (an id outside the vocabulary) would be a second line
     try:
-        hf_config = transformers_module().MarianConfig.from_dict(config)
+        hf_config = tf.MarianConfig.from_dict(config)
     except (TypeError, ValueError, KeyError) as e:
         raise CheckpointError(f"{folder / 'config.json'}: not a Marian configuration ({e})") from None
+    finally:
+        tf.logging.set_verbosity(verbosity)
     rows = min(hf_config.vocab_size, hf_config.decoder_vocab_size or hf_config.vocab_size)
     for key in ("pad_token_id", "eos_token_id", "decoder_start_token_id"):
         if config.get(key) is not None and config[key] >= rows:
