@@ -183,3 +183,25 @@ def test_resuming_a_noam_run_ignores_the_lr_it_never_used(run):
     state["experiment"]["train"]["schedule"] = "inverse_sqrt"  # but inverse_sqrt read it
     with pytest.raises(ConfigError, match="train.schedule was 'inverse_sqrt'"):
         check_resume(state, cfg, _Resolved(state["model_config"]), path=str(last))  # type: ignore[arg-type]
+
+
+def test_resume_at_max_steps_says_there_is_nothing_to_train(capsys, run, shared_data, tmp_path):
+    """Resumed at its last step into a new folder: exit 0, saying so (not 'best checkpoint: None')."""
+    config, _, last = run
+    code, out, err = cli(
+        capsys,
+        "train",
+        "--config",
+        config,
+        "--resume",
+        last,
+        "--data-dir",
+        shared_data,
+        "--output-dir",
+        tmp_path / "again",
+        "data.max_train_pairs=100",
+        f"train.max_steps={STEPS}",
+        f"valid.every={STEPS}",
+    )
+    assert code == 0, err
+    assert "nothing to train" in err and "None" not in out and "no best checkpoint" in out, (out, err)

@@ -48,6 +48,9 @@ def run(args) -> None:
     if os.environ.get("RANK", "0") != "0":
         return  # under torchrun only rank 0 reports
     label = {"bleu": "BLEU"}.get(result.metric, result.metric)
+    if result.best_checkpoint is None:  # e.g. resumed at max_steps into a new output_dir: nothing validated
+        print(f"no best checkpoint in {result.output_dir}: this run validated nothing")
+        return
     print(f"best checkpoint: {result.best_checkpoint} (valid {label} {result.best_score:.2f})")
     if result.averaged_checkpoint:
         print(f"averaged checkpoint: {result.averaged_checkpoint}")

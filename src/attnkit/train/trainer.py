@@ -284,8 +284,10 @@ class Trainer:
 
     def _diverged(self, what: str) -> None:
         last = self.out / "checkpoint_last.pt"
+        t = self.cfg.train
+        rate = f"train.lr_scale = {t.lr_scale}" if t.schedule == "noam" else f"train.lr = {t.lr}"
         raise ConfigError(
-            f"training diverged: {what} (train.lr = {self.cfg.train.lr}); lower train.lr or raise "
+            f"training diverged: {what} ({rate}); lower {rate.split(' =')[0]} or raise "
             f"train.warmup_steps. Nothing non-finite was saved; last checkpoint: "
             f"{last if last.exists() else 'none'}"
         )
@@ -295,6 +297,8 @@ class Trainer:
         from tqdm import tqdm
 
         cfg, t = self.cfg, self.cfg.train
+        if self.step >= t.max_steps:  # resumed at its last step: say so rather than train nothing silently
+            self.info(f"nothing to train: the checkpoint is at step {self.step} = train.max_steps; raise it")
         if self.s.device.type == "cpu":
             fast.flush_denormals()  # a run starts here: tiny values late in training slow CPU math ~10x
         self.t0 = time.monotonic()
