@@ -49,6 +49,13 @@ def setup(tmp_path_factory):
     return config, reference
 
 
+def default_signals() -> None:
+    """In the child: SIGINT and SIGTERM act by default, as in a terminal, even when the test runner was
+    started in the background (a shell then ignores SIGINT, and the child would inherit that)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def start(config: Path, out: Path, *extra) -> subprocess.Popen:
     return subprocess.Popen(
         train_cmd(config, out, *extra),
@@ -56,6 +63,7 @@ def start(config: Path, out: Path, *extra) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
         env=process_env(),
+        preexec_fn=default_signals,
     )
 
 
@@ -146,7 +154,18 @@ def test_a_second_signal_stops_at_once(setup, tmp_path):
 def test_the_second_signal_acts_as_the_previous_handler_would():
     """In-process: the first SIGINT only asks to stop; the second raises KeyboardInterrupt at once,
     and the previous handlers are back."""
+    outer = {signum: signal.getsignal(signum) for signum in StopSignals.SIGNALS}
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, not a background job
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     previous = {signum: signal.getsignal(signum) for signum in StopSignals.SIGNALS}
+    try:
+        _second_signal(previous)
+    finally:
+        for signum, handler in outer.items():
+            signal.signal(signum, handler)
+
+
+def _second_signal(previous: dict) -> None:
     with StopSignals() as stop:
         assert stop.signum is None
         os.kill(os.getpid(), signal.SIGINT)
