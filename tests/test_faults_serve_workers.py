@@ -134,7 +134,7 @@ def test_a_lone_surrogate_is_a_422_naming_it(ckpt, path, body):
 
 
 def test_allowed_host_names():
-    from attnkit.serve.app import allowed_host_names
+    from attnkit.serve.guards import allowed_host_names
 
     assert allowed_host_names("127.0.0.1") >= {"127.0.0.1", "localhost", "::1"}
     assert "localhost" not in allowed_host_names("192.168.1.5")
@@ -155,7 +155,7 @@ def test_allowed_host_names():
     ],
 )
 def test_a_host_the_server_does_not_answer_to_is_a_400(ckpt, host, status):
-    from attnkit.serve.app import allowed_host_names
+    from attnkit.serve.guards import allowed_host_names
 
     app = create_app(
         load_models([f"m={ckpt}"], device="cpu"),
@@ -169,7 +169,7 @@ def test_a_host_the_server_does_not_answer_to_is_a_400(ckpt, host, status):
 
 
 def test_a_wildcard_bind_answers_to_ip_addresses_only():
-    from attnkit.serve.app import HostCheck, allowed_host_names
+    from attnkit.serve.guards import HostCheck, allowed_host_names
 
     check = HostCheck(None, allowed=allowed_host_names("0.0.0.0"))
     assert check._allows("192.168.1.5:8080") and check._allows("[fe80::1]:80")

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from attnkit.checkpoint import load_checkpoint
-from attnkit.train.trainer import StopSignals
+from attnkit.train.signals import StopSignals
 from fault_helpers import attnkit_cmd, process_env
 from test_faults_training import (
     assert_clean_metrics,

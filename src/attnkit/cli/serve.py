@@ -118,8 +118,8 @@ def run(args) -> None:
         raise ConfigError(
             f"attnkit serve needs the serve extra: pip install 'attnkit[serve]' ({e})"
         ) from None
-    from ..serve.app import allowed_host_names
     from ..serve.decoder import ProcessDecoder, WorkerSpec
+    from ..serve.guards import allowed_host_names
     from ..serve.tasks import load_models, read_checkpoints, release_weights
 
     if not 1 <= args.port <= 65535:

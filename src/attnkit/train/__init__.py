@@ -4,7 +4,9 @@ objects it calls."""
 from ..checkpoint import average_checkpoints, load_checkpoint, save_checkpoint
 from .build import Setup, build
 from .config import ExperimentConfig, load_config
-from .trainer import Trainer, TrainResult, train
+from .result import TrainResult
+from .run import train
+from .trainer import Trainer
 
 __all__ = [
     "ExperimentConfig",

@@ -15,14 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
-import random
 import shlex
 import signal
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn, cast
 
@@ -41,72 +37,11 @@ from . import distributed as ddp
 from .build import Setup, build
 from .config import ExperimentConfig
 from .metrics_csv import Window, append_row
+from .result import TrainResult
+from .rng_state import restore_rng, rng_state
 from .run_folder import RunFolder
 from .schedule import lr_at
-
-
-@dataclass
-class TrainResult:
-    output_dir: Path
-    step: int
-    metric: str  # the validation metric that picked the best checkpoint, e.g. "bleu"
-    best_score: float
-    best_checkpoint: Path | None
-    last_checkpoint: Path | None
-    averaged_checkpoint: Path | None
-    metrics_csv: Path
-    curve_png: Path | None
-
-    @property
-    def best_bleu(self) -> float:
-        return self.best_score
-
-
-class StopSignals:
-    """``with StopSignals() as stop:`` around the loop: SIGTERM or SIGINT only sets ``stop.signum``,
-    and the loop stops at its next step boundary.
-
-    A second signal acts at once, as the previous handler would have (SIGTERM's default ends the
-    process, SIGINT's raises KeyboardInterrupt). It goes through a Python handler rather than the
-    previous one reinstalled: two signals that arrive together are both run by whatever handler is
-    set when Python gets to them, and CPython drops a signal whose handler became the default in
-    between. A signal that was ignored (``nohup``, a background job) stays ignored. Only the main
-    thread can install handlers; in another thread nothing changes.
-    """
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self._previous: dict[int, signal.Handlers | object] = {}
-
-    def __enter__(self) -> StopSignals:
-        if threading.current_thread() is threading.main_thread():
-            for signum in self.SIGNALS:
-                previous = signal.getsignal(signum)
-                if previous is signal.SIG_IGN or previous is None:  # None: set outside Python, keep it
-                    continue
-                self._previous[signum] = previous
-                signal.signal(signum, self._first)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for signum, previous in self._previous.items():
-            signal.signal(signum, previous)  # type: ignore[arg-type]  # what getsignal returned
-        self._previous = {}
-
-    def _first(self, signum: int, frame) -> None:
-        self.signum = signum
-        for other in self._previous:
-            signal.signal(other, self._again)
-
-    def _again(self, signum: int, frame) -> None:
-        previous = self._previous.get(signum, signal.SIG_DFL)
-        self.__exit__()
-        if callable(previous):
-            previous(signum, frame)  # SIGINT's default: KeyboardInterrupt
-        else:
-            signal.raise_signal(signum)  # the default action: the process ends here
+from .signals import StopSignals, agreed_signal
 
 
 class Trainer:
@@ -184,24 +119,8 @@ class Trainer:
         self.bad_validations = metrics["bad_validations"]
         self.elapsed_before = metrics["elapsed_s"]
         self.pending_validation = metrics.get("pending_validation", False)
-        ranks = state.get("rng_ranks")  # absent before per-rank streams were kept, and in 1-process runs
-        rng = state["rng"] if self.dist.rank == 0 else ranks[self.dist.rank] if ranks else None
-        if rng is not None:  # None: an older multi-process checkpoint; this rank keeps its own seed
-            torch.set_rng_state(rng["torch"])
-            if torch.cuda.is_available() and rng.get("cuda") is not None:
-                torch.cuda.set_rng_state_all(rng["cuda"])
-            random.setstate((rng["python"][0], tuple(rng["python"][1]), rng["python"][2]))
+        restore_rng(state, self.dist.rank)
         self.info(f"resumed from step {self.step} (epoch {self.epoch})")
-
-    @staticmethod
-    def _rng() -> dict:
-        """This process's random streams (dropout, Python's ``random``)."""
-        py = random.getstate()
-        return {
-            "torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-            "python": [py[0], list(py[1]), py[2]],
-        }
 
     def _state(self, rngs: list[dict]) -> dict:
         """The checkpoint; ``rngs``: every rank's random streams, rank 0's first."""
@@ -337,7 +256,9 @@ class Trainer:
                         ddp.broadcast_object(out_of_time, self.dist)
                     )  # every rank stops together
                 ending = self.step == t.max_steps or out_of_time or epochs_done
-                signum = None if ending else self._agreed_signal(stop)  # the end validates as usual
+                signum = (
+                    None if ending else agreed_signal(stop, self.dist, self.s.device)
+                )  # the end validates as usual
                 if signum:
                     self.pending_validation = self.step % cfg.valid.every == 0
                     break
@@ -380,22 +301,11 @@ class Trainer:
             curve,
         )
 
-    def _agreed_signal(self, stop: StopSignals) -> int | None:
-        """The signal that stops the run at this step boundary, the same on every rank (or None)."""
-        if not self.dist.enabled:
-            return stop.signum
-        # one all-reduce of one number: SIGTERM on any rank (world_size + 1) outweighs SIGINT on all (1 each)
-        world = self.dist.world_size
-        weights: dict[int, int] = {signal.SIGINT: 1, signal.SIGTERM: world + 1}
-        mine = weights.get(stop.signum or 0, 0)
-        total = ddp.all_reduce_sum(float(mine), self.dist, self.s.device)
-        return signal.SIGTERM if total > world else signal.SIGINT if total else None
-
     def _save_and_stop(self, signum: int) -> NoReturn:
         """Write checkpoint_last.pt at this step, as a periodic save would but unvalidated, and stop."""
         if not all(torch.isfinite(p).all() for p in self.model.parameters()):  # the same on every rank
             self._diverged(f"the weights are not finite after step {self.step}")
-        rngs = ddp.gather_object(self._rng(), self.dist)  # a collective: every rank is here
+        rngs = ddp.gather_object(rng_state(), self.dist)  # a collective: every rank is here
         last = self.out / "checkpoint_last.pt"
         message = ""
         if self.dist.is_main:
@@ -436,7 +346,7 @@ class Trainer:
     def _validate_and_save(self) -> bool:
         """Validate (rank 0), write checkpoints, and say whether to stop early (all ranks agree)."""
         stop = False
-        rngs = ddp.gather_object(self._rng(), self.dist)  # before validation, which draws nothing
+        rngs = ddp.gather_object(rng_state(), self.dist)  # before validation, which draws nothing
         if self.dist.is_main:
             s = self.s
             metrics = s.task.validate(
@@ -488,21 +398,3 @@ class Trainer:
     def _write_csv(self, row: dict) -> None:
         if self.dist.is_main:
             append_row(self.csv_path, self.task.metrics, row)
-
-
-def train(
-    cfg: ExperimentConfig, *, resume: str | Path | None = None, overwrite: bool = False, log=print
-) -> TrainResult:
-    """Train (or resume) the experiment; returns where the checkpoints and metrics went.
-
-    The output folder is locked for the whole run (rank 0), and an old run in it is replaced only
-    once the new one has written its first checkpoint (see :mod:`.run_folder`).
-    """
-    main = os.environ.get("RANK", "0") == "0"
-    folder = RunFolder(cfg.output_dir, resume=resume is not None, overwrite=overwrite) if main else None
-    with folder or contextlib.nullcontext():
-        setup = build(cfg, resume=resume)
-        try:
-            return Trainer(setup, log=log, folder=folder).run()
-        finally:
-            ddp.shutdown(setup.dist)
