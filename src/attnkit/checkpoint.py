@@ -17,6 +17,7 @@ silently wrong weights; ``crc32`` is verified on load instead. Checkpoints writt
 
 from __future__ import annotations
 
+import io
 import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -89,13 +90,19 @@ def verify_checksums(state: dict[str, Any], path: str | Path = "checkpoint") -> 
             raise CheckpointError(f"{path}: {what} damaged (checksum mismatch in {name})")
 
 
-def load_checkpoint(path: str | Path, *, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Read a checkpoint; a missing, corrupt or foreign file raises :class:`CheckpointError`."""
+def load_checkpoint(
+    path: str | Path, *, map_location: str | torch.device = "cpu", data: bytes | None = None
+) -> dict[str, Any]:
+    """Read a checkpoint; a missing, corrupt or foreign file raises :class:`CheckpointError`.
+
+    data: the file's bytes, read earlier (the server keeps them); ``path`` then only names it.
+    """
     path = Path(path)
-    if not path.is_file():
+    if data is None and not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
     try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
+        source = io.BytesIO(data) if data is not None else path
+        state = torch.load(source, map_location=map_location, weights_only=True)
     except Exception:  # torch's unpickler raises almost anything on random bytes
         raise CheckpointError(
             f"{path}: not a readable checkpoint (corrupt, truncated or not a torch file)"

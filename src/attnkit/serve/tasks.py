@@ -7,14 +7,11 @@ another task answers 422 naming what it needs and what is loaded.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-import torch
-
-from ..checkpoint import FORMAT, verify_checksums
+from ..checkpoint import load_checkpoint
 from ..errors import CheckpointError, ConfigError
 from ..files import describe_os_error
 from ..tasks import TASKS, TaskInfo, task_of
@@ -93,28 +90,11 @@ def load_models(
         name, path = model_name(spec)
         if any(m.name == name for m in models):
             raise ConfigError(f"two checkpoints are named {name!r}: name them with NAME=PATH")
-        state = _checkpoint_of(blob, path)
+        state = load_checkpoint(path, data=blob)  # the bytes read at start, never the file now
         models.append(task_of(state, path).serve(name, state, device))
     if not models:
         raise ConfigError("no checkpoint to serve: give --checkpoint PATH")
     return models
-
-
-def _checkpoint_of(blob: bytes, path: Path) -> dict[str, Any]:
-    """:func:`attnkit.checkpoint.load_checkpoint`'s checks, on a file's bytes read earlier."""
-    try:
-        state = torch.load(io.BytesIO(blob), map_location="cpu", weights_only=True)
-    except Exception:  # torch's unpickler raises almost anything on random bytes
-        raise CheckpointError(
-            f"{path}: not a readable checkpoint (corrupt, truncated or not a torch file)"
-        ) from None
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: not an attnkit checkpoint (expected format {FORMAT!r})")
-    for key in ("arch", "model_config", "model", "tokenizer"):
-        if key not in state:
-            raise CheckpointError(f"{path}: checkpoint lacks {key!r}")
-    verify_checksums(state, path)
-    return state
 
 
 def release_weights(models: list[ServedModel]) -> None:
