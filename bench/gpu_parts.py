@@ -49,6 +49,9 @@ class Sizes:
     train_minutes: float  # train.max_minutes of the Multi30k run
     train_overrides: tuple[str, ...]  # key=value for the Multi30k run beyond the config
     corpus_pairs: tuple[int, int, int]  # (train, val, test) pairs of a cut corpus; () = the real one
+    fp16_steps: int  # steps of each train_fp16 run (its resume check stops at half)
+    fp16_pairs: tuple[int, int, int]  # the cut corpus of train_fp16
+    fp16_overrides: tuple[str, ...]  # key=value for train_fp16 beyond the main job's config
 
 
 GPU = Sizes(
@@ -69,6 +72,9 @@ GPU = Sizes(
     train_minutes=3.0,
     train_overrides=(),
     corpus_pairs=(),
+    fp16_steps=300,
+    fp16_pairs=(10000, 100, 100),
+    fp16_overrides=("tokenizer.vocab_size=2000", "train.warmup_steps=100"),
 )
 SMOKE = Sizes(
     base=TINY,
@@ -98,6 +104,14 @@ SMOKE = Sizes(
         "valid.average_last=2",
     ),
     corpus_pairs=(300, 20, 40),
+    fp16_steps=4,
+    fp16_pairs=(300, 20, 20),
+    fp16_overrides=(
+        *(f"model.{k}={v}" for k, v in TINY.items()),
+        "tokenizer.vocab_size=300",
+        "train.max_tokens=1000",
+        "train.warmup_steps=2",
+    ),
 )
 
 # Dense BF16 Tensor Core peaks from NVIDIA's datasheets (their "with sparsity" figures halved).

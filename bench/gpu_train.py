@@ -86,6 +86,78 @@ def train_multi30k(ctx: Context, emit: Emit) -> None:
     emit(rows=[row], test="test_2016_flickr, best checkpoint, beam 4")
 
 
+def train_fp16(ctx: Context, emit: Emit) -> None:
+    """train.precision=fp16 (loss scaling) beside bf16 on the main job's config, N steps each, and
+    fp16's resume: N/2 steps, stop, resume, N/2 more against N straight (largest weight difference;
+    CUDA's atomic adds in some backward kernels may keep it from 0). On a CPU (--smoke) the build's
+    CUDA check is bypassed so that the same code runs."""
+    import sys
+
+    from attnkit.checkpoint import load_checkpoint
+    from attnkit.train import load_config, train
+
+    if ctx.device == "cpu":  # fp16 is refused on a CPU; the mechanics run there in the smoke test
+        sys.modules["attnkit.train.build"].__dict__["resolve_precision"] = lambda setting, device: setting
+    s = ctx.sizes
+    data_dir, corpus = cut_corpus(ctx.data_dir, ctx.work / "fp16_corpus", s.fp16_pairs)
+    config = "configs/multi30k_de_en_tiny.yaml"
+    n = s.fp16_steps
+    common = [
+        "train.max_minutes=0",
+        f"train.device={ctx.device}",
+        "train.progress=false",
+        f"train.log_every={max(n // 4, 1)}",
+        "valid.max_sentences=100",
+        *s.fp16_overrides,
+    ]
+    emit(config=config, overrides=common, steps=n, corpus=corpus)
+
+    def run(name: str, precision: str, steps: int, resume=None) -> dict:
+        cfg = load_config(
+            ROOT / config,
+            [
+                *common,
+                f"train.precision={precision}",
+                f"train.max_steps={steps}",
+                f"valid.every={n // 2}",
+                f"data.data_dir={data_dir}",
+                f"output_dir={ctx.work / name}",
+            ],
+        )
+        t0 = time.monotonic()
+        result = train(cfg, overwrite=resume is None, resume=resume, log=lambda m: print(m, flush=True))
+        with result.metrics_csv.open() as f:
+            rows = [r for r in csv.DictReader(f) if r.get("train_loss")]
+        state = load_checkpoint(result.last_checkpoint)
+        return {
+            "run": name,
+            "precision": precision,
+            "steps": state["step"],
+            "seconds": time.monotonic() - t0,
+            "train_loss": float(rows[-1]["train_loss"]) if rows else None,
+            "valid_bleu": result.best_score,
+            "loss_scale": state.get("grad_scaler", {}).get("scale"),
+            "path": str(result.last_checkpoint),
+            "model": state["model"],
+        }
+
+    rows: list[dict] = []
+
+    def show(row: dict) -> None:
+        rows.append({k: v for k, v in row.items() if k not in ("model", "path")})
+        emit(rows=rows)
+
+    bf16 = run("bf16", "bf16", n)
+    show(bf16)
+    straight = run("fp16", "fp16", n)
+    show(straight)
+    half = run("fp16_resumed", "fp16", n // 2)
+    resumed = run("fp16_resumed", "fp16", n, resume=half["path"])
+    diff = max(float((straight["model"][k] - t).abs().max()) for k, t in resumed["model"].items())
+    resumed["resume_max_abs_diff"] = diff
+    show(resumed)
+
+
 def nccl(ctx: Context, emit: Emit, backend: str = "nccl", world: int = 2) -> None:
     """An all-reduce across two GPUs (two processes): correct sums and bus bandwidth."""
     import torch.multiprocessing as mp
@@ -147,6 +219,20 @@ PARTS = {
             ("test BLEU (beam 4)", "bleu", ".2f"),
             ("lc BLEU", "bleu_lowercase", ".2f"),
             ("chrF", "chrf", ".2f"),
+        ),
+    ),
+    "train_fp16": Part(
+        train_fp16,
+        40,
+        (
+            ("run", "run", ""),
+            ("precision", "precision", ""),
+            ("steps", "steps", ",d"),
+            ("s", "seconds", ".1f"),
+            ("train loss", "train_loss", ".3f"),
+            ("valid BLEU (greedy)", "valid_bleu", ".2f"),
+            ("loss scale", "loss_scale", ",.0f"),
+            ("resume: max abs weight diff", "resume_max_abs_diff", ".2e"),
         ),
     ),
     "nccl": Part(

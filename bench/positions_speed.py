@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> dict:
         model = build_model(cfg.arch, model_cfg.to_dict())
         t = cfg.train
         opt = torch.optim.Adam(model.parameters(), lr=t.lr, betas=(t.beta1, t.beta2), eps=t.eps, fused=True)
-        run = dataclasses.replace(setup, model=model, optimizer=opt, bf16=prec == "bf16")
+        run = dataclasses.replace(setup, model=model, optimizer=opt, precision=prec)
         trainers[kind, prec] = Trainer(run, log=lambda _: None)
         params[kind, prec] = count_parameters(model)
 

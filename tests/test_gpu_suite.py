@@ -13,13 +13,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = ["train_base", "attention", "decode", "train_multi30k", "nccl"]
+PARTS = ["train_base", "attention", "decode", "train_multi30k", "train_fp16", "nccl"]
 STATUSES = {"ok", "timed_out", "failed", "skipped"}
 THROUGHPUT = {  # one rate per part's row, > 0 where the part ran
     "train_base": "tokens_per_s",
     "attention": "fwd_bwd_tokens_per_s",
     "decode": "greedy",
     "train_multi30k": "tokens_per_s",
+    "train_fp16": "seconds",
 }
 
 

@@ -25,6 +25,7 @@ from ..data.store import PairStore
 from ..data.tokenizer import SubwordTokenizer
 from ..errors import ConfigError
 from ..loss import LossOutput, label_smoothed_cross_entropy
+from ..precision import autocast
 
 if TYPE_CHECKING:
     from ..train.config import ExperimentConfig
@@ -107,8 +108,9 @@ class SplitTask:
     subword_sampling = False
     bidirectional = False
 
-    def __init__(self, cfg: ExperimentConfig | None = None, bf16: bool = False):
-        self.cfg, self.bf16 = cfg, bf16  # cfg None: the defaults (a task used outside a run)
+    def __init__(self, cfg: ExperimentConfig | None = None, amp: torch.dtype | None = None):
+        # cfg None: the defaults (a task used outside a run); amp: the autocast dtype (None: fp32)
+        self.cfg, self.amp = cfg, amp
 
     @property
     def valid_batch_tokens(self) -> int:
@@ -151,14 +153,14 @@ def mean_loss(
     device,
     *,
     batch_tokens: int,
-    bf16: bool = False,
+    amp: torch.dtype | None = None,
 ) -> float:
     """The loss per predicted token (no label smoothing) over encoded examples."""
     nll, tokens = 0.0, 0
     for batch in batches(
         lambda ex: task.collate(ex, tokenizer), valid.examples, valid.lengths, batch_tokens, device
     ):
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+        with autocast(device, amp):
             out = task.loss(model, batch, tokenizer, epsilon=0.0)
         nll, tokens = nll + out.nll.item(), tokens + out.n_tokens
     return nll / max(tokens, 1)
@@ -172,7 +174,7 @@ class TaskInfo:
     noun: what a model of the task is called in messages ("a translation model").
     archs: the ``model.arch`` values whose models this task trains and serves.
     records: the kind of record it reads ("pairs", "text", "labelled").
-    training: the trainer's task object, built from ``(ExperimentConfig, bf16)``.
+    training: the trainer's task object, built from ``(ExperimentConfig, amp)``, amp the autocast dtype.
     open: the inference wrapper from a loaded checkpoint: ``open(state, device=..., path=...)``.
     serve: the server's model from ``(name, state, device)``.
     endpoints: the server endpoints (``/v1/NAME``) that answer for this task.

@@ -21,6 +21,7 @@ from ..data.prepared import Prepared, open_prepared
 from ..data.tokenizer import SubwordTokenizer
 from ..device import resolve_device
 from ..errors import CheckpointError, ConfigError, DataError
+from ..precision import amp_dtype, resolve_precision
 from ..tasks import Encoded, Task, task_of_arch
 from . import distributed as ddp
 from .config import ExperimentConfig
@@ -34,7 +35,7 @@ class Setup:
     cfg: ExperimentConfig
     device: torch.device
     dist: ddp.DistInfo
-    bf16: bool
+    precision: str  # fp32, bf16 or fp16 (resolved from train.precision)
     task: Task
     tokenizer: SubwordTokenizer
     train: Encoded
@@ -56,11 +57,12 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
         device = torch.device("cuda", dist.local_rank)
         torch.cuda.set_device(device)
     t = cfg.train
-    bf16 = t.precision == "bf16" or (t.precision == "auto" and device.type == "cuda")
+    precision = resolve_precision(t.precision, device)
+    bf16 = precision == "bf16"
     resume_state = load_checkpoint(resume) if resume else None
     torch.manual_seed(t.seed)
     random.seed(t.seed)
-    task: Task = task_of_arch(cfg.arch).training(cfg, bf16)
+    task: Task = task_of_arch(cfg.arch).training(cfg, amp_dtype(precision))
     if cfg.tokenizer.sample_nbest and not task.subword_sampling:
         raise ConfigError(
             f"tokenizer.sample_nbest: subword sampling is for translation models; model.arch {cfg.arch!r} "
@@ -177,7 +179,7 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
         cfg,
         device,
         dist,
-        bf16,
+        precision,
         task,
         tokenizer,
         train,

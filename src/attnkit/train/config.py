@@ -25,6 +25,7 @@ from ..device import DEVICE_NAMES, check_device_name
 from ..errors import ConfigError
 from ..model.config import ModelConfig
 from ..model.registry import ARCHS, DEFAULT_ARCH
+from ..precision import PRECISIONS
 
 
 def _is_device_name(name: str) -> bool:
@@ -125,6 +126,7 @@ class TrainConfig(ConfigBase):
     seed: int = 1
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
     # auto (bf16 on GPU, fp32 on CPU) | fp32 | bf16 (on a CPU it pays only with AMX or AVX512-BF16)
+    # | fp16 (CUDA only: autocast with loss scaling, for GPUs without bf16)
     precision: str = "auto"
     compile: bool = False
     log_every: int = 50
@@ -155,7 +157,7 @@ class TrainConfig(ConfigBase):
         self._check(0 <= self.label_smoothing < 1, "label_smoothing", "must be in [0, 1)")
         self._check(self.clip_norm >= 0, "clip_norm", "must be >= 0")
         self._check(self.weight_decay >= 0, "weight_decay", "must be >= 0")
-        self._choice("precision", ("auto", "fp32", "bf16"))
+        self._choice("precision", PRECISIONS)
         self._check(_is_device_name(self.device), "device", f"must be {DEVICE_NAMES}")
 
 

@@ -33,6 +33,7 @@ from ..config import ConfigBase
 from ..errors import ConfigError, Stopped
 from ..files import atomic_write
 from ..model import count_parameters
+from ..precision import amp_dtype, autocast, grad_scaler
 from . import distributed as ddp
 from .build import Setup, build
 from .config import ExperimentConfig
@@ -55,6 +56,7 @@ class Trainer:
         self.step, self.bad_validations, self.elapsed_before = 0, 0, 0.0
         self.pending_validation = False  # a signal stopped the run at a validation step, before it
         self.best_score = float("-inf") if self.task.higher_is_better else float("inf")
+        self.scaler = grad_scaler(setup.precision, setup.device)  # fp16 only
         if setup.resume_state is not None:
             self._restore(setup.resume_state)
         self.train_model: nn.Module = self.model
@@ -72,7 +74,7 @@ class Trainer:
             f"{len(setup.train.examples):,} training "
             f"examples; vocabulary {tok.src_vocab_size}/{tok.tgt_vocab_size}; device {setup.device}"
             f"{' x' + str(self.dist.world_size) + ' processes' if self.dist.enabled else ''}; "
-            f"{'bf16' if setup.bf16 else 'fp32'}"
+            f"{setup.precision}"
         )
 
     @classmethod
@@ -119,6 +121,8 @@ class Trainer:
         self.bad_validations = metrics["bad_validations"]
         self.elapsed_before = metrics["elapsed_s"]
         self.pending_validation = metrics.get("pending_validation", False)
+        if self.scaler and "grad_scaler" in state:  # the loss scale it had reached, not a fresh one
+            self.scaler.load_state_dict(state["grad_scaler"])
         restore_rng(state, self.dist.rank)
         self.info(f"resumed from step {self.step} (epoch {self.epoch})")
 
@@ -134,6 +138,7 @@ class Trainer:
             "experiment": self.cfg.to_dict(),
             "model": model.state_dict(),
             "optimizer": self.s.optimizer.state_dict(),
+            **({"grad_scaler": self.scaler.state_dict()} if self.scaler else {}),
             "step": self.step,
             "epoch": self.epoch,
             "sampler": self.s.sampler.state_dict(),  # the same position on every rank
@@ -178,8 +183,7 @@ class Trainer:
             if not sync:
                 assert isinstance(self.train_model, DistributedDataParallel)  # wrapped when distributed
                 ctx = self.train_model.no_sync()
-            amp = torch.autocast(s.device.type, dtype=torch.bfloat16, enabled=s.bf16)
-            with ctx, amp:
+            with ctx, autocast(s.device, amp_dtype(s.precision)):
                 out = s.task.loss(
                     self.train_model,
                     batch,
@@ -187,17 +191,24 @@ class Trainer:
                     epsilon=self.cfg.train.label_smoothing,
                     loss_fn=fast.label_smoothed_cross_entropy,
                 )
-                (out.loss * scale).backward()
+                loss = out.loss * scale
+                (self.scaler.scale(loss) if self.scaler else loss).backward()
             loss_sum += out.loss.item()
             nll_sum += out.nll.item()
         self.step += 1
         for group in s.optimizer.param_groups:
             group["lr"] = self.lr(self.step)
+        if self.scaler:  # the true gradients, for clipping and the update
+            self.scaler.unscale_(s.optimizer)
         if self.cfg.train.clip_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.clip_norm)
         if ddp.all_reduce_sum(float(not math.isfinite(loss_sum)), self.dist, s.device):  # every rank stops
             self._diverged(f"the training loss is not finite ({loss_sum}) at step {self.step}")
-        s.optimizer.step()
+        if self.scaler:  # skips the update when a gradient overflowed, and adapts the scale
+            self.scaler.step(s.optimizer)
+            self.scaler.update()
+        else:
+            s.optimizer.step()
         s.optimizer.zero_grad(set_to_none=True)
         return loss_sum, nll_sum, local_tokens
 

@@ -21,6 +21,7 @@ from ...data.readers import LabelledExample
 from ...data.tokenizer import SubwordTokenizer
 from ...errors import DataError
 from ...loss import label_smoothed_cross_entropy
+from ...precision import autocast
 from .inputs import encode_inputs, example_text
 
 NO_PAD = -1  # class ids are never negative: the token loss, given this pad id, counts every example
@@ -129,7 +130,7 @@ def evaluate_examples(
     device,
     *,
     batch_tokens: int = 8000,
-    bf16: bool = False,
+    amp: torch.dtype | None = None,
 ) -> tuple[float, ClassificationReport]:
     """(mean loss per example, the classification report) of ``model`` on labelled examples."""
     if not examples:
@@ -146,7 +147,7 @@ def evaluate_examples(
     nll, predicted = 0.0, torch.empty_like(gold)
     for idx in TokenBatchSampler([(len(s), 0) for s in ids], batch_tokens, shuffle=False):
         tokens = pad_sequences([ids[i] for i in idx], tokenizer.pad_id).to(device)  # (B, T)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+        with autocast(device, amp):
             logits = model(tokens)  # (B, C)
         out = label_smoothed_cross_entropy(logits, gold[idx].to(device), epsilon=0.0, pad_id=NO_PAD)
         nll += out.nll.item()

@@ -61,8 +61,8 @@ class ClassifierTask(SplitTask):
     metrics: tuple[str, ...] = ("loss", "accuracy", "macro_f1")  # Task.metrics: any length
     higher_is_better = True
 
-    def __init__(self, cfg=None, bf16: bool = False, *, labels: Sequence[str] = ()):
-        super().__init__(cfg, bf16)
+    def __init__(self, cfg=None, amp: torch.dtype | None = None, *, labels: Sequence[str] = ()):
+        super().__init__(cfg, amp)
         self.labels: list[str] = []
         if labels:
             self.set_labels(labels)
@@ -142,6 +142,6 @@ class ClassifierTask(SplitTask):
             records,
             device,
             batch_tokens=self.valid_batch_tokens,
-            bf16=self.bf16,
+            amp=self.amp,
         )
         return {"loss": loss, "accuracy": report.accuracy, "macro_f1": report.macro_f1}

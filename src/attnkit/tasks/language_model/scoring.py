@@ -19,6 +19,7 @@ from ...data.batching import TokenBatchSampler, collate_lm
 from ...data.tokenizer import SubwordTokenizer
 from ...errors import DataError
 from ...loss import label_smoothed_cross_entropy
+from ...precision import autocast
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ def score_texts(
     device,
     *,
     batch_tokens: int = 8000,
-    bf16: bool = False,
+    amp: torch.dtype | None = None,
 ) -> LMScores:
     """The NLL of every piece and the end of each text, given bos and the text so far.
 
@@ -85,7 +86,7 @@ def score_texts(
         tokens, targets = collate_lm(
             [seqs[i] for i in idx], pad_id=v.pad_id, bos_id=v.bos_id, eos_id=v.eos_id
         )
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+        with autocast(device, amp):
             logits = model(tokens.to(device))  # (B, T, V)
         out = label_smoothed_cross_entropy(logits, targets.to(device), epsilon=0.0, pad_id=v.pad_id)
         nll, n = nll + out.nll.item(), n + out.n_tokens

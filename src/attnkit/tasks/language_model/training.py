@@ -96,7 +96,5 @@ class LanguageModelTask(SplitTask):
         )
 
     def validate(self, model, tokenizer, valid: Encoded, records, device) -> dict[str, float]:
-        s = score_texts(
-            model, tokenizer, records, device, batch_tokens=self.valid_batch_tokens, bf16=self.bf16
-        )
+        s = score_texts(model, tokenizer, records, device, batch_tokens=self.valid_batch_tokens, amp=self.amp)
         return {"loss": s.loss, "perplexity": s.perplexity}

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
+import torch
 
 from ...data.batching import Batch, collate
 from ...data.corpus import load_corpus
@@ -43,8 +44,8 @@ class TranslationTask(SplitTask):
 
     cfg: ExperimentConfig  # always given: tokenizer, epochs and validation settings come from it
 
-    def __init__(self, cfg: ExperimentConfig, bf16: bool = False):
-        super().__init__(cfg, bf16)
+    def __init__(self, cfg: ExperimentConfig, amp: torch.dtype | None = None):
+        super().__init__(cfg, amp)
         self._drawn: tuple[int, Sequence] | None = None  # (epoch, its subword-sampled examples)
         self.corpus_sizes: list[int] = []  # training records per corpus: the main one, then data.mix
         if cfg.data.mix and cfg.tokenizer.sample_nbest:
@@ -139,7 +140,7 @@ class TranslationTask(SplitTask):
 
     def validate(self, model, tokenizer, valid: Encoded, records, device) -> dict[str, float]:
         v = self.cfg.valid
-        loss = mean_loss(self, model, tokenizer, valid, device, batch_tokens=v.batch_tokens, bf16=self.bf16)
+        loss = mean_loss(self, model, tokenizer, valid, device, batch_tokens=v.batch_tokens, amp=self.amp)
         pairs = records[: v.max_sentences or None]
         result = evaluate(
             Translator(model, tokenizer, device),
