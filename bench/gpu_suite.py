@@ -1,10 +1,10 @@
-"""One prepared GPU run of at most 9 minutes: six parts, each time-boxed in a process of its own.
+"""One prepared GPU run of at most 10 minutes (8.2 on an H100): six parts, each time-boxed in its own process.
 
     python -m bench.gpu_suite --out DIR [--device cuda] [--data-dir ../shared/data] [--checkpoint CKPT]
                               [--parts train_base,attention,...] [--box PART=SECONDS ...]
     python -m bench.gpu_suite --out /tmp/gpu_smoke --smoke      # every part on the CPU at toy sizes
 
-Parts (bench/gpu_parts.py, bench/gpu_train.py; the time box on the GPU in seconds, 515 in all):
+Parts (bench/gpu_parts.py, bench/gpu_train.py; the time box on the GPU in seconds, 595 in all):
   train_base (125)      training target tokens/s and MFU of the paper's base model (d 512, 6+6 layers,
                         8 heads, FFN 2048, shared vocabulary 37,000, 500 x 50 = 25,000 target tokens a
                         batch, halved on CUDA OOM), bf16 autocast: attnkit eager, attnkit torch.compile
@@ -19,7 +19,7 @@ Parts (bench/gpu_parts.py, bench/gpu_train.py; the time box on the GPU in second
                         available" until its issue lands
   train_multi30k (245)  configs/multi30k_de_en_best.yaml trained by attnkit's trainer for 3 minutes
                         (train.max_minutes=3), then its test_2016_flickr BLEU with beam 4
-  train_fp16 (40)       train.precision=fp16 (loss scaling) beside bf16 on the main job's config for
+  train_fp16 (120)      train.precision=fp16 (loss scaling) beside bf16 on the main job's config for
                         300 steps each, and fp16's resume (150 + 150 against 300 straight)
   nccl (15)             an all-reduce across two GPUs; skipped ("one GPU") on a machine with one
 
@@ -32,10 +32,11 @@ holds every part's output. Run folders and checkpoints go to a temporary folder,
 
 The GPU run: the device tool sends the checkout alone (../shared stays behind), so once, here,
 ``echo /gpu_data/ >> .git/info/exclude && mkdir -p gpu_data && cp -r ../shared/data/multi30k gpu_data/``
-(2.5 MB), then one device call with carry ["gpu_data"] and timeout_s 580 (the boxes end it by ~520 s;
-what is left of the 15 device minutes reruns a failed part with --parts NAME on the warm machine):
+(2.5 MB), then one device call with carry ["gpu_data"] and timeout_s 600 (on an H100 it took 492 s,
+the boxes allow 595; what is left of the 15 device minutes reruns a failed part with --parts NAME on
+the warm machine):
 ``ATTNKIT_COMMIT=<git rev-parse --short HEAD> PYTHONPATH=src python3 -m bench.gpu_suite --out $OUT/gpu
---device cuda --data-dir gpu_data`` ($ATTNKIT_COMMIT: the copy there has no .git to read it from).
+--device cuda --data-dir gpu_data`` ($ATTNKIT_COMMIT: the copy there has no .git of its own).
 """
 
 from __future__ import annotations
@@ -61,13 +62,15 @@ from . import gpu_parts, gpu_train
 from .gpu_parts import GPU, ROOT, SMOKE, Context, Part
 from .report import machine_info, md_table
 
-PARTS: dict[str, Part] = {**gpu_parts.PARTS, **gpu_train.PARTS}  # in the order they run; boxes add to 515 s
+PARTS: dict[str, Part] = {**gpu_parts.PARTS, **gpu_train.PARTS}  # in the order they run; boxes add to 595 s
 SMOKE_BOX = 120  # seconds per part in --smoke: a guard, never reached by a working part
 
 
 def git_commit() -> str | None:
-    """attnkit's commit (``+dirty`` with uncommitted changes to tracked files); without git (a copy of
-    the working tree on a device machine) $ATTNKIT_COMMIT, else None."""
+    """$ATTNKIT_COMMIT when set (a device machine's copy of the tree may carry a stale ``.git``), else
+    git's commit (``+dirty`` with uncommitted changes to tracked files), else None."""
+    if commit := os.environ.get("ATTNKIT_COMMIT"):
+        return commit
     try:
         run = lambda *a: subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True, timeout=10)  # noqa: E731
         head = run("rev-parse", "--short", "HEAD")

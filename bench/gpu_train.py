@@ -223,7 +223,7 @@ PARTS = {
     ),
     "train_fp16": Part(
         train_fp16,
-        40,
+        120,
         (
             ("run", "run", ""),
             ("precision", "precision", ""),
