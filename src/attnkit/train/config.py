@@ -85,6 +85,7 @@ class TokenizerConfig(ConfigBase):
 
 
 DEFAULT_LR = 5e-4  # TrainConfig.lr's default: the one value noam accepts, since noam does not use it
+FREEZABLE = ("embeddings", "encoder", "decoder")  # train.freeze: the parts a fine-tuning keeps fixed
 
 
 @dataclasses.dataclass
@@ -129,6 +130,12 @@ class TrainConfig(ConfigBase):
     # | fp16 (CUDA only: autocast with loss scaling, for GPUs without bf16)
     precision: str = "auto"
     compile: bool = False
+    # fine-tuning: start from this checkpoint's weights and tokenizer (attnkit's own, or one written by
+    # `attnkit import`), with a fresh optimizer, schedule, step count, sampler and best score
+    init_from: str = ""
+    freeze: list[str] = dataclasses.field(default_factory=list)  # parts kept fixed: see FREEZABLE
+    ema_decay: float = 0.0  # exponential moving average of the weights (e.g. 0.9999); 0 = off
+    tensorboard: bool = False  # also log to <output_dir>/tensorboard (the `tensorboard` extra)
     log_every: int = 50
     progress: bool = True
 
@@ -158,6 +165,11 @@ class TrainConfig(ConfigBase):
         self._check(self.clip_norm >= 0, "clip_norm", "must be >= 0")
         self._check(self.weight_decay >= 0, "weight_decay", "must be >= 0")
         self._choice("precision", PRECISIONS)
+        self._check(0 <= self.ema_decay < 1, "ema_decay", "must be in [0, 1) (0 = off)")
+        self._check(isinstance(self.freeze, list), "freeze", f"must be a list of {', '.join(FREEZABLE)}")
+        for part in self.freeze:
+            self._check(part in FREEZABLE, "freeze", f"{part!r} is not one of {', '.join(FREEZABLE)}")
+        self._check(not self.freeze or bool(self.init_from), "freeze", "needs train.init_from (fine-tuning)")
         self._check(_is_device_name(self.device), "device", f"must be {DEVICE_NAMES}")
 
 

@@ -9,7 +9,8 @@ the model (compared as the checkpoint's resolved model config, so ``preset: tiny
 Allowed changes, which say when to stop, how to report or where to run, never what a step computes:
 ``train.max_steps`` (not below the checkpoint's step), ``train.max_minutes``,
 ``train.max_epochs``, ``train.log_every``, ``train.progress``, ``train.device``, ``train.compile``,
-every ``valid.*`` key and ``output_dir``; and the keys that only say where files are:
+``train.tensorboard``, ``train.init_from`` (the resumed weights are the checkpoint's), every
+``valid.*`` key and ``output_dir``; and the keys that only say where files are:
 ``data.data_dir``, ``data.prepared`` and ``tokenizer.model`` (a resumed run uses the checkpoint's
 tokenizer). A key that an older checkpoint lacks compares equal to its default.
 """
@@ -33,6 +34,7 @@ MAY_CHANGE: dict[str, frozenset[str]] = {
     "tokenizer": frozenset({"model"}),  # a resumed run uses the checkpoint's tokenizer
     "train": frozenset(
         {"max_steps", "max_minutes", "max_epochs", "log_every", "progress", "device", "compile"}
+        | {"tensorboard", "init_from"}  # how it reports; where the first weights came from
     ),
 }
 FIXED_SECTIONS = ("data", "tokenizer", "train")  # valid.* may all change
