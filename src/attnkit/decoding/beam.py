@@ -23,6 +23,7 @@ from torch import Tensor
 
 from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
 from .common import Hypothesis, check_nbest, start_from_source
+from .controls import FREE, Controls, prepare
 from .search import run_search
 
 
@@ -141,7 +142,9 @@ class BeamSearch:
     row each (``rows=1``: the first step picks K tokens from it, then the state expands to K rows) or
     K rows of which only the first is alive (``rows=K``: how sentences join a search already at K rows,
     :class:`~.continuous.BeamPool`). Sentences at different steps may share the search: each keeps its
-    own step count, and ``prefix`` holds every row's chosen tokens right-aligned.
+    own step count, and ``prefix`` holds every row's chosen tokens right-aligned (after the context
+    the first ``add`` starts from: the controls' history). ``forced`` (B', P): each sentence's
+    forced first tokens (:func:`~.controls.forced_table`).
     Results are each sentence's ``nbest`` finished hypotheses, best first.
     """
 
@@ -157,19 +160,27 @@ class BeamSearch:
         self.prefix = torch.zeros(0, 1, dtype=torch.long)  # (N, L) chosen tokens, right-aligned
         self.attn_hist: Tensor | None = None  # (N, t, S) cross-attention of each chosen token, when asked for
         self.same_step: int | None = None  # the step of every sentence while all started together
+        self.lead = 0  # context columns of ``prefix`` before the start token (a prompt's), kept
+        self.forced: Tensor | None = None  # (B, P) each sentence's forced prefix, FREE-padded
 
-    def add(self, last: Tensor, limits: Tensor, tags: list[Hashable], *, rows: int) -> None:
-        """Start B' sentences from their newest tokens ``last`` (B', 1) with length limits (B',) and
-        ``tags``, with ``rows`` rows each (1 or K: see the class doc)."""
+    def add(
+        self, last: Tensor, limits: Tensor, tags: list[Hashable], *, rows: int, forced: Tensor | None = None
+    ) -> None:
+        """Start B' sentences from their newest tokens ``last`` (B', P) with length limits (B',) and
+        ``tags``, with ``rows`` rows each (1 or K: see the class doc). Only a first ``add`` keeps more
+        than the newest token (the context of the controls' history)."""
         B, device = len(tags), last.device
         scores = torch.full((B, rows), float("-inf"), device=device)
         scores[:, 0] = 0.0  # one live row per new sentence
-        prefix = last[:, -1:].repeat_interleave(rows, dim=0)  # (B' * rows, 1) the start token
         steps = torch.zeros(B, dtype=torch.long, device=device)
         if not self.tags:
-            self.beams, self.scores, self.prefix = rows, scores, prefix
+            self.lead = last.size(1) - 1
+            self.beams, self.scores, self.prefix = rows, scores, last.repeat_interleave(rows, dim=0)
             self.limits, self.steps, self.same_step = limits, steps, 0
+            self.forced = forced
         else:
+            prefix = last[:, -1:].repeat_interleave(rows, dim=0)  # (B' * rows, 1) the start token
+            self.forced = _join_forced(self.forced, forced, len(self.tags), B)
             self.same_step = None
             if rows != self.beams:
                 raise ValueError(f"sentences join with {self.beams} rows each, not {rows}")
@@ -194,6 +205,22 @@ class BeamSearch:
 
     def row_limits(self) -> Tensor:
         return self.limits.repeat_interleave(self.beams)
+
+    def row_history(self) -> Tensor:
+        return self.prefix
+
+    def row_forced(self) -> Tensor | None:
+        if self.forced is None:
+            return None
+        width = self.forced.size(1)
+        if self.same_step is not None:
+            behind = self.same_step >= width
+        else:
+            behind = bool((self.steps >= width).all())
+        if behind:  # every prefix is behind: no more work per step
+            self.forced = None
+            return None
+        return self.forced.repeat_interleave(self.beams, dim=0)  # (N, P)
 
     def advance(self, logp: Tensor, attn: Tensor | None, state: DecoderState) -> list[tuple[Hashable, Any]]:
         K = self.K
@@ -241,13 +268,29 @@ class BeamSearch:
         self.tags = [self.tags[b] for b in keep.tolist()]
         self.finished = [self.finished[b] for b in keep.tolist()]
         self.scores, self.limits, self.steps = self.scores[keep], self.limits[keep], self.steps[keep]
-        longest = int(self.steps.max()) + 1 if keep.numel() else 1  # the start token and the oldest's tokens
+        if self.forced is not None:
+            self.forced = self.forced[keep]
+        # the context, the start token and the oldest's tokens
+        longest = self.lead + (int(self.steps.max()) + 1 if keep.numel() else 1)
         self.prefix = prefix.index_select(0, keep_rows)[:, -longest:]
         if self.attn_hist is not None:
             self.attn_hist = self.attn_hist.index_select(0, keep_rows)
         if keep.numel():
             state.select(keep)
         return out
+
+
+def _join_forced(mine: Tensor | None, theirs: Tensor | None, B: int, B_new: int) -> Tensor | None:
+    """The forced-prefix tables (B, P) and (B', P') of joining sentences as one (B + B', max(P, P'))."""
+    if mine is None and theirs is None:
+        return None
+    like = mine if mine is not None else theirs
+    assert like is not None
+    a = mine if mine is not None else like.new_full((B, 0), FREE)
+    b = theirs if theirs is not None else like.new_full((B_new, 0), FREE)
+    width = max(a.size(1), b.size(1))
+    pad = torch.nn.functional.pad
+    return torch.cat([pad(a, (0, width - a.size(1)), value=FREE), pad(b, (0, width - b.size(1)), value=FREE)])
 
 
 @torch.no_grad()
@@ -262,8 +305,13 @@ def beam_search(
     max_len_b: int = 10,
     min_len: int = 0,
     return_attention: bool = False,
+    controls: Controls | None = None,
+    prefix: list[list[int]] | None = None,
 ) -> list[list[Hypothesis]]:
-    """Translate src (B, S); returns for each sentence its ``nbest`` hypotheses, best first."""
+    """Translate src (B, S); returns for each sentence its ``nbest`` hypotheses, best first.
+
+    ``prefix``: each sentence's first target tokens (forced); ``controls``: see :mod:`.controls`.
+    """
     state, first, limits = start_from_source(model, src, max_len_a, max_len_b)
     return beam_decode(
         model,
@@ -275,6 +323,8 @@ def beam_search(
         nbest=nbest,
         min_len=min_len,
         return_attention=return_attention,
+        controls=controls,
+        prefix=prefix,
     )
 
 
@@ -290,14 +340,26 @@ def beam_decode(
     nbest: int = 1,
     min_len: int = 0,
     return_attention: bool = False,
+    controls: Controls | None = None,
+    prefix: list[list[int]] | None = None,
 ) -> list[list[Hypothesis]]:
-    """Continue B sequences from their newest tokens ``last`` (B, 1) with K hypotheses each.
+    """Continue B sequences from their newest tokens ``last`` (B, P) with K hypotheses each.
 
     ``limits`` (B,) caps the new tokens (eos included). The first step decodes one row per
     sentence (all K beams would be identical); its K best tokens then open K rows per sentence.
+    ``controls`` and ``prefix``: as :func:`~.greedy.greedy_decode`.
     """
+    controls, forced = prepare(model.config, limits, prefix, controls)
     search = BeamSearch(
         model.config.eos_id, beam_size=beam_size, length_penalty_alpha=length_penalty_alpha, nbest=nbest
     )
-    search.add(last, limits, list(range(last.size(0))), rows=1)
-    return run_search(model, state, search, min_len=min_len, return_attention=return_attention)
+    search.add(
+        last if controls is not None else last[:, -1:],
+        limits,
+        list(range(last.size(0))),
+        rows=1,
+        forced=forced,
+    )
+    return run_search(
+        model, state, search, min_len=min_len, return_attention=return_attention, controls=controls
+    )

@@ -18,6 +18,7 @@ from torch import Tensor
 from ..errors import ConfigError
 from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
 from .cache import DeferredKVCache
+from .controls import Controls, force, forced_now
 
 
 @dataclass
@@ -76,18 +77,30 @@ def step_log_probs(
     limits: Tensor,
     min_len: int = 0,
     need_weights: bool = False,
+    controls: Controls | None = None,
+    history: Tensor | None = None,
+    forced: Tensor | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     """One cached decoder step on the newest tokens ``last`` (N, 1): log p of every next token (N, V).
 
     ``step``: the tokens each row has chosen so far, one int or one per row (N,). pad and bos are
     never generated; eos not before ``min_len`` tokens; rows at their length limit (``limits`` (N,),
     eos included) may only produce eos, scored with its own log-probability.
+    ``controls`` reshape the step from each row's ``history`` (N, L) (:mod:`.controls`); ``forced``
+    (N, P) holds each row's prefix, FREE-padded: a row within it may only take its next token.
     Also returns, when asked, the cross-attention of the new position (N, S): last layer, mean of heads.
     """
     cfg = model.config
     out = model.decode(last, state, need_weights=need_weights)
-    logp = torch.log_softmax(out.logits[:, -1].float(), dim=-1)  # (N, V)
+    logits = out.logits[:, -1].float()  # (N, V)
+    if controls is not None:
+        assert history is not None, "controls need the rows' history"
+        logits = controls.reshape_logits(logits, history)
+    logp = torch.log_softmax(logits, dim=-1)  # (N, V)
     eos = logp[:, cfg.eos_id].clone()  # (N,)
+    if forced is not None:
+        forced_tok = forced_now(forced, step)  # (N,)
+        forced_lp = logp.gather(1, forced_tok.clamp(min=0)[:, None]).squeeze(1)  # (N,) before any ban
     logp[:, cfg.pad_id] = float("-inf")
     logp[:, cfg.bos_id] = float("-inf")
     if isinstance(step, Tensor):
@@ -95,6 +108,10 @@ def step_log_probs(
             logp[step < min_len, cfg.eos_id] = float("-inf")
     elif step < min_len:
         logp[:, cfg.eos_id] = float("-inf")
+    if controls is not None and history is not None:
+        controls.ban(logp, history, pad_id=cfg.pad_id, eos_id=cfg.eos_id, eos=eos)
+    if forced is not None:
+        force(logp, forced_tok, forced_lp)
     at_limit = step + 1 >= limits  # (N,)
     if at_limit.any():
         logp[at_limit] = float("-inf")

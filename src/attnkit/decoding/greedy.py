@@ -7,6 +7,7 @@ from torch import Tensor
 
 from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
 from .common import Hypothesis, start_from_source
+from .controls import Controls, prepare
 from .search import Greedy, run_search
 
 
@@ -19,10 +20,24 @@ def greedy_search(
     max_len_b: int = 10,
     min_len: int = 0,
     return_attention: bool = False,
+    controls: Controls | None = None,
+    prefix: list[list[int]] | None = None,
 ) -> list[Hypothesis]:
-    """Translate a batch src (B, S); returns one :class:`Hypothesis` per source sentence, in order."""
+    """Translate a batch src (B, S); returns one :class:`Hypothesis` per source sentence, in order.
+
+    ``prefix``: each sentence's first target tokens (forced); ``controls``: see :mod:`.controls`.
+    """
     state, first, limits = start_from_source(model, src, max_len_a, max_len_b)
-    return greedy_decode(model, state, first, limits, min_len=min_len, return_attention=return_attention)
+    return greedy_decode(
+        model,
+        state,
+        first,
+        limits,
+        min_len=min_len,
+        return_attention=return_attention,
+        controls=controls,
+        prefix=prefix,
+    )
 
 
 @torch.no_grad()
@@ -34,10 +49,24 @@ def greedy_decode(
     *,
     min_len: int = 0,
     return_attention: bool = False,
+    controls: Controls | None = None,
+    prefix: list[list[int]] | None = None,
 ) -> list[Hypothesis]:
-    """Continue B sequences from their newest tokens ``last`` (B, 1), one cached step at a time.
+    """Continue B sequences from their newest tokens ``last`` (B, P), one cached step at a time.
 
-    ``limits`` (B,) caps the new tokens (eos included); finished sequences leave the batch.
+    ``limits`` (B,) caps the new tokens (eos included); finished sequences leave the batch. The
+    controls see ``last`` whole as the start of each history (a prompt, say); ``prefix`` (B lists):
+    the first new tokens of each, forced.
     """
-    strategy = Greedy(model.config.eos_id, last, limits, attention=return_attention)
-    return run_search(model, state, strategy, min_len=min_len, return_attention=return_attention)
+    controls, forced = prepare(model.config, limits, prefix, controls)
+    strategy = Greedy(
+        model.config.eos_id,
+        last,
+        limits,
+        attention=return_attention,
+        history=controls is not None,
+        forced=forced,
+    )
+    return run_search(
+        model, state, strategy, min_len=min_len, return_attention=return_attention, controls=controls
+    )

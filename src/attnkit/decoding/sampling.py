@@ -20,6 +20,7 @@ from torch import Tensor
 from ..errors import ConfigError
 from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
 from .common import Hypothesis, start_from_source
+from .controls import Controls, prepare
 from .search import TokenSearch, run_search
 
 
@@ -113,8 +114,10 @@ def sample_search(
     max_len_a: float = 1.5,
     max_len_b: int = 10,
     min_len: int = 0,
+    controls: Controls | None = None,
+    prefix: list[list[int]] | None = None,
 ) -> list[list[Hypothesis]]:
-    """Draw ``num_samples`` outputs for each sentence of src (B, S).
+    """Draw ``num_samples`` outputs for each sentence of src (B, S), each starting with its ``prefix``.
 
     Pass a ``generator`` (or a ``seed`` to make one): the same seed and inputs give the same samples.
     Returns per sentence its samples in the order drawn; a Hypothesis's score is its log-probability.
@@ -136,6 +139,8 @@ def sample_search(
         generator=generator,
         seed=seed,
         min_len=min_len,
+        controls=controls,
+        prefix=None if prefix is None else [p for p in prefix for _ in range(num_samples)],
     )
     return [hyps[b * num_samples : (b + 1) * num_samples] for b in range(B)]
 
@@ -143,8 +148,18 @@ def sample_search(
 class Sampling(TokenSearch):
     """Draw each next token from the reshaped distribution (:func:`sample_tokens`)."""
 
-    def __init__(self, eos_id: int, last: Tensor, limits: Tensor, *, sampling: SamplingConfig, generator):
-        super().__init__(eos_id, last, limits)
+    def __init__(
+        self,
+        eos_id: int,
+        last: Tensor,
+        limits: Tensor,
+        *,
+        sampling: SamplingConfig,
+        generator,
+        history: bool = False,
+        forced: Tensor | None = None,
+    ):
+        super().__init__(eos_id, last, limits, history=history, forced=forced)
         self.sampling, self.generator = sampling, generator
 
     def pick(self, logp: Tensor) -> tuple[Tensor, Tensor]:
@@ -162,15 +177,27 @@ def sample_decode(
     generator: torch.Generator | None = None,
     seed: int | None = None,
     min_len: int = 0,
+    controls: Controls | None = None,
+    prefix: list[list[int]] | None = None,
 ) -> list[Hypothesis]:
-    """Continue N sequences from their newest tokens ``last`` (N, 1), drawing each next token.
+    """Continue N sequences from their newest tokens ``last`` (N, P), drawing each next token.
 
     ``limits`` (N,) caps the new tokens (eos included); the state has one row per sequence
-    (group 1), and finished sequences leave it through ``select``.
+    (group 1), and finished sequences leave it through ``select``. ``controls`` and ``prefix``: as
+    :func:`~.greedy.greedy_decode`.
     """
     if state.group != 1:
         raise ValueError(f"sampling needs one row per sequence, the state has {state.group}")
     if generator is None:
         generator = seeded_generator(0 if seed is None else seed, last.device)
-    strategy = Sampling(model.config.eos_id, last, limits, sampling=sampling, generator=generator)
-    return run_search(model, state, strategy, min_len=min_len)
+    controls, forced = prepare(model.config, limits, prefix, controls)
+    strategy = Sampling(
+        model.config.eos_id,
+        last,
+        limits,
+        sampling=sampling,
+        generator=generator,
+        history=controls is not None,
+        forced=forced,
+    )
+    return run_search(model, state, strategy, min_len=min_len, controls=controls)

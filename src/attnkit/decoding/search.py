@@ -20,6 +20,7 @@ from torch import Tensor
 
 from ..model.interface import DecoderState, IncrementalDecoder
 from .common import Hypothesis, step_log_probs
+from .controls import Controls
 
 
 class Strategy(Protocol):
@@ -41,6 +42,14 @@ class Strategy(Protocol):
         """(N,) the most tokens (eos included) each live row may produce."""
         ...
 
+    def row_history(self) -> Tensor:
+        """(N, L) each live row's tokens so far, newest last (asked for only when controls are on)."""
+        ...
+
+    def row_forced(self) -> Tensor | None:
+        """(N, P) each live row's forced prefix, FREE-padded; None once no row has one left."""
+        ...
+
     def advance(self, logp: Tensor, attn: Tensor | None, state: DecoderState) -> list[tuple[Hashable, Any]]:
         """Choose the next tokens from ``logp`` (N, V), move ``state`` to follow the live rows, and
         return (tag, result) of every sequence that finished."""
@@ -54,8 +63,12 @@ def decode_step(
     *,
     min_len: int = 0,
     need_weights: bool = False,
+    controls: Controls | None = None,
 ) -> list[tuple[Hashable, Any]]:
-    """One step of every live sequence; returns (tag, result) of those that finished."""
+    """One step of every live sequence; returns (tag, result) of those that finished.
+
+    ``controls`` (:mod:`.controls`), when on, reshape the step from the strategy's row histories.
+    """
     logp, attn = step_log_probs(
         model,
         strategy.last_tokens(),
@@ -64,6 +77,9 @@ def decode_step(
         limits=strategy.row_limits(),
         min_len=min_len,
         need_weights=need_weights,
+        controls=controls,
+        history=strategy.row_history() if controls is not None else None,
+        forced=strategy.row_forced(),
     )
     return strategy.advance(logp, attn, state)
 
@@ -76,11 +92,16 @@ def run_search(
     *,
     min_len: int = 0,
     return_attention: bool = False,
+    controls: Controls | None = None,
 ) -> list[Any]:
     """Step until every sequence has finished; results in the order of the strategy's tags 0..B-1."""
     results: dict[Hashable, Any] = {}
     while len(strategy):
-        results.update(decode_step(model, state, strategy, min_len=min_len, need_weights=return_attention))
+        results.update(
+            decode_step(
+                model, state, strategy, min_len=min_len, need_weights=return_attention, controls=controls
+            )
+        )
     return [results[i] for i in range(len(results))]
 
 
@@ -88,14 +109,26 @@ class TokenSearch:
     """One row per sequence, one token chosen per row and step (``pick``); a finished row leaves.
 
     The base of :class:`Greedy` and :class:`~.sampling.Sampling`; results are :class:`Hypothesis`
-    objects scored by their total log-probability. ``last`` (B, 1) and ``limits`` (B,) start B
-    sequences, tagged 0..B-1.
+    objects scored by their total log-probability. ``last`` (B, P) (the newest token last) and
+    ``limits`` (B,) start B sequences, tagged 0..B-1. ``history``: keep each row's tokens, ``last``
+    first, for the controls; ``forced`` (B, P'): each sequence's prefix (:func:`~.controls.forced_table`).
     """
 
-    def __init__(self, eos_id: int, last: Tensor, limits: Tensor, *, attention: bool = False):
+    def __init__(
+        self,
+        eos_id: int,
+        last: Tensor,
+        limits: Tensor,
+        *,
+        attention: bool = False,
+        history: bool = False,
+        forced: Tensor | None = None,
+    ):
         B = last.size(0)
         self.eos_id, self.attention = eos_id, attention
-        self.last, self.limits, self.step = last, limits, 0
+        self.last, self.limits, self.step = last[:, -1:], limits, 0
+        self.history = last if history else None  # (N, P + step) when kept
+        self.forced = forced  # (B, P') indexed by original sequence, dropped once passed
         self.active = torch.arange(B, device=last.device)  # original index of each row still decoding
         self.tokens: list[list[int]] = [[] for _ in range(B)]
         self.log_probs = [0.0] * B
@@ -117,6 +150,16 @@ class TokenSearch:
     def row_limits(self) -> Tensor:
         return self.limits[self.active]
 
+    def row_history(self) -> Tensor:
+        if self.history is None:
+            raise ValueError("this search keeps no history: start it with history=True")
+        return self.history
+
+    def row_forced(self) -> Tensor | None:
+        if self.forced is not None and self.step >= self.forced.size(1):
+            self.forced = None  # every prefix is behind: no more work per step
+        return None if self.forced is None else self.forced[self.active]
+
     def advance(self, logp: Tensor, attn: Tensor | None, state: DecoderState) -> list[tuple[Hashable, Any]]:
         tok, tok_lp = self.pick(logp)  # (N,), (N,)
         finished = []
@@ -134,10 +177,14 @@ class TokenSearch:
             else:
                 self.tokens[i].append(t)
         self.step += 1
+        if self.history is not None:
+            self.history = torch.cat([self.history, tok[:, None]], dim=1)  # (N, L + 1)
         done = tok == self.eos_id
         if done.any():
             keep = (~done).nonzero().squeeze(1)  # rows still decoding
             self.active, tok = self.active[keep], tok[keep]
+            if self.history is not None:
+                self.history = self.history[keep]
             state.select(keep)
         self.last = tok[:, None]
         return finished
