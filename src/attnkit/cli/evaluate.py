@@ -2,7 +2,8 @@
 
 Each task scores through its one evaluation function, the one its training validation calls, so
 ``--split val`` with the validation's options prints the validation's number.
-Translation: sacreBLEU BLEU and chrF. Language model: perplexity and bits per token (``--input``: a
+Translation: sacreBLEU BLEU, chrF and TER, against several references per sentence when ``--ref``
+names several files. Language model: perplexity and bits per token (``--input``: a
 text file). Classifier: accuracy, macro-F1, per-class precision/recall (``--input``: a labelled
 ``label<TAB>text`` file), and with ``--confusion PNG`` the confusion matrix.
 """
@@ -17,7 +18,8 @@ NAME = "evaluate"
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
-        NAME, help="score a checkpoint on a split or on files: BLEU and chrF, perplexity, or accuracy and F1"
+        NAME,
+        help="score a checkpoint on a split or on files: BLEU, chrF and TER, perplexity, or accuracy and F1",
     )
     p.add_argument("--checkpoint", required=True)
     p.add_argument(
@@ -25,7 +27,11 @@ def add_parser(sub) -> None:
         help="split name of the training corpus (multi30k, wmt14, hf; default: its data.test_split)",
     )
     p.add_argument("--src", help="source file (instead of the training corpus' test split)")
-    p.add_argument("--ref", help="reference file (with --src)")
+    p.add_argument(
+        "--ref",
+        nargs="+",
+        help="reference file(s) (with --src); several: multi-reference scores, one line each",
+    )
     p.add_argument("--data-dir", help="folder holding multi30k/ or wmt14_de_en/")
     p.add_argument("--lowercase", action="store_true", help="also report lowercased BLEU, labelled as such")
     p.add_argument("--hyp-output", help="write the detokenized translations to this file")
@@ -113,23 +119,24 @@ def run_translation(args, state: dict) -> None:
     from ..files import atomic_write, check_output_path
     from ..tasks.translation import evaluate
 
-    if bool(args.src) != bool(args.ref):
+    refs = args.ref or []
+    if bool(args.src) != bool(refs):
         raise ConfigError("--src and --ref go together")
     if args.hyp_output:  # checked before the decoding, not after it
         check_output_path(args.hyp_output, what="--hyp-output")
     if args.src and (args.split or args.data_dir):
         raise ConfigError("--split and --data-dir choose the training corpus' split: not with --src/--ref")
-    spec = ParallelFilesSpec(args.src, args.ref) if args.src else _test_data(state, args).spec("test")
-    pairs = load_corpus(spec)
-    if pairs and not any(t.strip() for _, t in pairs):  # before decoding, naming the file
-        raise DataError(
-            f"{args.ref or spec.describe()}: every reference line is empty; nothing to score against"
-        )
+    specs = [ParallelFilesSpec(args.src, ref) for ref in refs] or [_test_data(state, args).spec("test")]
+    corpora = [load_corpus(spec) for spec in specs]  # each --ref read beside --src: as many lines
+    for name, corpus in zip(refs or [specs[0].describe()], corpora, strict=True):
+        if corpus and not any(t.strip() for _, t in corpus):  # before decoding, naming the file
+            raise DataError(f"{name}: every reference line is empty; nothing to score against")
+    pairs = corpora[0]
     translator = _open(args, state)
     result = evaluate(
         translator,
         [s for s, _ in pairs],
-        [t for _, t in pairs],
+        *([t for _, t in corpus] for corpus in corpora),
         beam=args.beam,
         length_penalty=args.length_penalty,
         batch_tokens=args.batch_tokens,
@@ -138,7 +145,8 @@ def run_translation(args, state: dict) -> None:
     if args.hyp_output:
         with atomic_write(args.hyp_output) as f:
             f.write("".join(h + "\n" for h in result.hypotheses))
-    print(f"{spec.describe()}, {len(pairs)} sentences, beam {args.beam}")
+    described = f"{args.src} -> {', '.join(refs)}" if refs else specs[0].describe()
+    print(f"{described}, {len(pairs)} sentences, beam {args.beam}")
     print(result.scores.format())
 
 

@@ -1,4 +1,4 @@
-"""Translation's metrics and its one evaluation: corpus BLEU and chrF (sacreBLEU) of a model's output.
+"""Translation's metrics and its one evaluation: corpus BLEU, chrF and TER (sacreBLEU) of a model's output.
 
 ``evaluate`` is what the trainer's validation and ``attnkit evaluate`` both call, so the BLEU of a
 checkpoint on a split is one number whichever asks for it.
@@ -6,7 +6,8 @@ checkpoint on a split is one number whichever asks for it.
 Scores are only comparable when computed the same way, so each comes with its sacreBLEU signature
 (tokenizer, casing, smoothing, version). The paper reports cased, tokenized BLEU on newstest2014;
 sacreBLEU's default 13a tokenization on detokenized output is the reproducible modern equivalent.
-Lowercased BLEU is optional and always labelled as such.
+Lowercased BLEU is optional and always labelled as such. TER (Snover et al., 2006) is an edit rate:
+lower is better. Every metric accepts several references per sentence, as sacreBLEU does.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.metrics import BLEU, CHRF, TER
 
 from ...errors import DataError
 from .translator import Translator
@@ -22,13 +23,15 @@ from .translator import Translator
 
 @dataclass(frozen=True)
 class Scores:
-    """Corpus-level scores (0-100) and the signatures that make them reproducible."""
+    """Corpus-level scores (0-100; TER can pass 100) and the signatures that make them reproducible."""
 
     bleu: float
     chrf: float
     bleu_signature: str
     chrf_signature: str
     bleu_detail: str  # sacreBLEU's line: n-gram precisions, brevity penalty, lengths
+    ter: float | None = None  # None: not computed (the trainer's validation asks for it only to pick by it)
+    ter_signature: str | None = None
     bleu_lowercase: float | None = None
     bleu_lowercase_signature: str | None = None
 
@@ -38,6 +41,8 @@ class Scores:
             f"{'':<16} {self.bleu_detail}",
             f"{'chrF':<16} {self.chrf:6.2f}  {self.chrf_signature}",
         ]
+        if self.ter is not None:
+            lines.append(f"{'TER':<16} {self.ter:6.2f}  {self.ter_signature}")
         if self.bleu_lowercase is not None:
             lc = f"{'BLEU lowercased':<16} {self.bleu_lowercase:6.2f}"
             lines.append(f"{lc}  {self.bleu_lowercase_signature}")
@@ -45,26 +50,40 @@ class Scores:
 
 
 def corpus_scores(
-    hypotheses: Sequence[str], references: Sequence[str], *, lowercase_bleu: bool = False
+    hypotheses: Sequence[str], *references: Sequence[str], lowercase_bleu: bool = False, ter: bool = True
 ) -> Scores:
-    """Score detokenized hypotheses against one reference each."""
-    hyps, refs = list(hypotheses), list(references)
+    """Score detokenized hypotheses against one or more references each.
+
+    Each of ``references`` holds one reference per hypothesis (sacreBLEU's reference streams).
+    ``ter=False`` skips TER: its shift search can take seconds per thousand sentences of poor output.
+    """
+    hyps, refs = list(hypotheses), [list(r) for r in references]
     if not hyps:
         raise DataError("cannot score an empty list of hypotheses")
-    if len(hyps) != len(refs):
-        raise DataError(f"{len(hyps)} hypotheses but {len(refs)} references: they must align line by line")
-    for name, texts in (("hypothesis", hyps), ("reference", refs)):
+    if not refs:
+        raise DataError("cannot score without references")
+    for stream in refs:
+        if len(hyps) != len(stream):
+            raise DataError(
+                f"{len(hyps)} hypotheses but {len(stream)} references: they must align line by line"
+            )
+    for name, texts in (("hypothesis", hyps), *(("reference", r) for r in refs)):
         bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
         if bad is not None:
             raise DataError(f"{name} {bad} is a {type(texts[bad]).__name__}, not a string (decode ids first)")
 
     bleu, chrf = BLEU(), CHRF()
-    bleu_score = bleu.corpus_score(hyps, [refs])
-    chrf_score = chrf.corpus_score(hyps, [refs])
+    bleu_score = bleu.corpus_score(hyps, refs)
+    chrf_score = chrf.corpus_score(hyps, refs)
+    ter_score = ter_sig = None
+    if ter:
+        metric = TER()
+        ter_score = metric.corpus_score(hyps, refs).score
+        ter_sig = str(metric.get_signature())
     lc_score = lc_sig = None
     if lowercase_bleu:
         bleu_lc = BLEU(lowercase=True)
-        lc_score = bleu_lc.corpus_score(hyps, [refs]).score
+        lc_score = bleu_lc.corpus_score(hyps, refs).score
         lc_sig = str(bleu_lc.get_signature())  # signatures need a scored corpus (nrefs)
     return Scores(
         bleu=bleu_score.score,
@@ -72,6 +91,8 @@ def corpus_scores(
         bleu_signature=str(bleu.get_signature()),
         chrf_signature=str(chrf.get_signature()),
         bleu_detail=str(bleu_score),
+        ter=ter_score,
+        ter_signature=ter_sig,
         bleu_lowercase=lc_score,
         bleu_lowercase_signature=lc_sig,
     )
@@ -86,22 +107,27 @@ class Evaluation:
 def evaluate(
     translator: Translator,
     sources: list[str],
-    references: list[str],
-    *,
+    *references: list[str],
     beam: int = 4,
     length_penalty: float = 0.6,
     batch_tokens: int = 4000,
     lowercase_bleu: bool = False,
+    ter: bool = True,
 ) -> Evaluation:
-    """Cased BLEU and chrF of detokenized output against untokenized references (+ lowercased BLEU)."""
-    if len(sources) != len(references):  # checked before the (slow) translation, not after
-        raise DataError(
-            f"{len(sources)} sources but {len(references)} references: they must align line by line"
-        )
+    """Cased BLEU, chrF and TER of detokenized output against untokenized references (one list per
+    reference set, each aligned with ``sources``), + lowercased BLEU."""
+    if not references:
+        raise DataError("nothing to evaluate: no references")
+    for refs in references:  # checked before the (slow) translation, not after
+        if len(sources) != len(refs):
+            raise DataError(
+                f"{len(sources)} sources but {len(refs)} references: they must align line by line"
+            )
     if not sources:
         raise DataError("nothing to evaluate: no source sentences")
-    if not any(r.strip() for r in references):  # BLEU against nothing is 0 whatever the output
+    # BLEU against nothing is 0 whatever the output
+    if not any(r.strip() for refs in references for r in refs):
         raise DataError("nothing to evaluate: every reference sentence is empty")
     hyps = translator.translate(sources, beam=beam, length_penalty=length_penalty, batch_tokens=batch_tokens)
     texts = [h.text for h in hyps]
-    return Evaluation(corpus_scores(texts, references, lowercase_bleu=lowercase_bleu), texts)
+    return Evaluation(corpus_scores(texts, *references, lowercase_bleu=lowercase_bleu, ter=ter), texts)
