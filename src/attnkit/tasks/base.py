@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 import torch
@@ -47,9 +47,9 @@ class Task(Protocol):
     """What the training loop asks of a task; it knows nothing else about it."""
 
     records: str  # what it reads: "pairs", "text" or "labelled" (data/examples.py load_records)
-    metric: str  # the validation metric that picks the best checkpoint, e.g. "bleu"
+    metric: str  # the validation metric that picks the best checkpoint: valid.metric, e.g. "bleu"
     metrics: tuple[str, ...]  # every key validate() returns, in the metrics CSV's order
-    higher_is_better: bool
+    higher_is_better: bool  # of ``metric``
     encodes_valid: bool  # whether validate() reads the encoded valid split (else only its records)
     subword_sampling: bool  # whether tokenizer.sample_nbest can re-segment its examples
     bidirectional: bool  # whether train.bidirectional_epochs can reverse its examples
@@ -101,9 +101,15 @@ class Task(Protocol):
 
 
 class SplitTask:
-    """What most tasks share: splits of ``self.records`` records, nothing fixed by or kept from the data."""
+    """What most tasks share: splits of ``self.records`` records, nothing fixed by or kept from the data,
+    and ``valid.metric`` chosen among the task's ``choices`` (``metric``, the default, when unset)."""
 
     records = "pairs"
+    metric = "loss"
+    metrics: tuple[str, ...] = ("loss",)
+    # what valid.metric may name, each with whether higher is better: a metric validate() can report
+    # (a new one, COMET say, is one more entry here and one more key of validate())
+    choices: ClassVar[dict[str, bool]] = {"loss": False}
     encodes_valid = True
     subword_sampling = False
     bidirectional = False
@@ -111,6 +117,16 @@ class SplitTask:
     def __init__(self, cfg: ExperimentConfig | None = None, amp: torch.dtype | None = None):
         # cfg None: the defaults (a task used outside a run); amp: the autocast dtype (None: fp32)
         self.cfg, self.amp = cfg, amp
+        if cfg is not None and cfg.valid.metric:
+            if cfg.valid.metric not in self.choices:
+                raise ConfigError(
+                    f"valid.metric = {cfg.valid.metric!r}: must be one of {', '.join(self.choices)} "
+                    f"for model.arch {cfg.arch!r}"
+                )
+            self.metric = cfg.valid.metric
+        self.higher_is_better = self.choices[self.metric]
+        if self.metric not in self.metrics:  # e.g. TER: computed, and written to the CSV, only when chosen
+            self.metrics = (*self.metrics, self.metric)
 
     @property
     def valid_batch_tokens(self) -> int:

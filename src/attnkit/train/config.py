@@ -177,7 +177,10 @@ class TrainConfig(ConfigBase):
 class ValidConfig(ConfigBase):
     """Validation every ``every`` steps: loss and BLEU (decoded with ``beam_size``) on the valid split.
 
-    patience: stop after this many validations without a better BLEU (0 = never stop early).
+    metric: the validation metric that picks checkpoint_best.pt and counts for ``patience``; "" = the
+    task's own (translation bleu, language model perplexity, classifier macro_f1); the model's task
+    says which it accepts (translation: bleu, chrf, ter, loss; ter and loss: lower is better).
+    patience: stop after this many validations without a better ``metric`` (0 = never stop early).
     keep_last: step checkpoints kept on disk; average_last: how many of them to average at the end.
     """
 
@@ -189,6 +192,12 @@ class ValidConfig(ConfigBase):
     keep_last: int = 5
     average_last: int = 0
     batch_tokens: int = 8000
+    metric: str = ""  # "" = the task's default; see the docstring
+
+    def __post_init__(self) -> None:
+        if isinstance(self.metric, str):
+            self.metric = self.metric.lower()  # BLEU, chrF and TER as papers spell them
+        super().__post_init__()
 
     def validate(self) -> None:
         self._positive("every", "beam_size", "batch_tokens")

@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..files import atomic_write
+
 TRAIN_FIELDS = ["step", "epoch", "elapsed_s", "lr", "train_loss", "train_nll", "tokens_per_s"]
 
 
@@ -29,11 +31,37 @@ class Window:
 
 def append_row(path: Path, metrics: tuple[str, ...], row: dict) -> None:
     """Append ``row`` to the CSV at ``path`` (training fields, then ``val_`` + each validation metric),
-    writing the header first when the file is new."""
+    writing the header first when the file is new.
+
+    A run resumed with another ``valid.metric`` may report a column the file lacks: the file is then
+    rewritten with it added (blank in the older rows), so every row stays under its own header.
+    """
     fields = [*TRAIN_FIELDS, *(f"val_{name}" for name in metrics)]
-    new = not path.exists()
+    header = _header(path)
+    if header:
+        missing = [name for name in fields if name not in header]
+        fields = header + missing
+        if missing:
+            _rewrite(path, fields)
     with path.open("a", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields)
-        if new:
+        if not header:
             writer.writeheader()
         writer.writerow(row)
+
+
+def _header(path: Path) -> list[str]:
+    """The CSV's column names; [] when the file is new or empty."""
+    if not path.exists():
+        return []
+    with path.open(newline="") as f:
+        return next(csv.reader(f), [])
+
+
+def _rewrite(path: Path, fields: list[str]) -> None:
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    with atomic_write(path, newline="") as f:  # a kill mid-way keeps the old file whole
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)

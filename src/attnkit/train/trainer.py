@@ -117,7 +117,8 @@ class Trainer:
     def _restore(self, state: dict) -> None:
         self.step = state["step"]
         metrics = state["metrics"]
-        self.best_score = metrics.get("best_score", metrics.get("best_bleu"))  # older checkpoints: BLEU
+        if metrics.get("metric", self.metric) == self.metric:  # valid.metric may change on --resume
+            self.best_score = metrics.get("best_score", metrics.get("best_bleu"))  # older checkpoints: BLEU
         self.bad_validations = metrics["bad_validations"]
         self.elapsed_before = metrics["elapsed_s"]
         self.pending_validation = metrics.get("pending_validation", False)

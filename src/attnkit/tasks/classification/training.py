@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -59,7 +59,7 @@ class ClassifierTask(SplitTask):
     encodes_valid = False  # validation scores the records themselves (evaluate_examples)
     metric = "macro_f1"
     metrics: tuple[str, ...] = ("loss", "accuracy", "macro_f1")  # Task.metrics: any length
-    higher_is_better = True
+    choices: ClassVar[dict[str, bool]] = {"macro_f1": True, "accuracy": True, "loss": False}
 
     def __init__(self, cfg=None, amp: torch.dtype | None = None, *, labels: Sequence[str] = ()):
         super().__init__(cfg, amp)

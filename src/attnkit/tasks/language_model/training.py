@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from torch import Tensor
 
@@ -51,7 +52,7 @@ class LanguageModelTask(SplitTask):
     encodes_valid = False  # validation scores the records themselves (score_texts)
     metric = "perplexity"
     metrics: tuple[str, ...] = ("loss", "perplexity")  # Task.metrics: any length
-    higher_is_better = False
+    choices: ClassVar[dict[str, bool]] = {"perplexity": False, "loss": False}
 
     def train_tokenizer(self, records: list, seed: int) -> SubwordTokenizer:
         assert self.cfg is not None, "the trainer builds its task with the run's config"

@@ -1,5 +1,6 @@
 """Translation as the trainer sees it: sentence pairs -> teacher-forced label-smoothed cross entropy;
-validation loss and cased BLEU (through :func:`.scoring.evaluate`, as ``attnkit evaluate`` scores it).
+validation loss and cased BLEU (through :func:`.scoring.evaluate`, as ``attnkit evaluate`` scores it),
+and chrF or TER beside them when ``valid.metric`` picks the best checkpoint by one of them.
 
 Training pairs are encoded into a :class:`~attnkit.data.store.PairStore` (flat arrays), in memory from
 the corpus or memory-mapped from ``attnkit prepare``'s folder: both give the same examples in the
@@ -9,7 +10,7 @@ same order, so a run trains alike either way.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import torch
@@ -37,8 +38,8 @@ class TranslationTask(SplitTask):
 
     records = "pairs"
     metric = "bleu"
-    metrics: tuple[str, ...] = ("loss", "bleu")  # Task.metrics: any length
-    higher_is_better = True
+    metrics: tuple[str, ...] = ("loss", "bleu")  # Task.metrics: any length; valid.metric's joins them
+    choices: ClassVar[dict[str, bool]] = {"bleu": True, "chrf": True, "ter": False, "loss": False}
     subword_sampling = True
     bidirectional = True
 
@@ -149,5 +150,10 @@ class TranslationTask(SplitTask):
             beam=v.beam_size,
             length_penalty=v.length_penalty,
             batch_tokens=v.batch_tokens,
+            ter="ter" in self.metrics,  # slow on poor output: only when it picks the best checkpoint
         )
-        return {"loss": loss, "bleu": result.scores.bleu}
+        s = result.scores
+        found = {"loss": loss, "bleu": s.bleu, "chrf": s.chrf}
+        if s.ter is not None:
+            found["ter"] = s.ter
+        return {name: found[name] for name in self.metrics}
