@@ -6,27 +6,25 @@ the server does not answer to (DNS rebinding), 404 unknown model or path, 413 bo
 limit, 422 a wrong type, an unknown field or a value out of range (too many sentences, a sentence over
 the length limit, nbest above beam, a model of the wrong task), 503 no decoding process up, 504 a
 request past its deadline. A bug in a request answers 500 and the server lives on; no answer names a
-path or an exception's text (those go to the server's stderr).
+path or an exception's text (those go to the server's stderr). A streamed ``/v1/generate`` answers
+these before its stream begins, and an ``error`` event after (:mod:`.stream`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import sys
-import traceback
 from collections.abc import Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
+from fastapi import FastAPI
+from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 
 from ..decoding import check_nbest
-from ..errors import AttnkitError
+from ..decoding.sampling import seeded_generator
 from ..tasks import task_named
 from .decoder import Call, DecoderUnavailable, ProcessDecoder, ThreadDecoder
+from .errors import ServeError, add_error_handlers
 from .guards import BodyLimit, HostCheck
 from .page import render_docs, render_page
 from .schemas import (
@@ -38,14 +36,8 @@ from .schemas import (
     TranslateRequest,
     TranslateResponse,
 )
+from .stream import HEADERS, EventFeed, late, sse_events
 from .tasks import ClassifierServed, LanguageModelServed, ServedModel, TranslationModel, endpoint_task
-from .worker import DecodingLost
-
-
-class ServeError(Exception):
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status, self.message = status, message
 
 
 def create_app(
@@ -101,7 +93,7 @@ def create_app(
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
     if allowed_hosts is not None:
         app.add_middleware(HostCheck, allowed=frozenset(allowed_hosts))
-    _add_error_handlers(app)
+    add_error_handlers(app)
 
     def resolve(name: str | None, endpoint: str) -> Any:
         """The model a request names (or the endpoint's default), checked against the endpoint's task."""
@@ -135,9 +127,27 @@ def create_app(
             return await asyncio.wait_for(asyncio.wrap_future(future), request_timeout)
         except asyncio.TimeoutError:  # TimeoutError since Python 3.11, not yet in 3.10
             running.expire(future, request_timeout)
-            raise ServeError(
-                504, f"the request was not decoded within {request_timeout:g} s (the server's deadline)"
-            ) from None
+            raise ServeError(504, late(request_timeout)) from None
+
+    def stream_job(call: Call, items: list, cost: int, answer: Any) -> StreamingResponse:
+        """Decode ``call`` alone, its events sent as Server-Sent Events as they come (:mod:`.stream`)."""
+        if running is None:
+            raise ServeError(503, "the server is starting or stopping")
+        decoder, feed = running, EventFeed(asyncio.get_running_loop())
+        try:
+            future = decoder.submit(call, items, cost, alone=True, on_event=feed.put)
+        except DecoderUnavailable as e:
+            raise ServeError(503, str(e)) from None
+        feed.watch(future)
+        events = sse_events(
+            feed,
+            future,
+            answer=answer,
+            cancel=lambda: decoder.cancel(future),
+            expire=lambda: decoder.expire(future, request_timeout),
+            timeout_s=request_timeout,
+        )
+        return StreamingResponse(events, media_type="text/event-stream", headers=HEADERS)
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page() -> HTMLResponse:
@@ -161,6 +171,7 @@ def create_app(
             "model_calls": stats.model_calls if stats else 0,
             "decode_steps": stats.decode_steps if stats else 0,
             "requests_batched": stats.jobs if stats else 0,
+            "requests_cancelled": stats.cancelled if stats else 0,  # given up on (clients gone, deadlines)
             "workers": running.worker_count if running else 0,  # decoding workers, and how many serve now
             "workers_up": running.workers_up if running else 0,
         }
@@ -212,7 +223,7 @@ def create_app(
         return {"model": model.name, **payload}
 
     @app.post("/v1/generate", summary="continue a prompt (language-model checkpoints)")
-    async def generate(req: GenerateRequest) -> dict[str, Any]:
+    async def generate(req: GenerateRequest) -> Any:
         model: LanguageModelServed = resolve(req.model, "generate")
         if req.beam > limits.max_beam:
             raise ServeError(422, f"beam {req.beam} is over the limit of {limits.max_beam}")
@@ -221,6 +232,18 @@ def create_app(
         if not req.sample:
             check_nbest(req.beam, req.num_samples, name="num_samples", can_sample=True)  # 422 when not
         cost = _check_sentence(model, req.text, 0, limits) if req.text else 0
+        if req.stream:
+            _check_stream(req)
+            options: dict[str, Any] = dict(
+                max_new_tokens=req.max_tokens,
+                sample=req.sample,
+                temperature=req.temperature,
+                top_k=req.top_k,
+                top_p=req.top_p,
+                seed=req.seed,
+            )
+            call = Call.of(model.name, "generate_stream", **options)
+            return stream_job(call, [req.text], cost, lambda gens: _generations(model.name, gens[0]))
         options = dict(
             max_new_tokens=req.max_tokens,
             beam=req.beam,
@@ -232,10 +255,7 @@ def create_app(
             seed=req.seed,
         )
         (gens,) = await run_job(Call.of(model.name, "generate", **options), [req.text], cost, alone=True)
-        return {
-            "model": model.name,
-            "generations": [{"text": g.text, "continuation": g.continuation, "score": g.score} for g in gens],
-        }
+        return _generations(model.name, gens)
 
     @app.post("/v1/classify", summary="label texts (classifier checkpoints)")
     async def classify(req: ClassifyRequest) -> dict[str, Any]:
@@ -260,11 +280,28 @@ def create_app(
             "results": [{"labels": [{"label": a, "probability": p} for a, p in r]} for r in results],
         }
 
-    @app.exception_handler(ServeError)
-    async def serve_error(request: Request, e: ServeError) -> JSONResponse:
-        return JSONResponse({"error": e.message}, status_code=e.status)
-
     return app
+
+
+def _generations(name: str, gens: list) -> dict[str, Any]:
+    """The answer of ``/v1/generate`` (and the ``result`` event of a streamed one)."""
+    return {
+        "model": name,
+        "generations": [{"text": g.text, "continuation": g.continuation, "score": g.score} for g in gens],
+    }
+
+
+def _check_stream(req: GenerateRequest) -> None:
+    """A stream sends one continuation's tokens as they are chosen: greedy search or sampling."""
+    if req.num_samples != 1:
+        raise ServeError(422, f"stream gives one continuation: num_samples must be 1, got {req.num_samples}")
+    if req.beam != 1 and not req.sample:
+        raise ServeError(
+            422,
+            f"stream needs greedy search (beam 1) or sample: beam {req.beam} settles its tokens at the end",
+        )
+    if req.sample:
+        seeded_generator(req.seed)  # a seed torch cannot take: 422 now, not an error event later
 
 
 def _check_sentence(model, text: str, i: int, limits: Limits) -> int:
@@ -279,59 +316,6 @@ def _check_sentence(model, text: str, i: int, limits: Limits) -> int:
             f"sentence {i} has {n} subword tokens; model {model.name!r} takes at most {model.max_src_tokens}",
         )
     return n
-
-
-def _add_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request: Request, e: RequestValidationError) -> JSONResponse:
-        errs = e.errors()
-        bad_json = [x for x in errs if x.get("type") == "json_invalid"]
-        if bad_json:
-            reason = (bad_json[0].get("ctx") or {}).get("error", "invalid JSON")
-            return JSONResponse({"error": f"the body is not valid JSON: {reason}"}, status_code=400)
-        if "json" not in request.headers.get("content-type", "") and any(
-            x.get("loc") == ("body",) for x in errs
-        ):
-            return JSONResponse(
-                {"error": "the body must be JSON, sent with Content-Type: application/json"}, 400
-            )
-        return JSONResponse({"error": "; ".join(_describe(x) for x in errs[:5])}, status_code=422)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, e: StarletteHTTPException) -> JSONResponse:
-        message = e.detail if isinstance(e.detail, str) else str(e.detail)
-        if e.status_code == 404:
-            message = f"no such path: {request.url.path}"
-        return JSONResponse({"error": message}, status_code=e.status_code, headers=e.headers)
-
-    @app.exception_handler(AttnkitError)
-    async def user_error(request: Request, e: AttnkitError) -> JSONResponse:
-        return JSONResponse({"error": str(e)}, status_code=422)
-
-    @app.exception_handler(DecodingLost)
-    async def lost(request: Request, e: DecodingLost) -> JSONResponse:
-        return JSONResponse({"error": str(e)}, status_code=500)
-
-    @app.exception_handler(Exception)
-    async def bug(request: Request, e: Exception) -> JSONResponse:
-        # Its text may name paths or internals: the operator reads it on stderr, the client a line.
-        print(f"attnkit serve: internal error in {request.url.path}:", file=sys.stderr)
-        traceback.print_exception(e, file=sys.stderr)
-        return JSONResponse(
-            {"error": f"internal error ({type(e).__name__}); the server's log has the details"},
-            status_code=500,
-        )
-
-
-def _describe(err: dict[str, Any]) -> str:
-    """One pydantic error as 'field: problem'."""
-    loc = [str(p) for p in err.get("loc", ()) if p != "body"]
-    where = ".".join(loc) or "body"
-    if err.get("type") == "extra_forbidden":
-        return f"unknown field {where!r}"
-    if err.get("type") == "missing":
-        return f"missing field {where!r}"
-    return f"{where}: {err.get('msg', 'invalid')}"
 
 
 CLOSE_TIMEOUT_S = 10.0  # at shutdown, how long decoding processes may take to finish what is queued

@@ -15,8 +15,9 @@ Requests are queued as jobs; one worker thread owns the model. Two kinds of jobs
   a running stream may wait up to ``join_wait_steps`` steps for ``join_group`` items to gather.
 
 Each job gets its results back, in order, through a ``concurrent.futures.Future`` that an async
-request handler awaits. One thread for all models: on a CPU two concurrent model calls only
-compete for the same cores.
+request handler awaits. A job given up on (:meth:`Batcher.cancel`: a client gone, a deadline passed) is
+dropped before it runs, and a running stream whose every job is cancelled stops between two steps. One
+thread for all models: on a CPU two concurrent model calls only compete for the same cores.
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ class BatchStats:
     jobs: int = 0  # jobs answered
     items: int = 0  # items (sentences) answered
     largest_batch_jobs: int = 0
+    cancelled: int = 0  # jobs given up on before they were answered (Batcher.cancel)
 
 
 class Batcher:
@@ -144,6 +146,14 @@ class Batcher:
         job = Job(key, list(items), cost, run, stream)
         self._queue.put(job)
         return job.future
+
+    def cancel(self, future: Future) -> bool:
+        """Give up on the job of ``future`` (from any thread): it never runs, or its stream stops at the
+        next step once no other job waits on it. False if it was answered already."""
+        if future.done() or not future.cancel():  # cancel() of a cancelled future is True again
+            return False
+        self.stats.cancelled += 1
+        return True
 
     @property
     def alive(self) -> bool:
@@ -260,6 +270,8 @@ class Batcher:
         rest = []
         due = self._due_keys()
         for job in self._held:
+            if job.future.cancelled():  # given up on while it waited: never runs
+                continue
             if job.stream is None or job.key not in due:
                 rest.append(job)
                 continue
@@ -311,6 +323,9 @@ class Batcher:
 
     def _step(self, key: Hashable) -> None:
         live = self._live[key]
+        if live.jobs and all(j.future.cancelled() for j in live.jobs):
+            del self._live[key]  # nobody waits for its results: its rows and caches go now
+            return
         if len(live.stream):
             self.stats.decode_steps += 1
             self._deliver(key, live.stream.step)

@@ -1,8 +1,10 @@
 """Where the models run: on a thread of the server's process, or in a decoding process of their own.
 
 A request reaches a model as a :class:`Call`, plain data (model name, operation, options), so it
-can cross into another process. Both decoders give the app the same three things: ``submit`` (a
-``concurrent.futures.Future`` of the call's results), ``stats`` and ``close``.
+can cross into another process. Both decoders give the app the same things: ``submit`` (a
+``concurrent.futures.Future`` of the call's results; ``on_event`` receives what a streamed call
+produces before its result, e.g. each generated token), ``cancel`` (a request given up on: a client
+gone; its decoding stops), ``stats`` and ``close``.
 
 - :class:`ThreadDecoder`: the :class:`~.batcher.Batcher` in the server's process. Simple, and what
   ``create_app`` uses by default (tests, and a Python caller that builds the app from loaded models).
@@ -45,7 +47,7 @@ class Call:
     """What a request asks of a model. Equal calls may share one batched model call."""
 
     model: str
-    op: str  # "translate", "attention", "generate" or "classify"
+    op: str  # "translate", "attention", "generate", "generate_stream" or "classify"
     options: tuple[tuple[str, Any], ...] = ()  # sorted (name, value) pairs: hashable
 
     @classmethod
@@ -53,10 +55,14 @@ class Call:
         return cls(model, op, tuple(sorted(options.items())))
 
 
+OnEvent = Callable[[Any], None]
+
+
 def functions(
-    model: Any, call: Call, max_batch_tokens: int
+    model: Any, call: Call, max_batch_tokens: int, on_event: OnEvent | None = None
 ) -> tuple[BatchFn | None, Callable[[], Stream] | None]:
-    """The batched function, or the stream factory (continuous batching), that runs ``call``."""
+    """The batched function, or the stream factory (continuous batching), that runs ``call``;
+    ``on_event``: where a streamed generation sends each token as it is chosen."""
     o = dict(call.options)
     if call.op == "translate":
         if model.streams(beam=o["beam"], nbest=o["nbest"]):
@@ -66,9 +72,15 @@ def functions(
         return lambda items: [attention_payload(model.translator, t, beam=o["beam"]) for t in items], None
     if call.op == "generate":
         return lambda items: model.generate(items, **o), None
+    if call.op == "generate_stream":
+        return None, lambda: model.stream(**o, on_token=on_event or _ignore)
     if call.op == "classify":
         return lambda items: model.predict(items, **o), None
     raise ValueError(f"unknown operation {call.op!r}")
+
+
+def _ignore(event: Any) -> None:
+    pass
 
 
 class ThreadDecoder:
@@ -95,7 +107,12 @@ class ThreadDecoder:
 
     def expire(self, future: Future, after_s: float) -> None:
         """A request given up on after ``after_s`` seconds: forget it (a thread cannot be killed)."""
-        future.cancel()
+        self.cancel(future)
+
+    def cancel(self, future: Future) -> bool:
+        """A request given up on (its client left): it never starts, or its stream stops at the next
+        step. False if it was answered already."""
+        return self.batcher.cancel(future)
 
     worker_count = 1  # this process's batcher thread
 
@@ -107,9 +124,12 @@ class ThreadDecoder:
         """The models as ``GET /v1/models`` lists them."""
         return [m.describe() for m in self.models.values()]
 
-    def submit(self, call: Call, items: list[Any], cost: int, *, alone: bool = False) -> Future:
-        """Queue ``items`` for ``call``; ``alone``: never share the model call (e.g. attention maps)."""
-        run, stream = functions(self.models[call.model], call, self.batcher.max_batch_tokens)
+    def submit(
+        self, call: Call, items: list[Any], cost: int, *, alone: bool = False, on_event: OnEvent | None = None
+    ) -> Future:
+        """Queue ``items`` for ``call``; ``alone``: never share the model call (e.g. attention maps);
+        ``on_event``: called on the decoding thread with each event of a streamed call."""
+        run, stream = functions(self.models[call.model], call, self.batcher.max_batch_tokens, on_event)
         key = ("alone", next(self._alone)) if alone else call
         return self.batcher.submit(key, items, cost, run, stream=stream)
 
@@ -184,19 +204,29 @@ class ProcessDecoder:
     def expire(self, future: Future, after_s: float) -> None:
         """A request given up on after ``after_s`` seconds: forget it, and kill the worker holding it
         if that has answered nothing for as long (stuck: its reader restarts it)."""
-        future.cancel()
+        self.cancel(future)
         for w in self.workers:
             if w.holds(future) and w.silent_for() >= after_s:
                 w.kill(f"no answer for {w.silent_for():.0f} s")
 
-    def submit(self, call: Call, items: list[Any], cost: int, *, alone: bool = False) -> Future:
-        """Send to the least loaded worker that is up; one that went down just now passes it on."""
+    def cancel(self, future: Future) -> None:
+        """A request given up on: forget it, and tell its decoding process to drop it (a stream stops
+        at its next step)."""
+        future.cancel()
+        for w in self.workers:
+            w.cancel(future)
+
+    def submit(
+        self, call: Call, items: list[Any], cost: int, *, alone: bool = False, on_event: OnEvent | None = None
+    ) -> Future:
+        """Send to the least loaded worker that is up; one that went down just now passes it on.
+        ``on_event``: called on a reader thread with each event of a streamed call, as it arrives."""
         if self._closed:
             raise RuntimeError("the decoder is closed")
         job, error = next(self._ids), None
         for worker in sorted((w for w in self.workers if w.down is None), key=lambda w: w.load):
             try:
-                return worker.submit(job, call, items, cost, alone)
+                return worker.submit(job, call, items, cost, alone, on_event)
             except DecoderUnavailable as e:
                 error = e
         raise error or DecoderUnavailable(
@@ -220,7 +250,10 @@ class ProcessDecoder:
 
 
 def decoding_process(conn, spec: WorkerSpec, batching: dict[str, Any]) -> None:
-    """The decoding process: load the models, then feed the pipe's calls to a batcher until told to stop."""
+    """The decoding process: load the models, then feed the pipe's calls to a batcher until told to stop.
+
+    Messages in: ``(job, call, items, cost, alone)``, ``("cancel", job)``, or None (stop). Out:
+    ``(job, "event", data)`` as a streamed call produces, then ``(job, "done", pickled answer)``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when decoding stops
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
@@ -236,10 +269,27 @@ def decoding_process(conn, spec: WorkerSpec, batching: dict[str, Any]) -> None:
         conn.send(("failed", str(e) or type(e).__name__))
         return
     send_lock = threading.Lock()
+    futures: dict[int, Future] = {}  # the jobs not answered yet, for "cancel"
+
+    def send(message: tuple) -> None:
+        try:
+            with send_lock:
+                conn.send(message)
+        except OSError:  # the server is gone: nobody waits for this
+            pass
+
+    def send_event(job: int, data: Any) -> None:
+        send((job, "event", data))
+
+    def counters() -> tuple[int, ...]:
+        return tuple(getattr(decoder.stats, f.name) for f in fields(BatchStats))
 
     def answer(job: int, future: Future) -> None:
+        if future.cancelled():  # answered where it was cancelled, with the counters after it
+            return
+        futures.pop(job, None)
+        stats = counters()
         error = future.exception()
-        stats = tuple(getattr(decoder.stats, f.name) for f in fields(BatchStats))
         try:
             payload = pickle.dumps((error is None, future.result() if error is None else error, stats))
             if error is not None:
@@ -247,11 +297,7 @@ def decoding_process(conn, spec: WorkerSpec, batching: dict[str, Any]) -> None:
         except Exception as e:  # noqa: BLE001 - the request gets a plain error instead
             failed = error if error is not None else e
             payload = pickle.dumps((False, RuntimeError(f"{type(failed).__name__}: {failed}"), stats))
-        try:
-            with send_lock:
-                conn.send((job, payload))
-        except OSError:  # the server is gone: nobody waits for this answer
-            pass
+        send((job, "done", payload))
 
     conn.send(("ready", decoder.describe()))
     while True:
@@ -261,9 +307,16 @@ def decoding_process(conn, spec: WorkerSpec, batching: dict[str, Any]) -> None:
             break
         if message is None:
             break
+        if message[0] == "cancel":  # the server gave up on it: the answer only settles its books
+            job = message[1]
+            given_up = futures.pop(job, None)
+            if given_up is not None and decoder.cancel(given_up):  # its stream stops at the next step
+                send((job, "done", pickle.dumps((False, RuntimeError("cancelled"), counters()))))
+            continue
         job, call, items, cost, alone = message
+        on_event = functools.partial(send_event, job)
         try:
-            future = decoder.submit(call, items, cost, alone=alone)
+            future = futures[job] = decoder.submit(call, items, cost, alone=alone, on_event=on_event)
         except BaseException as e:  # noqa: BLE001 - the request gets the error
             future = Future()
             future.set_exception(e)

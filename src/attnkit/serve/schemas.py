@@ -73,6 +73,11 @@ class GenerateRequest(_Request):
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling: the smallest set of mass top_p")
     num_samples: int = Field(1, ge=1, description="continuations returned (samples, or the beam's best)")
     seed: int = Field(0, ge=0, description="the same seed gives the same samples")
+    stream: bool = Field(
+        False,
+        description="answer as Server-Sent Events: a 'token' event per token as it is chosen, then a "
+        "'result' event (this endpoint's answer), then 'data: [DONE]'; greedy or sampling, one continuation",
+    )
 
 
 class ClassifyRequest(_Request):

@@ -2,9 +2,10 @@
 
 :class:`~.decoder.ProcessDecoder` holds one :class:`Worker` per ``--workers``. The child runs a
 :class:`~.decoder.ThreadDecoder` over its own copy of the models and ignores SIGINT/SIGTERM (the
-server decides when decoding stops); requests cross the pipe as :class:`~.decoder.Call` objects and answers
-come back pickled. What the child runs is passed in (``decoder.decoding_process``), so this module
-does not import the decoders.
+server decides when decoding stops); requests cross the pipe as :class:`~.decoder.Call` objects and
+answers come back pickled, after the events a streamed call sends as it decodes (each handed to the
+request's ``on_event`` as it arrives). A request given up on is cancelled in the child too. What the
+child runs is passed in (``decoder.decoding_process``), so this module does not import the decoders.
 
 Every child, a restarted one too, loads the checkpoints' bytes read once when the server started
 (``WorkerSpec.contents``): a file overwritten by training, or moved, since then changes nothing served.
@@ -40,6 +41,18 @@ class WorkerSpec:
     device: str = "auto"
     threads: int | None = None
     contents: tuple[bytes, ...] | None = field(default=None, repr=False)
+
+
+OnEvent = Callable[[Any], None]
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A request sent to the child and not answered yet."""
+
+    future: Future
+    cost: int  # its source tokens, counted in ``Worker.load``
+    on_event: OnEvent | None = None  # receives a streamed call's events as they arrive
 
 
 RESTART_TRIES = 5  # fresh children tried in a row before a worker gives up
@@ -108,7 +121,7 @@ class Worker:
 
     def ready(self) -> None:
         """Wait until the child has loaded the models (ConfigError if it cannot), then start reading."""
-        self.pending: dict[int, tuple[Future, int]] = {}
+        self.pending: dict[int, Pending] = {}
         self.descriptions = self._hello(self.conn, self.proc)
         self._watch(self.conn, self.proc, self.pending)
 
@@ -148,7 +161,9 @@ class Worker:
         """This worker's counters, its earlier (dead) children's included."""
         return added(self._retired, self._stats)
 
-    def submit(self, job: int, call: Any, items: list[Any], cost: int, alone: bool) -> Future:
+    def submit(
+        self, job: int, call: Any, items: list[Any], cost: int, alone: bool, on_event: OnEvent | None = None
+    ) -> Future:
         future: Future = Future()
         with self._lock:
             if self._closed:
@@ -158,7 +173,7 @@ class Worker:
             conn, pending = self.conn, self.pending
             if not pending:
                 self._waiting_since = time.monotonic()
-            pending[job] = (future, cost)
+            pending[job] = Pending(future, cost, on_event)
             self.load += cost
         try:
             with self._send_lock:
@@ -175,7 +190,21 @@ class Worker:
     def holds(self, future: Future) -> bool:
         """Whether ``future`` is one of this worker's pending requests."""
         with self._lock:
-            return any(f is future for f, _ in self.pending.values())
+            return any(p.future is future for p in self.pending.values())
+
+    def cancel(self, future: Future) -> None:
+        """Tell the child to drop ``future``'s request if it is one of this worker's (it answers at once;
+        a stream stops at its next step)."""
+        with self._lock:
+            conn = self.conn
+            job = next((j for j, p in self.pending.items() if p.future is future), None)
+        if job is None:
+            return
+        try:
+            with self._send_lock:
+                conn.send(("cancel", job))
+        except OSError:  # the child died: its reader fails what it held
+            pass
 
     def silent_for(self) -> float:
         """Seconds this worker has had requests pending without answering any (0: none pending)."""
@@ -194,23 +223,30 @@ class Worker:
         pending and, unless closing, start a fresh child."""
         while True:
             try:
-                job, payload = conn.recv()
+                job, kind, payload = conn.recv()
             except (EOFError, OSError):
                 break
+            if kind == "event":  # a streamed call's progress: the request waits on
+                with self._lock:
+                    entry = pending.get(job)
+                    self._waiting_since = time.monotonic()  # the child is alive and working
+                if entry is not None and entry.on_event is not None:
+                    entry.on_event(payload)
+                continue
             try:
                 ok, value, stats = pickle.loads(payload)
                 self._stats = BatchStats(*stats)
             except Exception as e:  # noqa: BLE001 - an answer that cannot be read fails its request only
                 ok, value = False, RuntimeError(f"unreadable answer from the decoding process: {e}")
             with self._lock:
-                future, cost = pending.pop(job, (None, 0))
-                self.load -= cost
+                entry = pending.pop(job, None)
+                self.load -= entry.cost if entry else 0
                 self._waiting_since = time.monotonic() if pending else None
-            if future is not None:
-                settle(future, value if ok else None, None if ok else value)
+            if entry is not None:
+                settle(entry.future, value if ok else None, None if ok else value)
         proc.join(5)
         with self._lock:
-            lost = [future for future, _ in pending.values()]
+            lost = [p.future for p in pending.values()]
             pending.clear()
             self.load = 0
             self._waiting_since = None
@@ -246,7 +282,7 @@ class Worker:
             except Exception as e:  # noqa: BLE001 - logged; tried again
                 log(f"a fresh decoding process failed (try {attempt + 1} of {self.restart_tries}): {e}")
                 continue
-            pending: dict[int, tuple[Future, int]] = {}
+            pending: dict[int, Pending] = {}
             with self._lock:
                 self.pending, self.descriptions = pending, descriptions
                 if not self._closed:

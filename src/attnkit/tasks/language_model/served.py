@@ -1,12 +1,21 @@
-"""A language-model checkpoint as the server serves it: continues prompts (``POST /v1/generate``)."""
+"""A language-model checkpoint as the server serves it: continues prompts (``POST /v1/generate``),
+whole or streamed one token at a time (:class:`GenerationStream`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from typing import Any
 
+import torch
+
+from ...decoding import Greedy, Sampling, SamplingConfig, decode_step
+from ...decoding.sampling import seeded_generator
+from ...errors import DataError
 from ...model.config import LMConfig
 from ..base import parameter_count
-from .generator import Generation, LanguageModel
+from .generator import Generation, LanguageModel, start_from_prompt
+
+OnToken = Callable[[dict[str, Any]], None]
 
 
 class LanguageModelServed:
@@ -29,6 +38,21 @@ class LanguageModelServed:
     def generate(self, prompts: list[str], **options: Any) -> list[list[Generation]]:
         return self.lm.generate(prompts, **options)
 
+    def stream(
+        self,
+        *,
+        max_new_tokens: int,
+        sample: bool,
+        temperature: float,
+        top_k: int,
+        top_p: float,
+        seed: int,
+        on_token: OnToken,
+    ) -> GenerationStream:
+        """One prompt's continuation, decoded a step at a time (the batcher's :class:`Stream`)."""
+        sampling = SamplingConfig(temperature, top_k, top_p) if sample else None
+        return GenerationStream(self.lm, max_new_tokens, sampling, seed, on_token)
+
     def release(self) -> None:
         """Free the weights (they decode in another process); the tokenizer and config stay."""
         self.lm.model.to("meta")
@@ -46,3 +70,77 @@ class LanguageModelServed:
             "parameters": parameter_count(self.lm.model),
             "device": str(self.lm.device),
         }
+
+
+class GenerationStream:
+    """Greedy search or sampling of one prompt, one token per :meth:`step`, each token handed to
+    ``on_token`` as ``{"token": id, "text": piece}`` the moment it is chosen; the result is
+    ``[Generation]``, equal to ``LanguageModel.generate`` of the prompt (same options and seed).
+
+    The pieces concatenate to the result's ``continuation``: each is what the detokenized text gained
+    with its token. Text that is not final yet (an incomplete character, ``\ufffd``) waits for a later
+    token; what still waits at the end comes in a last event with ``"token": None``.
+    """
+
+    def __init__(
+        self,
+        lm: LanguageModel,
+        max_new_tokens: int,
+        sampling: SamplingConfig | None,
+        seed: int,
+        on_token: OnToken,
+    ):
+        self.lm, self.max_new_tokens, self.sampling, self.on_token = lm, max_new_tokens, sampling, on_token
+        self.generator = seeded_generator(seed, lm.device) if sampling is not None else None
+        self.search: Greedy | Sampling | None = None
+        self.shown = ""  # the text the events have carried so far
+
+    def __len__(self) -> int:
+        return 0 if self.search is None else len(self.search)
+
+    @torch.no_grad()
+    def add(self, items: list[tuple[Hashable, Any]]) -> list[tuple[Hashable, Any]]:
+        """Start the one prompt a stream decodes (the server gives each streamed request its own)."""
+        if self.search is not None or len(items) != 1:
+            raise ValueError("a generation stream decodes one prompt")
+        ((self.tag, text),) = items
+        self.prompt = self.lm.tokenizer.encode(text, side="src")
+        max_len = self.lm.model.config.max_len
+        if max_len - len(self.prompt) < 1:
+            raise DataError(f"a prompt of {len(self.prompt)} pieces leaves no room in max_len={max_len}")
+        limit = min(self.max_new_tokens + 1, max_len - len(self.prompt))  # + 1: eos, as generate
+        prompt = torch.tensor([self.prompt], dtype=torch.long, device=self.lm.device)  # (1, P)
+        self.state, last = start_from_prompt(self.lm.model, prompt)
+        limits = torch.full((1,), limit, device=self.lm.device)  # (1,)
+        eos = self.lm.model.config.eos_id
+        if self.sampling is None:
+            self.search = Greedy(eos, last, limits)
+        else:
+            self.search = Sampling(eos, last, limits, sampling=self.sampling, generator=self.generator)
+        return []
+
+    @torch.no_grad()
+    def step(self) -> list[tuple[Hashable, Any]]:
+        search = self.search
+        assert search is not None  # add came first (the batcher's order)
+        before = len(search.tokens[0])
+        finished = decode_step(self.lm.model, self.state, search)
+        tokens = search.tokens[0]
+        if len(tokens) > before:  # a token, not eos
+            self.on_token({"token": tokens[-1], "text": self._piece(tokens)})
+        if not finished:
+            return []
+        ((_, hyp),) = finished
+        decode = self.lm.tokenizer.decode
+        gen = Generation(decode(self.prompt + hyp.tokens), decode(hyp.tokens), hyp.score, hyp.tokens)
+        if gen.continuation != self.shown and gen.continuation.startswith(self.shown):
+            self.on_token({"token": None, "text": gen.continuation[len(self.shown) :]})
+        return [(self.tag, [gen])]
+
+    def _piece(self, tokens: list[int]) -> str:
+        """What the text gained since the last event ("" while it is not final)."""
+        text = self.lm.tokenizer.decode(tokens)
+        if not text.startswith(self.shown) or text.endswith("\ufffd"):
+            return ""
+        piece, self.shown = text[len(self.shown) :], text
+        return piece

@@ -1,0 +1,83 @@
+"""What the server answers for an error: JSON ``{"error": "one line"}`` and a status, from one map
+of exceptions to (status, line) that the exception handlers and a stream's ``error`` event share.
+No line names a path or an exception's text: those go to the server's stderr."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..errors import AttnkitError
+from .worker import DecodingLost
+
+
+class ServeError(Exception):
+    """A request the server refuses: its status and the line it answers."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+def status_and_line(e: Exception, where: str) -> tuple[int, str]:
+    """The status and line that answer ``e``, raised while serving ``where`` (a path, for the log)."""
+    if isinstance(e, ServeError):
+        return e.status, e.message
+    if isinstance(e, AttnkitError):  # a ConfigError answers 422, as the command line exits 2
+        return 422, str(e)
+    if isinstance(e, DecodingLost):
+        return 500, str(e)
+    # Its text may name paths or internals: the operator reads it on stderr, the client a line.
+    print(f"attnkit serve: internal error in {where}:", file=sys.stderr)
+    traceback.print_exception(e, file=sys.stderr)
+    return 500, f"internal error ({type(e).__name__}); the server's log has the details"
+
+
+def add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, e: RequestValidationError) -> JSONResponse:
+        errs = e.errors()
+        bad_json = [x for x in errs if x.get("type") == "json_invalid"]
+        if bad_json:
+            reason = (bad_json[0].get("ctx") or {}).get("error", "invalid JSON")
+            return JSONResponse({"error": f"the body is not valid JSON: {reason}"}, status_code=400)
+        if "json" not in request.headers.get("content-type", "") and any(
+            x.get("loc") == ("body",) for x in errs
+        ):
+            return JSONResponse(
+                {"error": "the body must be JSON, sent with Content-Type: application/json"}, 400
+            )
+        return JSONResponse({"error": "; ".join(_describe(x) for x in errs[:5])}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, e: StarletteHTTPException) -> JSONResponse:
+        message = e.detail if isinstance(e.detail, str) else str(e.detail)
+        if e.status_code == 404:
+            message = f"no such path: {request.url.path}"
+        return JSONResponse({"error": message}, status_code=e.status_code, headers=e.headers)
+
+    async def refused(request: Request, e: Exception) -> JSONResponse:
+        status, line = status_and_line(e, request.url.path)
+        return JSONResponse({"error": line}, status_code=status)
+
+    # Each class by name: those answer as responses; Exception's handler (a bug) runs where Starlette
+    # also logs the exception.
+    for kind in (ServeError, AttnkitError, DecodingLost, Exception):
+        app.add_exception_handler(kind, refused)
+
+
+def _describe(err: dict[str, Any]) -> str:
+    """One pydantic error as 'field: problem'."""
+    loc = [str(p) for p in err.get("loc", ()) if p != "body"]
+    where = ".".join(loc) or "body"
+    if err.get("type") == "extra_forbidden":
+        return f"unknown field {where!r}"
+    if err.get("type") == "missing":
+        return f"missing field {where!r}"
+    return f"{where}: {err.get('msg', 'invalid')}"
