@@ -204,3 +204,38 @@ def test_reexported_import_keeps_the_source_eos(opus_mt, tmp_path):
     back = tmp_path / "back.pt"
     import_checkpoint("huggingface", out, back)
     assert load_for_export(back)[1].src_eos
+
+
+def test_an_imported_marian_model_fine_tunes_and_its_output_changes(opus_mt, tmp_path):
+    """train.init_from on an `attnkit import` checkpoint: its tokenizer and model, a fresh run."""
+    from attnkit.checkpoint import load_checkpoint
+    from attnkit.tasks.translation import Translator
+    from attnkit.train import load_config, train
+    from test_finetune import domain
+
+    _, ckpt, *_ = opus_mt
+    train_tsv, valid_tsv = domain(tmp_path)
+    cfg = load_config(
+        None,
+        [
+            "data.corpus=tsv",
+            f"data.train_files=[{train_tsv}]",
+            f"data.valid_files=[{valid_tsv}]",
+            f"train.init_from={ckpt}",
+            "train.max_tokens=400",
+            "train.schedule=constant",
+            "train.lr=0.003",
+            "train.warmup_steps=1",
+            "train.max_steps=30",
+            "valid.every=30",
+            "train.progress=false",
+            f"output_dir={tmp_path / 'run'}",
+        ],
+    )
+    tuned = train(cfg, log=lambda m: None).last_checkpoint
+    imported, state = load_checkpoint(ckpt), load_checkpoint(tuned)
+    assert state["tokenizer"] == imported["tokenizer"] and state["model_config"] == imported["model_config"]
+    sources = ["ein Hund läuft", "ein Vogel schläft"]
+    before = [r.text for r in Translator.from_checkpoint(ckpt, device="cpu").translate(sources)]
+    after = [r.text for r in Translator.from_checkpoint(tuned, device="cpu").translate(sources)]
+    assert after != before and state["step"] == 30

@@ -236,7 +236,12 @@ def _write(cfg: ExperimentConfig, corpora: list, tmp: Path, workers: int, log: C
 
 
 def _tokenizer(cfg: ExperimentConfig, corpora: list, log: Callable[[str], None]) -> SubwordTokenizer:
-    """``tokenizer.model``, or SentencePiece trained on (a seeded sample of) the non-empty pairs."""
+    """``train.init_from``'s tokenizer (fine-tuning), ``tokenizer.model``, or SentencePiece trained on (a
+    seeded sample of) the non-empty pairs."""
+    if cfg.train.init_from:
+        from ..train.finetune import load_init
+
+        return SubwordTokenizer.from_state_dict(load_init(cfg)["tokenizer"])
     if cfg.tokenizer.model:
         return SubwordTokenizer.from_files(cfg.tokenizer.model)
     k = cfg.tokenizer.max_sentences // (2 if cfg.tokenizer.joint else 1)

@@ -65,6 +65,9 @@ class TransformerClassifier(nn.Module):
         forward: tokens (B, T) -> logits (B, C); classify: -> :class:`ClassifierOutput`.
     """
 
+    # train.freeze: the parts a fine-tuning can keep fixed, by child module (the head trains)
+    freezable = {"embeddings": ("embed",), "encoder": ("encoder",)}
+
     def __init__(self, config: ClassifierConfig):
         super().__init__()
         self.config = config

@@ -56,6 +56,9 @@ class TransformerLM(nn.Module):
     Shape: forward tokens (B, T) -> logits (B, T, V).
     """
 
+    # train.freeze: the parts a fine-tuning can keep fixed, by child module (the output layer trains)
+    freezable = {"embeddings": ("embed",), "decoder": ("layers", "final_norm")}
+
     def __init__(self, config: LMConfig):
         super().__init__()
         self.config = config

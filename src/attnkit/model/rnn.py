@@ -69,6 +69,13 @@ class RNNState:
 class RNNSeq2Seq(nn.Module):
     """Bidirectional GRU encoder, attentive GRU decoder, deep output layer (Bahdanau et al., 2015)."""
 
+    # train.freeze: the parts a fine-tuning can keep fixed, by child module (the output layer trains)
+    freezable = {
+        "embeddings": ("src_embed", "tgt_embed"),
+        "encoder": ("encoder",),
+        "decoder": ("W_s", "attention", "decoder_cell", "deep_output"),
+    }
+
     def __init__(self, config: RNNConfig):
         super().__init__()
         self.config = c = config

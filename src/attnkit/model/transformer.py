@@ -109,6 +109,13 @@ class Transformer(nn.Module):
         forward: src (B, S), tgt_in (B, T) -> logits (B, T, V_tgt).
     """
 
+    # train.freeze: the parts a fine-tuning can keep fixed, by child module (the output layer trains)
+    freezable = {
+        "embeddings": ("src_embed", "tgt_embed"),
+        "encoder": ("encoder",),
+        "decoder": ("decoder_layers", "decoder_norm"),
+    }
+
     def __init__(self, config: TransformerConfig):
         super().__init__()
         self.config = config

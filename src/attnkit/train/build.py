@@ -24,6 +24,7 @@ from ..errors import CheckpointError, ConfigError, DataError
 from ..precision import amp_dtype, resolve_precision
 from ..tasks import Encoded, Task, task_of_arch
 from . import distributed as ddp
+from . import finetune
 from .config import ExperimentConfig
 from .resume_checks import check_resume
 
@@ -60,6 +61,8 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
     precision = resolve_precision(t.precision, device)
     bf16 = precision == "bf16"
     resume_state = load_checkpoint(resume) if resume else None
+    init_state = finetune.load_init(cfg) if t.init_from and resume_state is None else None
+    tokens_from = resume_state if resume_state is not None else init_state  # the tokenizer's checkpoint
     torch.manual_seed(t.seed)
     random.seed(t.seed)
     task: Task = task_of_arch(cfg.arch).training(cfg, amp_dtype(precision))
@@ -71,7 +74,7 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
 
     prepared = None
     if cfg.data.prepared:  # token ids from `attnkit prepare`: no text is read or tokenized here
-        prepared = _open_prepared(cfg, task, resume_state)
+        prepared = _open_prepared(cfg, task, tokens_from)
         tokenizer, records, valid_records = prepared.tokenizer, [], prepared.valid_records
     else:
         records = task.load(cfg.data, "train")  # first: a classifier's label set comes from it
@@ -79,7 +82,7 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
         for name, part, rows in (("training", "train", records), ("validation", "valid", valid_records)):
             if not any(map(_has_text, rows)):  # found now, not after the tokenizer or the training
                 raise DataError(f"the {name} corpus ({cfg.data.spec(part).describe()}) is empty or all blank")
-        tokenizer = _tokenizer(task, records, resume_state, dist, t.seed)
+        tokenizer = _tokenizer(task, records, tokens_from, dist, t.seed)
     if t.bidirectional_epochs and not (task.bidirectional and tokenizer.joint):
         raise ConfigError(
             "train.bidirectional_epochs: training on the reversed pairs needs a translation model and one "
@@ -91,7 +94,10 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
             "tokenizer.sample_nbest: this run's SentencePiece model gives no n-best segmentations "
             "(only unigram models do); set tokenizer.sample_nbest=0"
         )
-    model_cfg = cfg.model_config(tokenizer.vocabulary, task.model_fields())
+    if t.init_from:  # the model is the checkpoint's (resumed or initial), dropout aside
+        model_cfg = finetune.model_config(cfg, tokens_from or {}, task.model_fields())
+    else:
+        model_cfg = cfg.model_config(tokenizer.vocabulary, task.model_fields())
     max_len = min(cfg.data.max_len, model_cfg.max_len - 1)  # bos/eos take one position
     if prepared is not None:
         train = task.encode_store(prepared.train, prepared.counts("train"), max_len, split="train")
@@ -150,21 +156,29 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
                 f"resume with {saved_world} (torchrun --nproc_per_node x --nnodes)"
             )
         check_resume(resume_state, cfg, model_cfg, path=str(resume))  # before any step: nothing to undo
-        for key, value in task.checkpoint_fields().items():
-            if resume_state.get(key) != value:
-                raise CheckpointError(
-                    f"{resume}: the checkpoint's {key} ({resume_state.get(key)}) differ from the training "
-                    f"data's ({value}); resume on the data it was trained on"
-                )
-        model = model_from_checkpoint(resume_state)
+        _check_fields(
+            resume_state, task, f"{resume}: the checkpoint's", "resume on the data it was trained on"
+        )
+        # with train.ema_decay, "model" holds the averaged weights and "raw_model" the trained ones
+        model = model_from_checkpoint(
+            resume_state | {"model": resume_state.get("raw_model", resume_state["model"])}
+        )
+    elif init_state is not None:
+        _check_fields(
+            init_state, task, f"train.init_from: {t.init_from}'s", "fine-tune on data with its labels"
+        )
+        model = model_from_checkpoint(init_state | {"model_config": model_cfg.to_dict()})
     else:
         model = build_model(cfg.arch, model_cfg.to_dict())
+    if t.freeze:
+        n = finetune.freeze(model, t.freeze, arch=cfg.arch)
+        notes.append(f"train.freeze: {', '.join(t.freeze)} fixed ({n:,} parameters)")
     model.to(device)
     if dist.rank:  # the weights are rank 0's (DDP copies them); dropout differs per rank from here on
         torch.manual_seed(ddp.rank_seed(t.seed, dist.rank))
         random.seed(ddp.rank_seed(t.seed, dist.rank))
     optimizer = torch.optim.Adam(
-        model.parameters(),
+        [p for p in model.parameters() if p.requires_grad],
         lr=t.lr,
         betas=(t.beta1, t.beta2),
         eps=t.eps,
@@ -219,8 +233,17 @@ def _has_text(record) -> bool:
     return True
 
 
+def _check_fields(state: dict, task: Task, whose: str, fix: str) -> None:
+    """What the training data fixes beyond the model (a classifier's label names) equals the checkpoint's."""
+    for key, value in task.checkpoint_fields().items():
+        if state.get(key) != value:
+            raise CheckpointError(
+                f"{whose} {key} ({state.get(key)}) differ from the training data's ({value}); {fix}"
+            )
+
+
 def _open_prepared(cfg: ExperimentConfig, task: Task, resume_state) -> Prepared:
-    """``data.prepared``, checked; a resumed run must have been trained with its tokenizer."""
+    """``data.prepared``, checked; a resumed or fine-tuned run must have been trained with its tokenizer."""
     if task.records != "pairs":
         raise ConfigError(
             f"data.prepared: prepared data holds sentence pairs; model.arch {cfg.arch!r} reads {task.records}"
@@ -235,8 +258,12 @@ def _open_prepared(cfg: ExperimentConfig, task: Task, resume_state) -> Prepared:
         saved = SubwordTokenizer.from_state_dict(resume_state["tokenizer"])
         if saved.fingerprint() != prepared.tokenizer.fingerprint():
             raise CheckpointError(
-                f"the checkpoint's tokenizer is not the one in {cfg.data.prepared}: resume on the data it "
-                "was trained on"
+                f"the checkpoint's tokenizer is not the one in {cfg.data.prepared}: "
+                + (
+                    "prepare the data again with train.init_from set (it takes the checkpoint's tokenizer)"
+                    if cfg.train.init_from
+                    else "resume on the data it was trained on"
+                )
             )
     return prepared
 

@@ -37,12 +37,14 @@ from ..precision import amp_dtype, autocast, grad_scaler
 from . import distributed as ddp
 from .build import Setup, build
 from .config import ExperimentConfig
+from .ema import average_parameters, weight_average
 from .metrics_csv import Window, append_row
 from .result import TrainResult
 from .rng_state import restore_rng, rng_state
 from .run_folder import RunFolder
 from .schedule import lr_at
 from .signals import StopSignals, agreed_signal
+from .tensorboard_log import TensorBoardLog, require_tensorboard
 
 
 class Trainer:
@@ -57,6 +59,11 @@ class Trainer:
         self.pending_validation = False  # a signal stopped the run at a validation step, before it
         self.best_score = float("-inf") if self.task.higher_is_better else float("inf")
         self.scaler = grad_scaler(setup.precision, setup.device)  # fp16 only
+        self.ema = weight_average(self.model, self.cfg.train.ema_decay, setup.resume_state)
+        self.board: TensorBoardLog | None = None  # rank 0 opens it when the run starts
+        if self.cfg.train.tensorboard:
+            require_tensorboard()  # before the run moves anything in its output folder
+        self.grad_norm: float | None = None
         if setup.resume_state is not None:
             self._restore(setup.resume_state)
         self.train_model: nn.Module = self.model
@@ -137,7 +144,7 @@ class Trainer:
             "model_config": model.config.to_dict(),
             "tokenizer": self.s.tokenizer.state_dict(),
             "experiment": self.cfg.to_dict(),
-            "model": model.state_dict(),
+            **(self.ema.state(model) if self.ema else {"model": model.state_dict()}),
             "optimizer": self.s.optimizer.state_dict(),
             **({"grad_scaler": self.scaler.state_dict()} if self.scaler else {}),
             "step": self.step,
@@ -201,8 +208,9 @@ class Trainer:
             group["lr"] = self.lr(self.step)
         if self.scaler:  # the true gradients, for clipping and the update
             self.scaler.unscale_(s.optimizer)
-        if self.cfg.train.clip_norm > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.clip_norm)
+        if self.cfg.train.clip_norm > 0 or self.board:  # an infinite bound measures without clipping
+            bound = self.cfg.train.clip_norm or math.inf
+            self.grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), bound))
         if ddp.all_reduce_sum(float(not math.isfinite(loss_sum)), self.dist, s.device):  # every rank stops
             self._diverged(f"the training loss is not finite ({loss_sum}) at step {self.step}")
         if self.scaler:  # skips the update when a gradient overflowed, and adapts the scale
@@ -211,6 +219,8 @@ class Trainer:
         else:
             s.optimizer.step()
         s.optimizer.zero_grad(set_to_none=True)
+        if self.ema:
+            self.ema.update(self.model)
         return loss_sum, nll_sum, local_tokens
 
     def _diverged(self, what: str) -> None:
@@ -239,6 +249,8 @@ class Trainer:
             self.out.mkdir(parents=True, exist_ok=True)
             with atomic_write(self.out / "config.yaml") as f:
                 f.write(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+            if t.tensorboard:
+                self.board = TensorBoardLog(self.out)
         self.csv_path = self.out / "metrics.csv"
         bar = tqdm(
             total=t.max_steps,
@@ -282,6 +294,8 @@ class Trainer:
                     stop_reason = "max_minutes" if out_of_time else "max_epochs"
                     break
         bar.close()
+        if self.board:
+            self.board.close()
         if signum:
             self._save_and_stop(signum)
         last = self.out / "checkpoint_last.pt"
@@ -348,6 +362,9 @@ class Trainer:
             "tokens_per_s": round(w.tokens * self.dist.world_size / max(time.monotonic() - w.start, 1e-9)),
         }
         bar.set_postfix(loss=row["train_loss"], lr=row["lr"], tok_s=row["tokens_per_s"])
+        if self.board:
+            keys = ("train_loss", "train_nll", "lr", "tokens_per_s")
+            self.board.scalars("train", self.step, {k: row[k] for k in keys} | {"grad_norm": self.grad_norm})
         if bar.disable and self.dist.is_main and t.progress:
             self.log(
                 f"step {self.step}/{t.max_steps} loss {row['train_loss']:.3f} lr {row['lr']} "
@@ -361,9 +378,11 @@ class Trainer:
         rngs = ddp.gather_object(rng_state(), self.dist)  # before validation, which draws nothing
         if self.dist.is_main:
             s = self.s
-            metrics = s.task.validate(
-                unwrap(self.model).eval(), s.tokenizer, s.valid, s.valid_records, s.device
-            )
+            model = average_parameters(self.ema, unwrap(self.model)).eval()  # the average, if kept
+            metrics = s.task.validate(model, s.tokenizer, s.valid, s.valid_records, s.device)
+            if self.board:
+                self.board.scalars("valid", self.step, metrics)
+                self.board.attention(self.step, model, s.tokenizer, s.valid_records, s.device)
             score = metrics[self.metric]
             improved = self.better(score)
             if improved:
