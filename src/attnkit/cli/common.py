@@ -58,6 +58,20 @@ def _float_where(text: str, ok, what: str) -> float:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    return _float_where(text, lambda v: v >= 0, "a number >= 0")
+
+
 def positive_float(text: str) -> float:
     return _float_where(text, lambda v: v > 0, "a positive number")
 
@@ -91,6 +105,25 @@ def add_decoding_flags(
         help=f"source tokens per batch ({batch_tokens_help})",
     )
     p.add_argument("--device", type=device, default="auto", help=f"{DEVICE_NAMES} (default auto)")
+
+
+def add_control_flags(p: argparse.ArgumentParser) -> None:
+    """--min-length, --no-repeat-ngram-size, --repetition-penalty: ``translate`` and ``generate``."""
+    p.add_argument(
+        "--min-length", type=non_negative_int, default=0, help="tokens before eos may end it (default 0)"
+    )
+    p.add_argument(
+        "--no-repeat-ngram-size",
+        type=non_negative_int,
+        default=0,
+        help="never repeat an n-gram of N tokens (default 0: off)",
+    )
+    p.add_argument(
+        "--repetition-penalty",
+        type=positive_float,
+        default=1.0,
+        help="CTRL penalty on tokens already produced, > 1 discourages them (default 1: off)",
+    )
 
 
 def read_input(path: str | None) -> list[str]:

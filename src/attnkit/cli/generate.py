@@ -6,7 +6,15 @@ import argparse
 import sys
 
 from ..errors import ConfigError
-from .common import device, int_at_most, positive_float, positive_int, probability, read_input
+from .common import (
+    add_control_flags,
+    device,
+    int_at_most,
+    positive_float,
+    positive_int,
+    probability,
+    read_input,
+)
 
 NAME = "generate"
 MAX_BEAM = 256  # as translate's --beam: a beam's rows and candidates are allocated at once
@@ -60,6 +68,7 @@ def add_parser(sub) -> None:
         default=1,
         help=f"continuations per prompt (default 1, at most {MAX_SAMPLES:,})",
     )
+    add_control_flags(p)
     p.add_argument("--device", type=device, default="auto")
 
 
@@ -93,6 +102,9 @@ def run(args) -> None:
         top_p=args.top_p or 1.0,
         num_samples=args.num_samples,
         seed=args.seed,
+        min_length=args.min_length,
+        no_repeat_ngram_size=args.no_repeat_ngram_size,
+        repetition_penalty=args.repetition_penalty,
     )
     for i, gens in enumerate(results):
         for g in gens:

@@ -3,6 +3,8 @@
 A file (``--input``, or stdin redirected from one) is read whole and translated in token-budget
 batches. A pipe or a terminal is translated as it arrives: each translation is printed (and
 flushed) as soon as its line is complete; lines that arrive together are translated together.
+With ``--prefix-file`` (one target prefix per input line) the input is read whole. Several
+``--checkpoint`` files with one tokenizer translate as an ensemble.
 """
 
 from __future__ import annotations
@@ -14,7 +16,14 @@ import stat
 import sys
 
 from ..errors import ConfigError, DataError
-from .common import add_decoding_flags, int_at_most, read_input
+from .common import (
+    add_control_flags,
+    add_decoding_flags,
+    int_at_most,
+    non_negative_float,
+    non_negative_int,
+    read_input,
+)
 from .generate import add_sampling_flags, sampling_requested
 
 NAME = "translate"
@@ -22,8 +31,17 @@ NAME = "translate"
 
 def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help="translate text, stdin to stdout line by line")
-    p.add_argument("--checkpoint", required=True)
+    p.add_argument(
+        "--checkpoint",
+        required=True,
+        nargs="+",
+        help="a checkpoint; several (same tokenizer) decode as an ensemble: their probabilities averaged",
+    )
     p.add_argument("--input", help="input file (default stdin)")
+    p.add_argument(
+        "--prefix-file",
+        help="target prefixes, one per input line (empty: none): each translation starts with its words",
+    )
     p.add_argument("--output", help="output file (default stdout); written whole at the end or not at all")
     p.add_argument(
         "--nbest",
@@ -33,6 +51,14 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--quantize", choices=("int8",), help="int8 weights for the linear layers (CPU only)")
     add_decoding_flags(p)
+    p.add_argument(
+        "--max-len-a",
+        type=non_negative_float,
+        default=1.5,
+        help="output tokens at most A * source tokens + B (eos included; default A = 1.5)",
+    )
+    p.add_argument("--max-len-b", type=non_negative_int, default=10, help="B of --max-len-a (default 10)")
+    add_control_flags(p)
     p.add_argument(
         "--sample",
         action="store_true",
@@ -56,15 +82,28 @@ def run(args) -> None:
         check_nbest(args.beam, args.nbest)  # before the checkpoint is read
     if args.output:  # checked before the decoding, not after it
         check_output_path(args.output, what="--output")
-    translator = Translator.from_checkpoint(args.checkpoint, device=args.device, quantize=args.quantize)
-    stream_fd = None if args.input else _stream_fd()
+    prefixes = read_input(args.prefix_file) if args.prefix_file else None
+    translator = Translator.from_checkpoints(args.checkpoint, device=args.device, quantize=args.quantize)
+    stream_fd = None if args.input or prefixes is not None else _stream_fd()
+    lines = read_input(args.input) if stream_fd is None else []
+    if prefixes is not None and len(prefixes) != len(lines):
+        raise DataError(
+            f"--prefix-file {args.prefix_file} has {len(prefixes)} lines, the input {len(lines)}: "
+            "give one prefix (or an empty line) per input line"
+        )
 
-    def translate(lines: list[str]):
+    def translate(lines: list[str], prefix: list[str] | None = None):
         return translator.translate(
             lines,
             beam=args.beam,
             nbest=args.nbest,
             length_penalty=args.length_penalty,
+            max_len_a=args.max_len_a,
+            max_len_b=args.max_len_b,
+            min_length=args.min_length,
+            prefix=prefix,
+            no_repeat_ngram_size=args.no_repeat_ngram_size,
+            repetition_penalty=args.repetition_penalty,
             batch_tokens=args.batch_tokens,
             sampling=sampling,
             seed=args.seed,
@@ -73,7 +112,7 @@ def run(args) -> None:
     # A file is swapped in whole at the end (a full disk or a kill never leaves half of it).
     with atomic_write(args.output) if args.output else contextlib.nullcontext(sys.stdout) as out:
         if stream_fd is None:
-            _write(out, translate(read_input(args.input)), args.nbest, first=0)
+            _write(out, translate(lines, prefixes), args.nbest, first=0)
             return
         done = 0
         for lines in arriving_lines(stream_fd):

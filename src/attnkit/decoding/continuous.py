@@ -34,6 +34,7 @@ from ..attention import KVCache
 from ..model.interface import Seq2SeqModel
 from .beam import BeamSearch
 from .common import Hypothesis, check_nbest, start_from_source
+from .controls import Controls, prepare
 from .search import decode_step
 
 
@@ -125,7 +126,8 @@ class BeamPool:
 
     Args:
         model: a seq2seq model whose decoder state can join (the Transformer with absolute positions).
-        beam_size, length_penalty_alpha, nbest, max_len_a, max_len_b: as :func:`beam_search`.
+        beam_size, length_penalty_alpha, nbest, max_len_a, max_len_b, min_len, controls: as
+            :func:`~.beam.beam_search`; ``add`` takes each sentence's ``prefix``.
     """
 
     def __init__(
@@ -137,10 +139,13 @@ class BeamPool:
         nbest: int = 1,
         max_len_a: float = 1.5,
         max_len_b: int = 10,
+        min_len: int = 0,
+        controls: Controls | None = None,
     ):
         check_nbest(beam_size, nbest)
         self.model, self.K = model, beam_size
-        self.max_len_a, self.max_len_b = max_len_a, max_len_b
+        self.max_len_a, self.max_len_b, self.min_len = max_len_a, max_len_b, min_len
+        self.controls = controls if controls is not None and controls.active else None
         self.search = BeamSearch(
             model.config.eos_id, beam_size=beam_size, length_penalty_alpha=length_penalty_alpha, nbest=nbest
         )
@@ -150,14 +155,16 @@ class BeamPool:
         return len(self.search)
 
     @torch.no_grad()
-    def add(self, src: Tensor, tags: list[Hashable]) -> None:
-        """Start decoding src (B', S) (no empty rows); ``tags`` name its sentences in ``step``'s results."""
+    def add(self, src: Tensor, tags: list[Hashable], *, prefix: list[list[int]] | None = None) -> None:
+        """Start decoding src (B', S) (no empty rows); ``tags`` name its sentences in ``step``'s results;
+        ``prefix``: each sentence's first target tokens (forced)."""
         if src.size(0) != len(tags):
             raise ValueError(f"{src.size(0)} sentences but {len(tags)} tags")
         K = self.K
         if 2 * K > self.model.config.tgt_vocab_size:
             raise ValueError(f"beam {K} is over half the vocabulary: use beam_search")
         state, first, limits = start_from_source(self.model, src, self.max_len_a, self.max_len_b)
+        _, forced = prepare(self.model.config, limits, prefix, None)
         if not isinstance(state, JoinableState):
             raise ValueError(f"{type(state).__name__} cannot join a running batch: use beam_search")
         state.expand(K)
@@ -165,14 +172,14 @@ class BeamPool:
             self.state = state
         else:
             join_states(self.state, state)
-        self.search.add(first, limits, tags, rows=K)
+        self.search.add(first, limits, tags, rows=K, forced=forced)
 
     @torch.no_grad()
     def step(self) -> list[tuple[Hashable, list[Hypothesis]]]:
         """One token for every sentence; returns (tag, its ``nbest`` hypotheses best first) of those done."""
         if self.state is None or not len(self.search):
             return []
-        out = decode_step(self.model, self.state, self.search)
+        out = decode_step(self.model, self.state, self.search, min_len=self.min_len, controls=self.controls)
         if not len(self.search):
             self.state = None  # an empty pool starts afresh
         elif out and self.state.start is not None:

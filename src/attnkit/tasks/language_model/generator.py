@@ -23,6 +23,7 @@ from ...checkpoint import load_checkpoint, model_from_checkpoint
 from ...data.tokenizer import SubwordTokenizer
 from ...decoding import beam_decode, check_nbest, greedy_decode
 from ...decoding.cache import DeferredKVCache
+from ...decoding.controls import Controls, check_count
 from ...decoding.sampling import SamplingConfig, sample_decode, seeded_generator
 from ...device import resolve_device
 from ...errors import ConfigError, DataError
@@ -98,10 +99,21 @@ class LanguageModel:
         num_samples: int = 1,
         seed: int = 0,
         length_penalty: float = 0.6,
+        min_length: int = 0,
+        no_repeat_ngram_size: int = 0,
+        repetition_penalty: float = 1.0,
     ) -> list[list[Generation]]:
-        """For each prompt its continuations: ``num_samples`` samples, or the beam's ``num_samples`` best."""
+        """For each prompt its continuations: ``num_samples`` samples, or the beam's ``num_samples`` best.
+
+        min_length: new pieces before eos may end a continuation. no_repeat_ngram_size,
+        repetition_penalty: see :mod:`attnkit.decoding.controls` (0 and 1.0: off); they count the
+        prompt as already produced, as Hugging Face's ``generate`` does.
+        """
         if max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if check_count("min_length", min_length) > max_new_tokens:
+            raise ConfigError(f"min_length {min_length} is more than max_new_tokens {max_new_tokens}")
+        controls = Controls(no_repeat_ngram_size, repetition_penalty)
         if not sample:
             check_nbest(beam, num_samples, name="num_samples", can_sample=True)
         sampling = SamplingConfig(temperature, top_k, top_p) if sample else None
@@ -124,7 +136,14 @@ class LanguageModel:
                     chunk = flat[start : start + MAX_ROWS]
                     state, last, limits = self._start([encoded[i] for i in chunk], limit)
                     hyps = sample_decode(
-                        self.model, state, last, limits, sampling=sampling, generator=generator
+                        self.model,
+                        state,
+                        last,
+                        limits,
+                        sampling=sampling,
+                        generator=generator,
+                        min_len=min_length,
+                        controls=controls,
                     )
                     for i, h in zip(chunk, hyps, strict=True):
                         results[i].append(self._generation(encoded[i], h))
@@ -134,7 +153,12 @@ class LanguageModel:
                 chunk = rows[start : start + per_batch]
                 state, last, limits = self._start([encoded[i] for i in chunk], limit)
                 if beam == 1:
-                    found = [[h] for h in greedy_decode(self.model, state, last, limits)]
+                    found = [
+                        [h]
+                        for h in greedy_decode(
+                            self.model, state, last, limits, min_len=min_length, controls=controls
+                        )
+                    ]
                 else:
                     found = beam_decode(
                         self.model,
@@ -144,17 +168,21 @@ class LanguageModel:
                         beam_size=beam,
                         nbest=num_samples,
                         length_penalty_alpha=length_penalty,
+                        min_len=min_length,
+                        controls=controls,
                     )
                 for i, hs in zip(chunk, found, strict=True):
                     results[i] = [self._generation(encoded[i], h) for h in hs]
         return results
 
     def _start(self, prompts: list[list[int]], limit: int) -> tuple[DecoderState, Tensor, Tensor]:
-        """The state after N prompts of one length, their newest tokens (N, 1), and the limits (N,)."""
+        """The state after N prompts of one length, bos and the prompts (N, P + 1) (the searches step
+        from the newest token; the controls see them all), and the limits (N,)."""
         n, length = len(prompts), len(prompts[0])
         prompt = torch.tensor(prompts, dtype=torch.long, device=self.device).view(n, length)  # (N, P)
-        state, last = start_from_prompt(self.model, prompt)
-        return state, last, torch.full((n,), limit, device=self.device)
+        state, _ = start_from_prompt(self.model, prompt)
+        bos = torch.full((n, 1), self.model.config.bos_id, dtype=torch.long, device=self.device)
+        return state, torch.cat([bos, prompt], dim=1), torch.full((n,), limit, device=self.device)
 
     def _generation(self, prompt_ids: list[int], hyp) -> Generation:
         decode = self.tokenizer.decode

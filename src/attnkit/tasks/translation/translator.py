@@ -2,14 +2,13 @@
 
 Sentences are encoded to subwords, sorted by length into batches under a token budget (so little
 padding is decoded), searched with greedy or beam search, detokenized, and returned in input order.
+Several checkpoints with one tokenizer decode as an ensemble: ``Translator.from_checkpoints([a, b])``.
 """
 
 from __future__ import annotations
 
-import math
-import operator
 import warnings
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,9 +18,11 @@ from torch import Tensor, nn
 from ...checkpoint import load_checkpoint, model_from_checkpoint
 from ...data.batching import pad_sequences
 from ...data.tokenizer import SubwordTokenizer
-from ...decoding import beam_search, check_nbest, greedy_search
+from ...decoding import beam_search, greedy_search, length_limits
 from ...decoding.common import Hypothesis
 from ...decoding.continuous import BeamPool
+from ...decoding.controls import Controls, check_lengths
+from ...decoding.ensemble import Ensemble
 from ...decoding.sampling import SamplingConfig, sample_search
 from ...device import resolve_device
 from ...errors import ConfigError, DataError
@@ -30,6 +31,9 @@ from ...model.interface import Seq2SeqModel
 from ...model.transformer import Transformer
 from ...positional import ABSOLUTE
 from ...quantize import check_quantize, quantize_int8
+from .attention_maps import AttentionMaps as AttentionMaps  # re-exported: its home before
+from .attention_maps import attention_maps as attention_maps
+from .inputs import check_search, check_sentences, length_batches
 
 
 @dataclass
@@ -75,6 +79,34 @@ class Translator:
         return cls.from_state(load_checkpoint(path), device=device, quantize=quantize, path=path)
 
     @classmethod
+    def from_checkpoints(
+        cls, paths: Sequence[str | Path], *, device: str = "auto", quantize: str | None = None
+    ) -> Translator:
+        """Checkpoints that share a tokenizer, decoded as one :class:`~attnkit.decoding.ensemble.Ensemble`
+        (each model with its own caches); a single path gives the plain model."""
+        from .. import expect_task  # the registry imports this module
+
+        if len(paths) == 1:
+            return cls.from_checkpoint(paths[0], device=device, quantize=quantize)
+        if not paths:
+            raise ConfigError("an ensemble needs at least one checkpoint")
+        models, tokenizer = [], None
+        for path in paths:
+            state = load_checkpoint(path)
+            expect_task(state, "translate", path)
+            tok = SubwordTokenizer.from_state_dict(state["tokenizer"])
+            if tokenizer is None:
+                tokenizer = tok
+            elif tok.fingerprint() != tokenizer.fingerprint():
+                raise ConfigError(
+                    f"{path} has another tokenizer than {paths[0]}: an ensemble needs checkpoints "
+                    "that share one (the same SentencePiece model)"
+                )
+            models.append(model_from_checkpoint(state))
+        assert tokenizer is not None
+        return cls(Ensemble(models), tokenizer, device, quantize=quantize)
+
+    @classmethod
     def from_state(
         cls,
         state: dict,
@@ -113,6 +145,10 @@ class Translator:
         length_penalty: float = 0.6,
         max_len_a: float = 1.5,
         max_len_b: int = 10,
+        min_length: int = 0,
+        prefix: str | Sequence[str] | None = None,
+        no_repeat_ngram_size: int = 0,
+        repetition_penalty: float = 1.0,
         batch_tokens: int = 4000,
         return_attention: bool = False,
         sampling: SamplingConfig | None = None,
@@ -120,6 +156,11 @@ class Translator:
     ) -> list[Translation]:
         """Translate ``sentences``; an empty sentence gives an empty translation (counts stay equal).
 
+        Each output has at most ``max_len_a`` * source tokens + ``max_len_b`` tokens (eos included,
+        and no more than the model's ``max_len`` - 1) and at least ``min_length`` before eos (the
+        length limit wins). prefix: each translation's first words, forced (a str: the same for every
+        sentence; a sequence: one per sentence, "" for none). no_repeat_ngram_size, repetition_penalty:
+        see :mod:`attnkit.decoding.controls` (0 and 1.0: off).
         sampling: draw ``nbest`` samples per sentence instead of searching (back-translation), from a
         generator seeded with ``seed``: the same seed and input give the same samples.
 
@@ -127,9 +168,12 @@ class Translator:
         Anything else that is not a list of strings, or a string holding undecodable bytes (lone
         surrogates from a non-UTF-8 command line), is a :class:`DataError` naming the item.
         """
-        sentences = _check_sentences(sentences)
-        _check_search(beam, nbest, length_penalty, batch_tokens, searching=sampling is None)
+        sentences = check_sentences(sentences)
+        check_search(beam, nbest, length_penalty, batch_tokens, searching=sampling is None)
+        check_lengths(min_length, max_len_a, max_len_b)
+        controls = Controls(no_repeat_ngram_size, repetition_penalty)
         ids, truncated = self._encode(sentences)
+        prefixes = self._prefixes(prefix, ids, max_len_a, max_len_b)
         if truncated:
             warnings.warn(
                 f"{truncated} input sentence(s) longer than {self.max_src_len} subword tokens were truncated",
@@ -142,10 +186,11 @@ class Translator:
             if not seq:
                 results[i] = Translation("", 0.0, [("", 0.0)] * nbest, [], [], [])
         with packed_linears(self.model):  # weights packed once for all the batches (CPU)
-            for batch in _length_batches(order, ids, batch_tokens):
+            for batch in length_batches(order, ids, batch_tokens):
                 src = pad_sequences([ids[i] for i in batch], self.model.config.pad_id).to(
                     self.device
                 )  # (B, S)
+                forced = None if prefixes is None else [prefixes[i] for i in batch]
                 if sampling is not None:
                     found = sample_search(
                         self.model,
@@ -157,6 +202,9 @@ class Translator:
                         generator=generator,
                         max_len_a=max_len_a,
                         max_len_b=max_len_b,
+                        min_len=min_length,
+                        controls=controls,
+                        prefix=forced,
                     )
                 elif beam == 1 and nbest == 1:
                     found = [
@@ -166,7 +214,10 @@ class Translator:
                             src,
                             max_len_a=max_len_a,
                             max_len_b=max_len_b,
+                            min_len=min_length,
                             return_attention=return_attention,
+                            controls=controls,
+                            prefix=forced,
                         )
                     ]
                 else:
@@ -178,11 +229,36 @@ class Translator:
                         length_penalty_alpha=length_penalty,
                         max_len_a=max_len_a,
                         max_len_b=max_len_b,
+                        min_len=min_length,
                         return_attention=return_attention,
+                        controls=controls,
+                        prefix=forced,
                     )
                 for row, i in enumerate(batch):
                     results[i] = self._translation(ids[i], found[row])
         return results  # type: ignore[return-value]
+
+    def _prefixes(
+        self, prefix: str | Sequence[str] | None, ids: list[list[int]], max_len_a: float, max_len_b: int
+    ) -> list[list[int]] | None:
+        """Each sentence's prefix as target ids (None: no prefix at all); one too long for its
+        sentence's length limit is a ConfigError."""
+        if prefix is None:
+            return None
+        texts = [prefix] * len(ids) if isinstance(prefix, str) else check_sentences(prefix, what="prefix")
+        if len(texts) != len(ids):
+            raise DataError(f"{len(texts)} prefixes for {len(ids)} sentences: give one per sentence")
+        out = [self.tokenizer.encode(text, side="tgt") for text in texts]
+        src_len = torch.tensor([len(seq) for seq in ids])
+        limits = length_limits(src_len, max_len_a, max_len_b, self.max_src_len - 1).tolist()
+        for i, (seq, tokens, limit) in enumerate(zip(ids, out, limits, strict=True)):
+            if seq and len(tokens) >= limit:
+                raise ConfigError(
+                    f"the prefix of sentence {i + 1} has {len(tokens)} tokens, but its length limit "
+                    f"allows {limit - 1} before eos (max_len_a * {len(seq)} source tokens + max_len_b, "
+                    f"at most {self.max_src_len - 2})"
+                )
+        return out if any(out) else None
 
     def _translation(self, src_ids: list[int], hyps: list[Hypothesis]) -> Translation:
         """The best hypothesis and the n-best list of one sentence as text."""
@@ -200,25 +276,48 @@ class Translator:
             attention=attention,
         )
 
-    def stream(self, *, beam: int = 4, nbest: int = 1, length_penalty: float = 0.6) -> TranslationStream:
+    def stream(
+        self,
+        *,
+        beam: int = 4,
+        nbest: int = 1,
+        length_penalty: float = 0.6,
+        max_len_a: float = 1.5,
+        max_len_b: int = 10,
+        min_length: int = 0,
+        prefix: str | None = None,
+        no_repeat_ngram_size: int = 0,
+        repetition_penalty: float = 1.0,
+    ) -> TranslationStream:
         """Beam search that sentences join and leave step by step (continuous batching, for a
-        server): see :class:`TranslationStream`."""
-        return TranslationStream(self, beam=beam, nbest=nbest, length_penalty=length_penalty)
+        server): see :class:`TranslationStream`. The options are ``translate``'s; ``prefix`` (one
+        str) starts every sentence of the stream."""
+        check_search(beam, nbest, length_penalty, 1, searching=True)
+        check_lengths(min_length, max_len_a, max_len_b)
+        pool = BeamPool(
+            self.model,
+            beam_size=beam,
+            nbest=nbest,
+            length_penalty_alpha=length_penalty,
+            max_len_a=max_len_a,
+            max_len_b=max_len_b,
+            min_len=min_length,
+            controls=Controls(no_repeat_ngram_size, repetition_penalty),
+        )
+        return TranslationStream(self, pool, prefix=prefix)
 
 
 class TranslationStream:
     """Sentences translated by one running beam search (:class:`~attnkit.decoding.continuous.BeamPool`):
     ``add`` starts (tag, text) pairs, ``step`` decodes one token for all of them and returns
     (tag, :class:`Translation`) for those finished. Each result is what ``translate`` gives for the
-    sentence alone, with the same options (float rounding aside)."""
+    sentence alone, with the same options (float rounding aside). Made by :meth:`Translator.stream`."""
 
-    def __init__(self, translator: Translator, *, beam: int, nbest: int, length_penalty: float):
-        _check_search(beam, nbest, length_penalty, 1, searching=True)
-        self.translator = translator
-        self.pool = BeamPool(
-            translator.model, beam_size=beam, nbest=nbest, length_penalty_alpha=length_penalty
-        )
-        self.nbest = nbest
+    def __init__(self, translator: Translator, pool: BeamPool, *, prefix: str | None = None):
+        if prefix is not None and not isinstance(prefix, str):
+            raise DataError(f"a stream's prefix is one str, got {type(prefix).__name__}")
+        self.translator, self.pool, self.prefix = translator, pool, prefix
+        self.nbest = pool.search.nbest
         self.src_ids: dict[Hashable, list[int]] = {}
 
     @staticmethod
@@ -236,7 +335,7 @@ class TranslationStream:
 
     def add(self, items: list[tuple[Hashable, str]]) -> list[tuple[Hashable, Translation]]:
         tags, texts = zip(*items) if items else ((), ())
-        ids, _ = self.translator._encode(_check_sentences(list(texts)))  # the server checks lengths first
+        ids, _ = self.translator._encode(check_sentences(list(texts)))  # the server checks lengths first
         done = [
             (t, Translation("", 0.0, [("", 0.0)] * self.nbest, [], [], []))
             for t, seq in zip(tags, ids)
@@ -245,99 +344,14 @@ class TranslationStream:
         new = [(t, seq) for t, seq in zip(tags, ids) if seq]
         if new:
             src = pad_sequences([seq for _, seq in new], self.translator.model.config.pad_id)  # (B, S)
+            p = self.pool
+            ids = [seq for _, seq in new]
+            prefix = self.translator._prefixes(self.prefix, ids, p.max_len_a, p.max_len_b)
+            p.add(src.to(self.translator.device), [t for t, _ in new], prefix=prefix)
             self.src_ids.update(new)
-            self.pool.add(src.to(self.translator.device), [t for t, _ in new])
         return done
 
     def step(self) -> list[tuple[Hashable, Translation]]:
         return [
             (tag, self.translator._translation(self.src_ids.pop(tag), hyps)) for tag, hyps in self.pool.step()
         ]
-
-
-@dataclass
-class AttentionMaps:
-    """Every attention of one translation, per layer and head, for plotting.
-
-    cross (L, H, T, S); encoder_self (L, H, S, S) and decoder_self (L, H, T, T), where the model has them.
-    T counts the target pieces plus the final eos.
-    """
-
-    src_pieces: list[str]
-    tgt_pieces: list[str]
-    cross: Tensor
-    encoder_self: Tensor | None
-    decoder_self: Tensor | None
-
-
-def attention_maps(translator: Translator, text: str, *, beam: int = 4) -> AttentionMaps:
-    """Translate ``text``, then re-run the model on its own output with the weights returned."""
-    (result,) = translator.translate([text], beam=beam)
-    if not result.src_pieces:
-        raise DataError("the text to translate is empty")
-    tok, model = translator.tokenizer, translator.model
-    src_ids = tok.encode(text, side="src")[: translator.max_src_len]
-    src = torch.tensor([src_ids], device=translator.device)
-    tgt_in = torch.tensor([[tok.bos_id, *result.tokens]], device=translator.device)  # (1, T)
-    with torch.no_grad():
-        enc = model.encode(src, need_weights=True)
-        out = model.decode(tgt_in, model.init_state(enc), need_weights=True)
-
-    def stack(ws):
-        return None if not ws or ws[0] is None else torch.stack([w[0] for w in ws]).float().cpu()
-
-    return AttentionMaps(
-        result.src_pieces,
-        result.tgt_pieces,
-        stack(out.cross_attn),
-        stack(getattr(enc, "self_attn", None)),
-        stack(out.self_attn),
-    )
-
-
-def _check_sentences(sentences) -> list[str]:
-    if isinstance(sentences, str):
-        return [sentences]
-    if isinstance(sentences, (bytes, bytearray)) or not hasattr(sentences, "__iter__"):
-        raise DataError(f"translate() takes a str or a list of str, got {type(sentences).__name__}")
-    sentences = list(sentences)
-    for i, text in enumerate(sentences):
-        if not isinstance(text, str):
-            raise DataError(f"sentence {i} is a {type(text).__name__}, not a str")
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise DataError(
-                f"sentence {i} is not valid text: undecodable character {text[e.start]!r} at "
-                f"position {e.start} (was the input UTF-8?)"
-            ) from None
-    return sentences
-
-
-def _check_search(
-    beam: int, nbest: int, length_penalty: float, batch_tokens: int, *, searching: bool
-) -> None:
-    for name, value in (("beam", beam), ("nbest", nbest), ("batch_tokens", batch_tokens)):
-        try:
-            positive = not isinstance(value, bool) and operator.index(value) >= 1
-        except TypeError:
-            positive = False
-        if not positive:
-            raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-    if searching:  # sampling draws nbest samples whatever the beam
-        check_nbest(beam, nbest)
-    if not math.isfinite(length_penalty):
-        raise ConfigError(f"length_penalty must be a finite number, got {length_penalty!r}")
-
-
-def _length_batches(order: list[int], ids: list[list[int]], batch_tokens: int):
-    """Consecutive runs of the length-sorted ``order`` whose padded size stays under the budget."""
-    batch: list[int] = []
-    for i in order:
-        width = len(ids[i])  # sorted by length: the newest is the longest
-        if batch and width * (len(batch) + 1) > batch_tokens:
-            yield batch
-            batch = []
-        batch.append(i)
-    if batch:
-        yield batch
