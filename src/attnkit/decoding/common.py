@@ -95,7 +95,7 @@ def step_log_probs(
     logits = out.logits[:, -1].float()  # (N, V)
     if controls is not None:
         assert history is not None, "controls need the rows' history"
-        logits = controls.reshape_logits(logits, history)
+        logits = controls.reshape_logits(logits, history, pad_id=cfg.pad_id)
     logp = torch.log_softmax(logits, dim=-1)  # (N, V)
     eos = logp[:, cfg.eos_id].clone()  # (N,)
     if forced is not None:

@@ -47,13 +47,16 @@ class Controls:
     def active(self) -> bool:
         return self.no_repeat_ngram_size > 0 or self.repetition_penalty != 1.0
 
-    def reshape_logits(self, logits: Tensor, history: Tensor) -> Tensor:
-        """logits (N, V) with the repetition penalty applied to every token in ``history`` (N, L)."""
+    def reshape_logits(self, logits: Tensor, history: Tensor, *, pad_id: int) -> Tensor:
+        """logits (N, V) with the repetition penalty applied to every token in ``history`` (N, L).
+
+        pad in a history is the left padding of a row that joined a running search, not a token: its
+        logit stays (the softmax's sum, and so every log-probability, is then the row's own)."""
         if self.repetition_penalty == 1.0:
             return logits
         seen = logits.gather(1, history)  # (N, L)
-        seen = torch.where(seen < 0, seen * self.repetition_penalty, seen / self.repetition_penalty)
-        return logits.scatter(1, history, seen)
+        penalized = torch.where(seen < 0, seen * self.repetition_penalty, seen / self.repetition_penalty)
+        return logits.scatter(1, history, torch.where(history == pad_id, seen, penalized))
 
     def ban(self, logp: Tensor, history: Tensor, *, pad_id: int, eos_id: int, eos: Tensor) -> None:
         """Set to -inf, in place, each token of ``logp`` (N, V) that would repeat an n-gram of ``history``.
