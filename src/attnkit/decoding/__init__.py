@@ -4,17 +4,23 @@
 :class:`BeamSearch`) until every sequence finished. ``greedy_search``/``beam_search``/``sample_search``
 translate a source batch; ``greedy_decode``/``beam_decode``/``sample_decode`` continue from any decoder
 state (a language model's prompt, for instance); :class:`~.continuous.BeamPool` lets sentences join
-a running beam search (a server).
+a running beam search (a server). :class:`Controls` (a repetition penalty, an n-gram ban) and
+forced prefixes (``prefix=``) reshape every search's steps; an :class:`Ensemble` of models decodes
+as one.
 """
 
 from .beam import BeamSearch, beam_decode, beam_search, length_penalty
 from .common import Hypothesis, check_nbest, length_limits, start_from_source, step_log_probs
+from .controls import Controls
+from .ensemble import Ensemble
 from .greedy import greedy_decode, greedy_search
 from .sampling import Sampling, SamplingConfig, sample_decode, sample_search
 from .search import Greedy, Strategy, decode_step, run_search
 
 __all__ = [
     "BeamSearch",
+    "Controls",
+    "Ensemble",
     "Greedy",
     "Hypothesis",
     "Sampling",
