@@ -193,10 +193,21 @@ def create_app(
             raise ServeError(422, f"beam {req.beam} is over the limit of {limits.max_beam}")
         check_nbest(req.beam, req.nbest)  # a ConfigError answers 422, as the command line exits 2
         cost = sum(_check_sentence(model, s, i, limits) for i, s in enumerate(sentences))
+        prefix = _prefix(req.prefix, sentences, limits)
         call = Call.of(
-            model.name, "translate", beam=req.beam, nbest=req.nbest, length_penalty=req.length_penalty
+            model.name,
+            "translate",
+            beam=req.beam,
+            nbest=req.nbest,
+            length_penalty=req.length_penalty,
+            min_length=req.min_length,
+            prefix=prefix,
+            no_repeat_ngram_size=req.no_repeat_ngram_size,
+            repetition_penalty=req.repetition_penalty,
         )
-        results = await run_job(call, sentences, cost)  # beam search: continuous batching where the model can
+        # beam search: continuous batching where the model can. A prefix is checked against each
+        # sentence's length limit as it decodes: alone, one too long fails this request only (422).
+        results = await run_job(call, sentences, cost, alone=prefix is not None)
         # Built here and returned as is: the response model only documents it (validating our own
         # output again cost ~0.1 ms of the event loop's time per request).
         return JSONResponse(
@@ -231,30 +242,26 @@ def create_app(
             raise ServeError(422, f"num_samples {req.num_samples} is over the limit of {limits.max_samples}")
         if not req.sample:
             check_nbest(req.beam, req.num_samples, name="num_samples", can_sample=True)  # 422 when not
+        if req.min_length > req.max_tokens:
+            raise ServeError(422, f"min_length {req.min_length} is more than max_tokens {req.max_tokens}")
         cost = _check_sentence(model, req.text, 0, limits) if req.text else 0
-        if req.stream:
-            _check_stream(req)
-            options: dict[str, Any] = dict(
-                max_new_tokens=req.max_tokens,
-                sample=req.sample,
-                temperature=req.temperature,
-                top_k=req.top_k,
-                top_p=req.top_p,
-                seed=req.seed,
-            )
-            call = Call.of(model.name, "generate_stream", **options)
-            return stream_job(call, [req.text], cost, lambda gens: _generations(model.name, gens[0]))
-        options = dict(
+        options: dict[str, Any] = dict(
             max_new_tokens=req.max_tokens,
-            beam=req.beam,
             sample=req.sample,
             temperature=req.temperature,
             top_k=req.top_k,
             top_p=req.top_p,
-            num_samples=req.num_samples,
             seed=req.seed,
+            min_length=req.min_length,
+            no_repeat_ngram_size=req.no_repeat_ngram_size,
+            repetition_penalty=req.repetition_penalty,
         )
-        (gens,) = await run_job(Call.of(model.name, "generate", **options), [req.text], cost, alone=True)
+        if req.stream:
+            _check_stream(req)
+            call = Call.of(model.name, "generate_stream", **options)
+            return stream_job(call, [req.text], cost, lambda gens: _generations(model.name, gens[0]))
+        call = Call.of(model.name, "generate", **options, beam=req.beam, num_samples=req.num_samples)
+        (gens,) = await run_job(call, [req.text], cost, alone=True)
         return _generations(model.name, gens)
 
     @app.post("/v1/classify", summary="label texts (classifier checkpoints)")
@@ -302,6 +309,26 @@ def _check_stream(req: GenerateRequest) -> None:
         )
     if req.sample:
         seeded_generator(req.seed)  # a seed torch cannot take: 422 now, not an error event later
+
+
+def _prefix(prefix: str | list[str] | None, sentences: list[str], limits: Limits) -> str | tuple | None:
+    """A request's prefix as its Call carries it: one str for every sentence, a tuple with one per
+    sentence (when they differ), or None (none, or only empty ones)."""
+    if prefix is None:
+        return None
+    texts = [prefix] if isinstance(prefix, str) else prefix
+    if not isinstance(prefix, str) and len(prefix) != len(sentences):
+        raise ServeError(
+            422,
+            f"prefix has {len(prefix)} items for {len(sentences)} sentences: "
+            "give one per sentence, or one string for all",
+        )
+    for i, text in enumerate(texts):
+        if len(text) > limits.max_chars:
+            raise ServeError(413, f"prefix {i} has {len(text)} characters; the limit is {limits.max_chars}")
+    if len(set(texts)) == 1:
+        return texts[0] or None
+    return tuple(texts)
 
 
 def _check_sentence(model, text: str, i: int, limits: Limits) -> int:

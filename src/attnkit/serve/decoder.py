@@ -65,7 +65,7 @@ def functions(
     ``on_event``: where a streamed generation sends each token as it is chosen."""
     o = dict(call.options)
     if call.op == "translate":
-        if model.streams(beam=o["beam"], nbest=o["nbest"]):
+        if model.streams(beam=o["beam"], nbest=o["nbest"], prefix=o.get("prefix")):
             return None, lambda: model.stream(**o)
         return lambda items: model.translate(items, **o, batch_tokens=max_batch_tokens), None
     if call.op == "attention":

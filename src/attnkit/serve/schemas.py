@@ -52,6 +52,18 @@ class TranslateRequest(_Request):
     beam: int = Field(4, ge=1, description="beam size; 1 = greedy")
     nbest: int = Field(1, ge=1, description="hypotheses returned per sentence (at most beam)")
     length_penalty: float = Field(0.6, ge=0.0, le=10.0, description="GNMT length penalty alpha")
+    prefix: str | list[str] | None = Field(
+        None,
+        description="each translation's first words, forced: one string for every sentence, or a list "
+        "with one per sentence ('' for none)",
+    )
+    min_length: int = Field(
+        0, ge=0, le=1000, description="target pieces before the end (the length limit wins)"
+    )
+    no_repeat_ngram_size: int = Field(0, ge=0, le=1000, description="no n-gram of this size twice; 0 = off")
+    repetition_penalty: float = Field(
+        1.0, gt=0.0, le=100.0, description="divides the score of every piece already out (CTRL); 1 = off"
+    )
 
 
 class AttentionRequest(_Request):
@@ -73,6 +85,13 @@ class GenerateRequest(_Request):
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling: the smallest set of mass top_p")
     num_samples: int = Field(1, ge=1, description="continuations returned (samples, or the beam's best)")
     seed: int = Field(0, ge=0, description="the same seed gives the same samples")
+    min_length: int = Field(0, ge=0, description="new pieces before the end (at most max_tokens)")
+    no_repeat_ngram_size: int = Field(
+        0, ge=0, le=1000, description="no n-gram of this size twice, the prompt's included; 0 = off"
+    )
+    repetition_penalty: float = Field(
+        1.0, gt=0.0, le=100.0, description="divides the score of every piece already there (CTRL); 1 = off"
+    )
     stream: bool = Field(
         False,
         description="answer as Server-Sent Events: a 'token' event per token as it is chosen, then a "

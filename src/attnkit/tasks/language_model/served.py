@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from ...decoding import Greedy, Sampling, SamplingConfig, decode_step
+from ...decoding.controls import Controls, prepare
 from ...decoding.sampling import seeded_generator
 from ...errors import DataError
 from ...model.config import LMConfig
@@ -47,11 +48,15 @@ class LanguageModelServed:
         top_k: int,
         top_p: float,
         seed: int,
+        min_length: int = 0,
+        no_repeat_ngram_size: int = 0,
+        repetition_penalty: float = 1.0,
         on_token: OnToken,
     ) -> GenerationStream:
         """One prompt's continuation, decoded a step at a time (the batcher's :class:`Stream`)."""
         sampling = SamplingConfig(temperature, top_k, top_p) if sample else None
-        return GenerationStream(self.lm, max_new_tokens, sampling, seed, on_token)
+        controls = Controls(no_repeat_ngram_size, repetition_penalty)
+        return GenerationStream(self.lm, max_new_tokens, sampling, seed, on_token, min_length, controls)
 
     def release(self) -> None:
         """Free the weights (they decode in another process); the tokenizer and config stay."""
@@ -89,8 +94,11 @@ class GenerationStream:
         sampling: SamplingConfig | None,
         seed: int,
         on_token: OnToken,
+        min_length: int = 0,
+        controls: Controls | None = None,
     ):
         self.lm, self.max_new_tokens, self.sampling, self.on_token = lm, max_new_tokens, sampling, on_token
+        self.min_length, self.controls = min_length, controls
         self.generator = seeded_generator(seed, lm.device) if sampling is not None else None
         self.search: Greedy | Sampling | None = None
         self.shown = ""  # the text the events have carried so far
@@ -109,14 +117,26 @@ class GenerationStream:
         if max_len - len(self.prompt) < 1:
             raise DataError(f"a prompt of {len(self.prompt)} pieces leaves no room in max_len={max_len}")
         limit = min(self.max_new_tokens + 1, max_len - len(self.prompt))  # + 1: eos, as generate
+        cfg = self.lm.model.config
         prompt = torch.tensor([self.prompt], dtype=torch.long, device=self.lm.device)  # (1, P)
-        self.state, last = start_from_prompt(self.lm.model, prompt)
+        self.state, _ = start_from_prompt(self.lm.model, prompt)
+        bos = torch.full((1, 1), cfg.bos_id, dtype=torch.long, device=self.lm.device)
+        history = torch.cat([bos, prompt], dim=1)  # (1, P + 1): steps from the newest; the controls see all
         limits = torch.full((1,), limit, device=self.lm.device)  # (1,)
-        eos = self.lm.model.config.eos_id
+        self.step_controls, forced = prepare(cfg, limits, None, self.controls)
+        kept = self.step_controls is not None
         if self.sampling is None:
-            self.search = Greedy(eos, last, limits)
+            self.search = Greedy(cfg.eos_id, history, limits, history=kept, forced=forced)
         else:
-            self.search = Sampling(eos, last, limits, sampling=self.sampling, generator=self.generator)
+            self.search = Sampling(
+                cfg.eos_id,
+                history,
+                limits,
+                sampling=self.sampling,
+                generator=self.generator,
+                history=kept,
+                forced=forced,
+            )
         return []
 
     @torch.no_grad()
@@ -124,7 +144,9 @@ class GenerationStream:
         search = self.search
         assert search is not None  # add came first (the batcher's order)
         before = len(search.tokens[0])
-        finished = decode_step(self.lm.model, self.state, search)
+        finished = decode_step(
+            self.lm.model, self.state, search, min_len=self.min_length, controls=self.step_controls
+        )
         tokens = search.tokens[0]
         if len(tokens) > before:  # a token, not eos
             self.on_token({"token": tokens[-1], "text": self._piece(tokens)})

@@ -42,19 +42,58 @@ class TranslationModel:
         return len(self.translator.tokenizer.encode(text, side="src"))
 
     def translate(
-        self, sentences: list[str], *, beam: int, nbest: int, length_penalty: float, batch_tokens: int
+        self,
+        sentences: list[str],
+        *,
+        beam: int,
+        nbest: int,
+        length_penalty: float,
+        min_length: int = 0,
+        prefix: str | tuple[str, ...] | None = None,
+        no_repeat_ngram_size: int = 0,
+        repetition_penalty: float = 1.0,
+        batch_tokens: int,
     ) -> list[Translation]:
+        """``prefix``: one str for every sentence, or one per sentence."""
         return self.translator.translate(
-            sentences, beam=beam, nbest=nbest, length_penalty=length_penalty, batch_tokens=batch_tokens
+            sentences,
+            beam=beam,
+            nbest=nbest,
+            length_penalty=length_penalty,
+            min_length=min_length,
+            prefix=list(prefix) if isinstance(prefix, tuple) else prefix,
+            no_repeat_ngram_size=no_repeat_ngram_size,
+            repetition_penalty=repetition_penalty,
+            batch_tokens=batch_tokens,
         )
 
-    def streams(self, *, beam: int, nbest: int) -> bool:
+    def streams(self, *, beam: int, nbest: int, prefix: str | tuple[str, ...] | None = None) -> bool:
         """Whether requests with these options decode by continuous batching (:meth:`stream`); the
-        RNN, relative or rotary positions and greedy search run as whole batches instead."""
-        return TranslationStream.supports(self.translator, beam)
+        RNN, relative or rotary positions, greedy search and a prefix per sentence run as whole
+        batches instead."""
+        return not isinstance(prefix, tuple) and TranslationStream.supports(self.translator, beam)
 
-    def stream(self, *, beam: int, nbest: int, length_penalty: float) -> TranslationStream:
-        return self.translator.stream(beam=beam, nbest=nbest, length_penalty=length_penalty)
+    def stream(
+        self,
+        *,
+        beam: int,
+        nbest: int,
+        length_penalty: float,
+        min_length: int = 0,
+        prefix: str | None = None,
+        no_repeat_ngram_size: int = 0,
+        repetition_penalty: float = 1.0,
+    ) -> TranslationStream:
+        """A running beam search; ``prefix`` starts every sentence of it."""
+        return self.translator.stream(
+            beam=beam,
+            nbest=nbest,
+            length_penalty=length_penalty,
+            min_length=min_length,
+            prefix=prefix,
+            no_repeat_ngram_size=no_repeat_ngram_size,
+            repetition_penalty=repetition_penalty,
+        )
 
     def release(self) -> None:
         """Free the weights (they decode in another process); the tokenizer and config stay."""
