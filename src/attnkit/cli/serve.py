@@ -91,6 +91,13 @@ def add_parser(sub) -> None:
         "the server's process with --decoder thread (default: torch's)",
     )
     p.add_argument(
+        "--engine",
+        choices=("torch", "ctranslate2"),
+        default="torch",
+        help="what decodes /v1/translate: torch (default) or CTranslate2 (exported once into "
+        "CHECKPOINT.ct2/ beside each translation checkpoint; /v1/attention and the page stay on torch)",
+    )
+    p.add_argument(
         "--decoder",
         choices=("process", "thread"),
         default="process",
@@ -152,12 +159,16 @@ def run(args) -> None:
     decoder = None
     if args.decoder == "process":  # the decoding process loads the models on the device; here they
         # only check requests (names, tasks, token counts), so they load on the CPU and drop their weights
-        models = load_models(args.checkpoint, device="cpu", contents=contents)
+        models = load_models(
+            args.checkpoint, device="cpu", contents=contents, engine=args.engine, load_engine=False
+        )  # exported here, once, before the decoding processes load the export
         release_weights(models)
-        spec = WorkerSpec(tuple(args.checkpoint), args.device, threads, contents)
+        spec = WorkerSpec(tuple(args.checkpoint), args.device, threads, contents, engine=args.engine)
         decoder = ProcessDecoder(spec, workers=n_workers, **batching)
     else:
-        models = load_models(args.checkpoint, device=args.device, contents=contents)
+        models = load_models(
+            args.checkpoint, device=args.device, contents=contents, engine=args.engine, threads=args.threads
+        )
     del contents  # the decoding processes have their copies (the spec keeps one for restarts)
     limits = Limits(max_body_bytes=args.max_body_bytes, max_sentences=args.max_sentences)
     app = create_app(

@@ -49,7 +49,18 @@ def add_parser(sub) -> None:
         default=1,
         help="with N > 1 (at most --beam, or N samples with --sample): lines 'INDEX<TAB>SCORE<TAB>TEXT'",
     )
-    p.add_argument("--quantize", choices=("int8",), help="int8 weights for the linear layers (CPU only)")
+    p.add_argument(
+        "--quantize",
+        choices=("int8",),
+        help="int8 weights for the linear layers (torch: CPU only; ctranslate2: its int8 compute type)",
+    )
+    p.add_argument(
+        "--engine",
+        choices=("torch", "ctranslate2"),
+        default="torch",
+        help="what decodes: torch (default) or CTranslate2 (exported once into CHECKPOINT.ct2/ beside "
+        "the checkpoint; greedy, or beam search with --length-penalty 0)",
+    )
     add_decoding_flags(p)
     p.add_argument(
         "--max-len-a",
@@ -72,6 +83,7 @@ def run(args) -> None:
     from ..decoding.sampling import SamplingConfig
     from ..files import atomic_write, check_output_path
     from ..tasks.translation import Translator
+    from ..tasks.translation.ct2_engine import CT2Translator
 
     if sampling_requested(args) and not args.sample:
         raise ConfigError("--temperature, --top-k and --top-p need --sample")
@@ -82,8 +94,16 @@ def run(args) -> None:
         check_nbest(args.beam, args.nbest)  # before the checkpoint is read
     if args.output:  # checked before the decoding, not after it
         check_output_path(args.output, what="--output")
+    if args.engine == "ctranslate2":
+        _check_ct2(args, sampling)
     prefixes = read_input(args.prefix_file) if args.prefix_file else None
-    translator = Translator.from_checkpoints(args.checkpoint, device=args.device, quantize=args.quantize)
+    translator: Translator | CT2Translator
+    if args.engine == "ctranslate2":
+        translator = CT2Translator.from_checkpoint(
+            args.checkpoint[0], device=args.device, quantize=args.quantize
+        )
+    else:
+        translator = Translator.from_checkpoints(args.checkpoint, device=args.device, quantize=args.quantize)
     stream_fd = None if args.input or prefixes is not None else _stream_fd()
     lines = read_input(args.input) if stream_fd is None else []
     if prefixes is not None and len(prefixes) != len(lines):
@@ -119,6 +139,21 @@ def run(args) -> None:
             _write(out, translate(lines), args.nbest, first=done)
             out.flush()
             done += len(lines)
+
+
+def _check_ct2(args, sampling) -> None:
+    """What --engine ctranslate2 cannot do, refused before anything is read or exported."""
+    from ..tasks.translation.ct2_engine import check_options
+
+    if len(args.checkpoint) > 1:
+        raise ConfigError("--engine ctranslate2 decodes one checkpoint, not an ensemble (use --engine torch)")
+    check_options(
+        beam=args.beam,
+        length_penalty=args.length_penalty,
+        min_length=args.min_length,
+        no_repeat_ngram_size=args.no_repeat_ngram_size,
+        sampling=sampling,
+    )
 
 
 def _write(out, results, nbest: int, *, first: int) -> None:

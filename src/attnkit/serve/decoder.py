@@ -263,7 +263,13 @@ def decoding_process(conn, spec: WorkerSpec, batching: dict[str, Any]) -> None:
 
         if spec.threads:
             torch.set_num_threads(spec.threads)
-        models = load_models(list(spec.checkpoints), device=spec.device, contents=spec.contents)
+        models = load_models(
+            list(spec.checkpoints),
+            device=spec.device,
+            contents=spec.contents,
+            engine=spec.engine,
+            threads=spec.threads,
+        )
         decoder = ThreadDecoder(models, **batching)
     except BaseException as e:  # noqa: BLE001 - reported to the server, which exits with it
         conn.send(("failed", str(e) or type(e).__name__))

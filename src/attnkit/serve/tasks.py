@@ -78,10 +78,20 @@ def read_checkpoints(specs: Sequence[str]) -> tuple[bytes, ...]:
 
 
 def load_models(
-    specs: Sequence[str], *, device: str = "auto", contents: Sequence[bytes] | None = None
+    specs: Sequence[str],
+    *,
+    device: str = "auto",
+    contents: Sequence[bytes] | None = None,
+    engine: str = "torch",
+    threads: int | None = None,
+    load_engine: bool = True,
 ) -> list[ServedModel]:
     """Load every ``--checkpoint`` spec (from ``contents``, the files' bytes as
-    :func:`read_checkpoints` read them; else from the files); names must be unique, tasks servable."""
+    :func:`read_checkpoints` read them; else from the files); names must be unique, tasks servable.
+
+    engine="ctranslate2": translation checkpoints translate with CTranslate2 (:mod:`.ct2`), exported
+    now unless cached, with ``threads`` CPU threads (``load_engine=False``: exported, not loaded);
+    other tasks keep torch."""
     contents = read_checkpoints(specs) if contents is None else contents
     if len(contents) != len(specs):
         raise ValueError(f"{len(specs)} checkpoint specs but {len(contents)} contents")
@@ -91,7 +101,16 @@ def load_models(
         if any(m.name == name for m in models):
             raise ConfigError(f"two checkpoints are named {name!r}: name them with NAME=PATH")
         state = load_checkpoint(path, data=blob)  # the bytes read at start, never the file now
-        models.append(task_of(state, path).serve(name, state, device))
+        task = task_of(state, path)
+        if engine == "ctranslate2" and task.name == "translate":
+            from .ct2 import CT2Served
+
+            served = CT2Served.from_state(
+                name, path, blob, state, device, threads=threads, load_engine=load_engine
+            )
+            models.append(served)
+        else:
+            models.append(task.serve(name, state, device))
     if not models:
         raise ConfigError("no checkpoint to serve: give --checkpoint PATH")
     return models

@@ -41,6 +41,7 @@ class WorkerSpec:
     device: str = "auto"
     threads: int | None = None
     contents: tuple[bytes, ...] | None = field(default=None, repr=False)
+    engine: str = "torch"  # or "ctranslate2": translation checkpoints decode with CTranslate2
 
 
 OnEvent = Callable[[Any], None]

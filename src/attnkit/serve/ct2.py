@@ -1,0 +1,81 @@
+"""A translation checkpoint served with CTranslate2 decoding (``attnkit serve --engine ctranslate2``).
+
+``/v1/translate`` decodes with CTranslate2 (:mod:`attnkit.tasks.translation.ct2_engine`: the export
+cached beside the checkpoint, its own batching of each call); ``/v1/attention`` and the page still
+use the torch model, which every decoding process loads too. Options CTranslate2 cannot honour answer
+422 in one line (a length penalty with beam > 1, say).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..checkpoint import model_from_checkpoint
+from ..data.tokenizer import SubwordTokenizer
+from ..tasks.translation import TranslationModel, Translator
+from ..tasks.translation.ct2_engine import CT2Translator, exported_model
+from ..tasks.translation.translator import Translation
+
+
+class CT2Served(TranslationModel):
+    """A :class:`TranslationModel` whose ``translate`` is CTranslate2's; ``engine`` is None where the
+    model only checks requests (the server's process when decoding runs in processes of its own)."""
+
+    def __init__(
+        self,
+        name: str,
+        arch: str,
+        translator: Translator,
+        experiment: dict[str, Any] | None,
+        folder: Path,
+        *,
+        threads: int | None = None,
+        load_engine: bool = True,
+    ):
+        super().__init__(name, arch, translator, experiment)
+        self.folder = folder
+        self.engine = CT2Translator(translator, folder, threads=threads) if load_engine else None
+
+    @classmethod
+    def from_state(
+        cls,
+        name: str,
+        path: Path,
+        blob: bytes,
+        state: dict[str, Any],
+        device: str,
+        *,
+        threads: int | None = None,
+        load_engine: bool = True,
+    ) -> CT2Served:
+        """Export ``blob`` (the checkpoint's bytes) unless cached, then load both engines."""
+        folder = exported_model(path, blob)
+        tokenizer = SubwordTokenizer.from_state_dict(state["tokenizer"])
+        translator = Translator(model_from_checkpoint(state), tokenizer, device)
+        return cls(
+            name,
+            state["arch"],
+            translator,
+            state.get("experiment"),
+            folder,
+            threads=threads,
+            load_engine=load_engine,
+        )
+
+    def translate(self, sentences: list[str], **options: Any) -> list[Translation]:
+        if self.engine is None:
+            raise RuntimeError(f"{self.name}: CTranslate2 is not loaded in this process")
+        prefix = options.get("prefix")
+        options["prefix"] = list(prefix) if isinstance(prefix, tuple) else prefix
+        return self.engine.translate(sentences, **options)
+
+    def streams(self, *, beam: int, nbest: int, prefix: str | tuple[str, ...] | None = None) -> bool:
+        return False  # CTranslate2 batches each call itself
+
+    def release(self) -> None:
+        super().release()
+        self.engine = None
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "engine": "ctranslate2"}

@@ -1,0 +1,312 @@
+"""CTranslate2 as a decoding engine: ``Translator.translate``'s contract, decoded by CTranslate2.
+
+    engine = CT2Translator.from_checkpoint("ckpt.pt", quantize="int8")
+    engine.translate(["Ein Hund läuft."], beam=1)
+
+The checkpoint is exported once (:func:`attnkit.export.export_checkpoint`) into a cache folder
+beside it, ``<checkpoint>.ct2/<key>``; the key hashes the checkpoint's bytes, attnkit's and
+CTranslate2's versions and the exporter's source, so a changed checkpoint (or exporter) exports
+again and an unchanged one never does. An export is written into a temporary folder and renamed into
+place: two first uses at once both export, one rename wins, neither sees half a model.
+
+Tokens are attnkit's: sentences are encoded by the checkpoint's tokenizer, passed as pieces, and
+CTranslate2's pieces decoded back, so both engines read and write the same ids. Each sentence keeps
+attnkit's length limit (``max_len_a`` * source tokens + ``max_len_b``, eos included, at most
+``max_len`` - 1): CTranslate2 takes one ``max_decoding_length`` per call, so sentences are grouped
+by limit and the groups submitted at once (CTranslate2 batches each group by ``batch_tokens`` and
+runs them on its ``inter_threads`` replicas).
+
+Mapped (the same tokens on 60 test sentences of a small trained model, tests/test_engine_ct2.py):
+beam, nbest (``num_hypotheses``), prefix (``target_prefix``), repetition_penalty, and with beam 1
+min_length and no_repeat_ngram_size; ``quantize="int8"`` is ``compute_type="int8"``. Refused
+(:class:`ConfigError`): a length penalty with beam > 1 (CTranslate2 divides by length^alpha, attnkit
+by GNMT's ((5 + length) / 6)^alpha: only alpha 0 ranks alike); min_length and no_repeat_ngram_size
+with beam > 1 (8 and 21 of those 60 sentences differed); sampling (CTranslate2's sampler cannot
+draw the samples a seed gives attnkit); attention maps. Known difference: a beam search that reaches
+a sentence's length limit (attnkit forces eos and counts its log-probability, CTranslate2 stops
+without it) may end otherwise. Scores are CTranslate2's log-probabilities: close to attnkit's for the
+same tokens (within 0.04 there), further apart with a prefix, min_length or a repetition control.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ... import __version__
+from ...checkpoint import load_checkpoint
+from ...decoding import length_limits
+from ...decoding.common import Hypothesis
+from ...decoding.controls import Controls, check_lengths
+from ...device import resolve_device
+from ...errors import AttnkitError, ConfigError
+from .inputs import check_search, check_sentences
+from .translator import Translation, Translator
+
+ENGINES = ("torch", "ctranslate2")
+CACHE_VERSION = 1  # of the cache's layout; bump to make every cached export stale
+
+
+def _ct2():
+    try:
+        import ctranslate2
+    except ImportError:
+        raise ConfigError(
+            "--engine ctranslate2 needs the ctranslate2 package: pip install 'attnkit[export]'"
+        ) from None
+    return ctranslate2
+
+
+def check_options(
+    *,
+    beam: int,
+    length_penalty: float,
+    min_length: int = 0,
+    no_repeat_ngram_size: int = 0,
+    sampling: Any = None,
+    attention: bool = False,
+) -> None:
+    """Refuse, in one line, what CTranslate2 cannot decode as attnkit does (see the module doc)."""
+    if sampling is not None:
+        raise ConfigError(
+            "--engine ctranslate2 does not sample: its sampler cannot draw the samples attnkit's seed "
+            "gives (use --engine torch)"
+        )
+    if beam > 1 and length_penalty != 0:
+        raise ConfigError(
+            f"--engine ctranslate2 with beam {beam} needs length penalty 0 (got {length_penalty:g}): "
+            "CTranslate2 divides by length^alpha, not GNMT's ((5 + length) / 6)^alpha, so only 0 "
+            "ranks alike (or use beam 1, or --engine torch)"
+        )
+    for name, value in (("min length", min_length), ("no-repeat n-gram size", no_repeat_ngram_size)):
+        if beam > 1 and value:  # measured: 8 and 21 of 60 sentences differ at beam 4
+            raise ConfigError(
+                f"--engine ctranslate2 takes a {name} with beam 1 only: its beam search applies it "
+                "otherwise than attnkit's (use --engine torch)"
+            )
+    if attention:
+        raise ConfigError("--engine ctranslate2 gives no attention maps (the torch model draws them)")
+
+
+def cache_key(blob: bytes) -> str:
+    """What an export depends on: the checkpoint's bytes, the versions and the exporter's code."""
+    from ...export import ctranslate2 as exporter
+    from ...export import weights
+
+    digest = hashlib.sha256(blob)
+    digest.update(f"attnkit {__version__} cache {CACHE_VERSION} ct2 {_ct2().__version__}".encode())
+    for module in (exporter, weights):
+        digest.update(Path(str(module.__file__)).read_bytes())
+    return digest.hexdigest()[:20]
+
+
+def cache_root(checkpoint: str | Path) -> Path:
+    """The folder holding a checkpoint's exports: ``<checkpoint>.ct2`` beside it."""
+    path = Path(checkpoint)
+    return path.with_name(path.name + ".ct2")
+
+
+def _log(message: str) -> None:
+    print(f"attnkit: {message}", file=sys.stderr, flush=True)
+
+
+def exported_model(
+    checkpoint: str | Path, blob: bytes | None = None, *, log: Callable[[str], None] = _log
+) -> Path:
+    """The CTranslate2 export of ``checkpoint`` (whose bytes are ``blob`` when read already), made
+    now unless the cache holds it. A model the exporter refuses is a one-line error naming why."""
+    checkpoint = Path(checkpoint)
+    if blob is None:
+        blob = checkpoint.read_bytes()
+    root = cache_root(checkpoint)
+    final = root / cache_key(blob)
+    if (final / "model.bin").is_file():
+        return final
+    from ...export import export_checkpoint
+
+    try:
+        root.mkdir(exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=root))
+    except OSError as e:
+        raise ConfigError(f"--engine ctranslate2: cannot write its cache {root}: {e.strerror or e}") from None
+    try:
+        # Exported from these bytes, never the file as it is now (training may have replaced it).
+        (tmp / "checkpoint.pt").write_bytes(blob)
+        try:
+            export_checkpoint(tmp / "checkpoint.pt", "ctranslate2", tmp / "model")
+        except AttnkitError as e:
+            raise type(e)(f"--engine ctranslate2: {checkpoint}: {e}") from None
+        try:
+            os.rename(tmp / "model", final)  # atomic; fails if another process's export is there
+        except OSError:
+            if not (final / "model.bin").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    log(f"exported {checkpoint} to CTranslate2: {final}")
+    return final
+
+
+def thread_counts(device: torch.device, cores: int, threads: int | None = None) -> tuple[int, int]:
+    """(inter_threads, intra_threads). On a CPU: ``threads`` given, one replica with that many;
+    else up to 4 replicas (groups decode side by side) sharing the cores. On a GPU: one of one."""
+    if device.type != "cpu":
+        return 1, 1
+    if threads:
+        return 1, threads
+    inter = max(1, min(4, cores))
+    return inter, max(1, cores // inter)
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+class CT2Translator:
+    """A CTranslate2 model beside the torch :class:`Translator` whose tokenizer and checks it shares."""
+
+    def __init__(
+        self,
+        translator: Translator,
+        folder: str | Path,
+        *,
+        quantize: str | None = None,
+        threads: int | None = None,
+    ):
+        """translator: the torch side (tokenizer, max_len, special ids; its device is the engine's).
+        quantize="int8": CTranslate2's int8 compute type. threads: CPU threads (default: the cores)."""
+        if quantize not in (None, "int8"):
+            raise ConfigError(f"unknown quantize {quantize!r} (choose int8)")
+        device = translator.device
+        if device.type not in ("cpu", "cuda"):
+            raise ConfigError(f"--engine ctranslate2 runs on cpu or cuda, not {device.type}")
+        inter, intra = thread_counts(device, cores(), threads)
+        self.translator, self.folder = translator, Path(folder)
+        self.ct2 = _ct2().Translator(
+            str(folder),
+            device=device.type,
+            device_index=device.index or 0,
+            compute_type=quantize or "default",
+            inter_threads=inter,
+            intra_threads=intra,
+        )
+        tok = translator.tokenizer
+        self._tgt_id = {tok.id_to_piece(i, side="tgt"): i for i in range(tok.tgt_vocab_size)}
+
+    @classmethod
+    def from_checkpoint(
+        cls,
+        path: str | Path,
+        *,
+        device: str = "auto",
+        quantize: str | None = None,
+        threads: int | None = None,
+        log: Callable[[str], None] = _log,
+    ) -> CT2Translator:
+        blob = Path(path).read_bytes() if Path(path).is_file() else None
+        state = load_checkpoint(path, data=blob)  # a missing file: CheckpointError naming it
+        folder = exported_model(path, blob, log=log)
+        translator = Translator.from_state(state, device=str(resolve_device(device)), path=path)
+        return cls(translator, folder, quantize=quantize, threads=threads)
+
+    def translate(
+        self,
+        sentences: str | list[str],
+        *,
+        beam: int = 4,
+        nbest: int = 1,
+        length_penalty: float = 0.6,
+        max_len_a: float = 1.5,
+        max_len_b: int = 10,
+        min_length: int = 0,
+        prefix: str | Sequence[str] | None = None,
+        no_repeat_ngram_size: int = 0,
+        repetition_penalty: float = 1.0,
+        batch_tokens: int = 4000,
+        return_attention: bool = False,
+        sampling: Any = None,
+        seed: int = 0,
+    ) -> list[Translation]:
+        """:meth:`Translator.translate` by CTranslate2; what it cannot honour is a ConfigError."""
+        check_options(
+            beam=beam,
+            length_penalty=length_penalty,
+            min_length=min_length,
+            no_repeat_ngram_size=no_repeat_ngram_size,
+            sampling=sampling,
+            attention=return_attention,
+        )
+        sentences = check_sentences(sentences)
+        check_search(beam, nbest, length_penalty, batch_tokens, searching=True)
+        check_lengths(min_length, max_len_a, max_len_b)
+        Controls(no_repeat_ngram_size, repetition_penalty)  # checks them
+        t = self.translator
+        ids, truncated = t._encode(sentences)
+        prefixes = t._prefixes(prefix, ids, max_len_a, max_len_b)
+        if truncated:
+            warnings.warn(
+                f"{truncated} input sentence(s) longer than {t.max_src_len} subword tokens were truncated",
+                stacklevel=2,
+            )
+        src_len = torch.tensor([len(seq) for seq in ids])
+        limits = length_limits(src_len, max_len_a, max_len_b, t.max_src_len - 1).tolist()
+        groups: dict[int, list[int]] = {}
+        for i, seq in enumerate(ids):
+            if seq:
+                groups.setdefault(limits[i], []).append(i)
+        pending = []
+        for limit, group in groups.items():  # all submitted, then awaited: the replicas share them
+            target_prefix = None
+            if prefixes is not None:
+                target_prefix = [self._pieces(prefixes[i], "tgt") or None for i in group]
+            pending.append(
+                (
+                    group,
+                    self.ct2.translate_batch(
+                        [self._pieces(self._source(ids[i]), "src") for i in group],
+                        target_prefix,
+                        max_batch_size=batch_tokens,
+                        batch_type="tokens",
+                        asynchronous=True,
+                        beam_size=beam,
+                        num_hypotheses=nbest,
+                        length_penalty=0.0,
+                        min_decoding_length=min_length,
+                        max_decoding_length=limit - 1,  # attnkit's limit counts eos, CTranslate2's not
+                        max_input_length=0,  # truncated above, as attnkit does
+                        no_repeat_ngram_size=no_repeat_ngram_size,
+                        repetition_penalty=repetition_penalty,
+                        return_scores=True,
+                    ),
+                )
+            )
+        results = [Translation("", 0.0, [("", 0.0)] * nbest, [], [], []) for _ in sentences]
+        for group, answers in pending:
+            for i, answer in zip(group, answers, strict=True):
+                r = answer.result()
+                hyps = [
+                    Hypothesis([self._tgt_id[p] for p in pieces], score, score)
+                    for pieces, score in zip(r.hypotheses, r.scores, strict=True)
+                ]
+                results[i] = t._translation(ids[i], hyps)
+        return results
+
+    def _source(self, seq: list[int]) -> list[int]:
+        """A source as CTranslate2 takes it: without the eos it adds itself (``add_source_eos``)."""
+        eos = self.translator.model.config.eos_id
+        return seq[:-1] if self.translator.tokenizer.src_eos and seq and seq[-1] == eos else seq
+
+    def _pieces(self, seq: list[int], side: str) -> list[str]:
+        return [self.translator.tokenizer.id_to_piece(i, side=side) for i in seq]
