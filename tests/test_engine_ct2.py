@@ -1,0 +1,120 @@
+"""``--engine ctranslate2``: the same translations as ``--engine torch``, an export made once per
+checkpoint content, and what CTranslate2 cannot honour refused in one line (exit 2, HTTP 422).
+
+The model is tests/export_helpers.py's small Multi30k model (trained once per session, shared with
+the exporter's parity tests); 30 test_2016_flickr sentences, greedy and beam 4 (length penalty 0).
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from cli_helpers import assert_user_error, cli
+from export_helpers import flickr_sentences, require, trained_checkpoint, workdir
+
+N_SENTENCES = 30
+
+
+@pytest.fixture(scope="module")
+def setup():
+    """(checkpoint copied into a folder of its own, so its cache starts empty; input file)."""
+    require("ctranslate2")
+    folder = workdir() / "engine"
+    folder.mkdir()
+    ckpt = folder / "model.pt"
+    shutil.copy(trained_checkpoint(), ckpt)
+    src = folder / "in.de"
+    src.write_text("\n".join(flickr_sentences(N_SENTENCES)[0]) + "\n", encoding="utf-8")
+    return ckpt, src
+
+
+def _exports(ckpt):
+    return sorted(p for p in ckpt.with_name(ckpt.name + ".ct2").iterdir() if not p.name.startswith("."))
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_ctranslate2_engine_translates_as_torch_and_exports_once(setup, capsys, beam):
+    ckpt, src = setup
+    flags = ("--checkpoint", ckpt, "--input", src, "--beam", beam, "--length-penalty", 0, "--device", "cpu")
+    code, torch_out, err = cli(capsys, "translate", *flags)
+    assert code == 0, err
+    code, ct2_out, err = cli(capsys, "translate", *flags, "--engine", "ctranslate2")
+    assert code == 0, err
+    assert len(ct2_out.splitlines()) == N_SENTENCES
+    assert ct2_out == torch_out  # every sentence, greedy and beam 4
+    (export,) = _exports(ckpt)  # one export, whichever test ran first made it
+    stamp = (export / "model.bin").stat().st_mtime_ns
+    code, again, err = cli(capsys, "translate", *flags, "--engine", "ctranslate2")
+    assert (code, again) == (0, ct2_out)
+    assert "exported" not in err and (export / "model.bin").stat().st_mtime_ns == stamp
+
+
+def test_changed_checkpoint_exports_again(setup, capsys):
+    import torch
+
+    from attnkit.checkpoint import load_checkpoint, save_checkpoint
+
+    ckpt, src = setup
+    changed = ckpt.with_name("changed.pt")
+    shutil.copy(ckpt, changed)
+    argv = ("translate", "--checkpoint", changed, "--input", src, "--beam", 1, "--engine", "ctranslate2")
+    code, before, err = cli(capsys, *argv)
+    assert code == 0 and "exported" in err, err
+    (first,) = _exports(changed)
+    state = load_checkpoint(changed)
+    with torch.no_grad():
+        for tensor in state["model"].values():
+            if tensor.is_floating_point():
+                tensor.mul_(0.5)  # another model: other translations
+    save_checkpoint(state, changed)
+    code, after, err = cli(capsys, *argv)
+    assert code == 0 and "exported" in err, err
+    assert [p.name for p in _exports(changed)] != [first.name] and after != before
+
+
+@pytest.mark.parametrize(
+    "extra, fragment",
+    [
+        ((), "needs length penalty 0"),  # the default beam 4, length penalty 0.6
+        (("--beam", "1", "--sample"), "does not sample"),
+        (("--beam", "4", "--length-penalty", "0", "--min-length", "3"), "beam 1 only"),
+        (("--beam", "4", "--length-penalty", "0", "--no-repeat-ngram-size", "2"), "beam 1 only"),
+    ],
+)
+def test_what_ctranslate2_cannot_honour_is_one_line_exit_2(setup, capsys, extra, fragment):
+    ckpt, src = setup
+    code, _, err = cli(
+        capsys, "translate", "--checkpoint", ckpt, "--input", src, "--engine", "ctranslate2", *extra
+    )
+    assert_user_error(code, err, fragment)
+
+
+def test_ensemble_is_refused(setup, capsys):
+    ckpt, src = setup
+    code, _, err = cli(
+        capsys, "translate", "--checkpoint", ckpt, ckpt, "--input", src, "--engine", "ctranslate2"
+    )
+    assert_user_error(code, err, "not an ensemble")
+
+
+def test_server_with_ctranslate2_engine(setup):
+    """A real ``attnkit serve --engine ctranslate2`` (one decoding process): /v1/translate answers what
+    the torch engine translates, /v1/attention still works, a length penalty at beam 4 is a 422."""
+    from attnkit.tasks.translation import Translator
+    from serve_helpers import live_server, post
+
+    ckpt, _ = setup
+    sentences = flickr_sentences(N_SENTENCES)[0][:10]
+    expected = [r.text for r in Translator.from_checkpoint(ckpt, device="cpu").translate(sentences, beam=1)]
+    with live_server(ckpt, extra=("--engine", "ctranslate2", "--workers", "1")) as (url, _):
+        code, body = post(url + "/v1/translate", {"text": sentences, "beam": 1})
+        assert code == 200, body
+        assert [t["text"] for t in body["translations"]] == expected
+        code, body = post(url + "/v1/translate", {"text": sentences, "beam": 4, "length_penalty": 0})
+        assert code == 200, body
+        code, body = post(url + "/v1/attention", {"text": sentences[0]})
+        assert code == 200 and body["attention"], body
+        code, body = post(url + "/v1/translate", {"text": sentences[0], "beam": 4})
+        assert code == 422 and "length penalty 0" in body["error"] and "\n" not in body["error"], body
