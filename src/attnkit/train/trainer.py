@@ -28,7 +28,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from .. import fast
-from ..checkpoint import average_checkpoints, save_checkpoint, unwrap
+from ..checkpoint import save_checkpoint, unwrap
 from ..config import ConfigBase
 from ..errors import ConfigError, Stopped
 from ..files import atomic_write
@@ -36,6 +36,7 @@ from ..model import count_parameters
 from ..precision import amp_dtype, autocast, grad_scaler
 from . import distributed as ddp
 from .build import Setup, build
+from .checkpoint_files import CheckpointFiles
 from .config import ExperimentConfig
 from .ema import average_parameters, weight_average
 from .metrics_csv import Window, append_row
@@ -45,6 +46,7 @@ from .run_folder import RunFolder
 from .schedule import lr_at
 from .signals import StopSignals, agreed_signal
 from .tensorboard_log import TensorBoardLog, require_tensorboard
+from .update import Update
 
 
 class Trainer:
@@ -54,12 +56,14 @@ class Trainer:
         self.s, self.cfg, self.log, self.folder = setup, setup.cfg, log, folder
         self.model, self.task, self.dist = setup.model, setup.task, setup.dist
         self.out = Path(self.cfg.output_dir)
+        self.files = CheckpointFiles(self.out, self.cfg.valid.keep_last, self.cfg.valid.average_last)
         self.metric = self.task.metric
         self.step, self.bad_validations, self.elapsed_before = 0, 0, 0.0
         self.pending_validation = False  # a signal stopped the run at a validation step, before it
         self.best_score = float("-inf") if self.task.higher_is_better else float("inf")
         self.scaler = grad_scaler(setup.precision, setup.device)  # fp16 only
         self.ema = weight_average(self.model, self.cfg.train.ema_decay, setup.resume_state)
+        self.update = Update(setup.optimizer, self.scaler, self.ema, self.cfg.train.clip_norm)
         self.board: TensorBoardLog | None = None  # rank 0 opens it when the run starts
         if self.cfg.train.tensorboard:
             require_tensorboard()  # before the run moves anything in its output folder
@@ -104,16 +108,8 @@ class Trainer:
 
     def lr(self, step: int) -> float:
         t = self.cfg.train
-        return lr_at(
-            step,
-            schedule=t.schedule,
-            lr=t.lr,
-            lr_scale=t.lr_scale,
-            warmup_steps=t.warmup_steps,
-            d_model=self.s.d_model,
-            max_steps=t.max_steps,
-            cooldown_steps=t.cooldown_steps,
-        )
+        keys = ("schedule", "lr", "lr_scale", "warmup_steps", "max_steps", "cooldown_steps")
+        return lr_at(step, d_model=self.s.d_model, **{k: getattr(t, k) for k in keys})
 
     def better(self, score: float) -> bool:
         return score > self.best_score if self.task.higher_is_better else score < self.best_score
@@ -199,28 +195,15 @@ class Trainer:
                     epsilon=self.cfg.train.label_smoothing,
                     loss_fn=fast.label_smoothed_cross_entropy,
                 )
-                loss = out.loss * scale
-                (self.scaler.scale(loss) if self.scaler else loss).backward()
+                self.update.backward(out.loss * scale)
             loss_sum += out.loss.item()
             nll_sum += out.nll.item()
         self.step += 1
         for group in s.optimizer.param_groups:
             group["lr"] = self.lr(self.step)
-        if self.scaler:  # the true gradients, for clipping and the update
-            self.scaler.unscale_(s.optimizer)
-        if self.cfg.train.clip_norm > 0 or self.board:  # an infinite bound measures without clipping
-            bound = self.cfg.train.clip_norm or math.inf
-            self.grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), bound))
         if ddp.all_reduce_sum(float(not math.isfinite(loss_sum)), self.dist, s.device):  # every rank stops
             self._diverged(f"the training loss is not finite ({loss_sum}) at step {self.step}")
-        if self.scaler:  # skips the update when a gradient overflowed, and adapts the scale
-            self.scaler.step(s.optimizer)
-            self.scaler.update()
-        else:
-            s.optimizer.step()
-        s.optimizer.zero_grad(set_to_none=True)
-        if self.ema:
-            self.ema.update(self.model)
+        self.grad_norm = self.update.apply(self.model, measure=self.board is not None)
         return loss_sum, nll_sum, local_tokens
 
     def _diverged(self, what: str) -> None:
@@ -306,7 +289,10 @@ class Trainer:
         )
         averaged = curve = None
         if self.dist.is_main:
-            averaged = self._average()
+            averaged = self.files.average()
+            if averaged is not None:
+                n = min(self.cfg.valid.average_last, len(self.files.steps()))
+                self.info(f"averaged the last {n} checkpoints into {averaged}")
             if self.csv_path.exists():
                 from ..plotting import plot_learning_curve
 
@@ -399,32 +385,12 @@ class Trainer:
             if not all(torch.isfinite(p).all() for p in self.model.parameters()):
                 self._diverged(f"the weights are not finite after step {self.step}")
             state = self._state(rngs)
-            save_checkpoint(state, self.out / "checkpoint_last.pt")
-            if improved:
-                save_checkpoint(state, self.out / "checkpoint_best.pt")
-            if self.cfg.valid.keep_last:
-                save_checkpoint(state, self.out / f"checkpoint_step{self.step}.pt")
-                for old in self._step_checkpoints()[: -self.cfg.valid.keep_last]:
-                    old.unlink()
+            self.files.save(state, self.step, improved=improved)
             if self.folder is not None:
                 self.folder.first_checkpoint_written()
             patience = self.cfg.valid.patience
             stop = bool(patience and self.bad_validations >= patience)
         return bool(ddp.broadcast_object(stop, self.dist))
-
-    def _step_checkpoints(self) -> list[Path]:
-        return sorted(
-            self.out.glob("checkpoint_step*.pt"), key=lambda p: int(p.stem.removeprefix("checkpoint_step"))
-        )
-
-    def _average(self) -> Path | None:
-        n = self.cfg.valid.average_last
-        paths: list[str | Path] = list(self._step_checkpoints()[-n:]) if n else []
-        if len(paths) < 2:
-            return None
-        out = save_checkpoint(average_checkpoints(paths), self.out / "checkpoint_averaged.pt")
-        self.info(f"averaged the last {len(paths)} checkpoints into {out}")
-        return out
 
     def _write_csv(self, row: dict) -> None:
         if self.dist.is_main:
