@@ -77,7 +77,6 @@ def test_changed_checkpoint_exports_again(setup, capsys):
 @pytest.mark.parametrize(
     "extra, fragment",
     [
-        ((), "needs length penalty 0"),  # the default beam 4, length penalty 0.6
         (("--beam", "1", "--sample"), "does not sample"),
         (("--beam", "4", "--length-penalty", "0", "--min-length", "3"), "beam 1 only"),
         (("--beam", "4", "--length-penalty", "0", "--no-repeat-ngram-size", "2"), "beam 1 only"),
@@ -101,7 +100,7 @@ def test_ensemble_is_refused(setup, capsys):
 
 def test_server_with_ctranslate2_engine(setup):
     """A real ``attnkit serve --engine ctranslate2`` (one decoding process): /v1/translate answers what
-    the torch engine translates, /v1/attention still works, a length penalty at beam 4 is a 422."""
+    the torch engine translates, /v1/attention still works, a min_length at beam 4 is a 422."""
     from attnkit.tasks.translation import Translator
     from serve_helpers import live_server, post
 
@@ -116,5 +115,15 @@ def test_server_with_ctranslate2_engine(setup):
         assert code == 200, body
         code, body = post(url + "/v1/attention", {"text": sentences[0]})
         assert code == 200 and body["attention"], body
-        code, body = post(url + "/v1/translate", {"text": sentences[0], "beam": 4})
-        assert code == 422 and "length penalty 0" in body["error"] and "\n" not in body["error"], body
+        code, body = post(url + "/v1/translate", {"text": sentences[0], "beam": 4})  # the defaults: alpha 0.6
+        assert code == 200, body
+        code, body = post(url + "/v1/translate", {"text": sentences[0], "beam": 4, "min_length": 3})
+        assert code == 422 and "beam 1 only" in body["error"] and "\n" not in body["error"], body
+
+
+def test_the_default_command_works_with_ctranslate2s_length_penalty(setup, capsys):
+    """Beam 4 with attnkit's default length penalty 0.6 decodes through CTranslate2's own penalty."""
+    ckpt, src = setup
+    code, out, err = cli(capsys, "translate", "--checkpoint", ckpt, "--input", src, "--engine", "ctranslate2")
+    assert code == 0, err
+    assert len(out.splitlines()) == N_SENTENCES and all(line.strip() for line in out.splitlines())

@@ -162,3 +162,38 @@ def test_cli_fine_tune_error_is_one_line_exit_2(tmp_path, base):
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "model.d_model" in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_prepared_data_for_a_fine_tuning_uses_the_checkpoints_tokenizer(tmp_path, base):
+    """`attnkit prepare` with train.init_from encodes with the checkpoint's tokenizer, and a
+    fine-tuning trains from those arrays; data prepared with another tokenizer is refused."""
+    from attnkit.data.prepare import prepare
+
+    cfg = tuned(tmp_path, base, "train.max_steps=2", "valid.every=2")
+    prepare(cfg, tmp_path / "prep", workers=1, log=lambda m: None)
+    prepared_cfg = tuned(
+        tmp_path, base, "train.max_steps=2", "valid.every=2", f"data.prepared={tmp_path / 'prep'}"
+    )
+    state = load_checkpoint(train(prepared_cfg, **QUIET).last_checkpoint)
+    assert state["tokenizer"] == load_checkpoint(base)["tokenizer"] and state["step"] == 2
+    other = load_config(None, [*cfg_overrides(cfg), "train.init_from=", "tokenizer.vocab_size=60"])
+    prepare(other, tmp_path / "other", workers=1, log=lambda m: None)
+    wrong = tuned(
+        tmp_path,
+        base,
+        "train.max_steps=2",
+        f"data.prepared={tmp_path / 'other'}",
+        f"output_dir={tmp_path / 'w'}",
+    )
+    with pytest.raises((CheckpointError, ConfigError), match="prepare|prepared with"):
+        train(wrong, **QUIET)
+
+
+def cfg_overrides(cfg) -> list[str]:
+    """The data keys of ``cfg`` as overrides (to prepare the same corpus another way)."""
+    d = cfg.data
+    return [
+        f"data.corpus={d.corpus}",
+        f"data.train_files=[{d.train_files[0]}]",
+        f"data.valid_files=[{d.valid_files[0]}]",
+    ]
