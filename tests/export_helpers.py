@@ -115,3 +115,32 @@ def variant_checkpoint(name: str, seed: int = 3, **overrides) -> Path:
         path,
     )
     return path
+
+
+def lm_checkpoint(name: str, seed: int = 3, **overrides) -> Path:
+    """An untrained language model (model.arch lm, d_model 64, 2 layers, max_len 40) with the session
+    model's tokenizer and ``overrides``, its weights jittered as :func:`variant_checkpoint`'s."""
+    from attnkit.checkpoint import load_checkpoint, save_checkpoint
+    from attnkit.data.tokenizer import SubwordTokenizer
+    from attnkit.model import LMConfig, TransformerLM
+
+    state = load_checkpoint(trained_checkpoint())
+    vocab = SubwordTokenizer.from_state_dict(state["tokenizer"]).src_vocab_size
+    base = dict(d_model=64, n_heads=4, d_ff=128, n_layers=2, max_len=40, dropout=0.0, vocab_size=vocab)
+    cfg = LMConfig(**{**base, **overrides})
+    torch.manual_seed(seed)
+    model = TransformerLM(cfg).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    path = workdir() / f"lm-{name}.pt"
+    save_checkpoint(
+        {
+            "arch": "lm",
+            "model_config": cfg.to_dict(),
+            "tokenizer": state["tokenizer"],
+            "model": model.state_dict(),
+        },
+        path,
+    )
+    return path

@@ -137,10 +137,11 @@ def _pre_norm_checkpoint(folder):
     return path
 
 
-@pytest.mark.parametrize("fmt", ["ctranslate2", "huggingface"])
+@pytest.mark.parametrize("fmt", ["huggingface"])
 @pytest.mark.parametrize("positional", ["relative", "rotary"])
 def test_positions_inside_attention_are_refused(ckpt, tmp_path, capsys, fmt, positional):
-    """Neither converter writes relative or rotary self-attention: one line, exit 2, nothing written."""
+    """MarianMTModel has no relative or rotary self-attention: one line, exit 2, nothing written
+    (CTranslate2 converts both: tests/test_export_positions.py)."""
     from export_helpers import variant_checkpoint
 
     extra = {"relative_values": True} if positional == "relative" else {}

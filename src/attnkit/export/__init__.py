@@ -1,6 +1,7 @@
 """Models leave attnkit and come in: CTranslate2 and Hugging Face (MarianMTModel) export, Marian import.
 
-    export_checkpoint("ckpt.pt", "ctranslate2", "out_dir", quantization="int8")
+    export_checkpoint("ckpt.pt", "ctranslate2", "out_dir", quantization="int8")  # a Translator, or a
+                                                                   # Generator for model.arch lm
     export_checkpoint("ckpt.pt", "huggingface", "out_dir")
     import_checkpoint("huggingface", "marian_dir", "ckpt.pt")
 
@@ -17,6 +18,8 @@ from pathlib import Path
 from ..checkpoint import load_checkpoint, model_from_checkpoint
 from ..data.tokenizer import SubwordTokenizer
 from ..errors import CheckpointError, ConfigError
+from ..model.config import LMConfig
+from ..model.lm import TransformerLM
 from ..model.transformer import Transformer
 from ..tasks import task_of
 from .output import MARKER, check_replaceable, write_then_swap
@@ -27,21 +30,25 @@ IMPORT_FORMATS = ("huggingface",)
 
 
 def load_for_export(path: str | Path):
-    """(model in eval mode, tokenizer) of a Transformer checkpoint; another arch is a clear error."""
+    """(model in eval mode, tokenizer) of a Transformer or LM checkpoint; another arch is a clear error."""
     state = load_checkpoint(path)
     model = model_from_checkpoint(state).eval()
-    if not isinstance(model, Transformer):  # the converters write the Transformer's layers
+    if not isinstance(model, Transformer | TransformerLM):  # the converters write these layers
         raise CheckpointError(
             f"{path}: holds {task_of(state, path).noun} with model.arch {state['arch']!r}; "
-            "only Transformer translation checkpoints can be exported"
+            "only Transformer translation and language model (arch lm) checkpoints can be exported"
         )
     tokenizer = SubwordTokenizer.from_state_dict(state["tokenizer"])
     cfg = model.config
-    if (tokenizer.src_vocab_size, tokenizer.tgt_vocab_size) != (cfg.src_vocab_size, cfg.tgt_vocab_size):
-        raise CheckpointError(
-            f"{path}: tokenizer vocabularies ({tokenizer.src_vocab_size}, {tokenizer.tgt_vocab_size}) do not "
-            f"match the model's ({cfg.src_vocab_size}, {cfg.tgt_vocab_size})"
-        )
+    ours: tuple[int, ...]
+    theirs: tuple[int, ...]
+    if isinstance(cfg, LMConfig):  # one vocabulary, the tokenizer's source side
+        ours, theirs = (tokenizer.src_vocab_size,), (cfg.vocab_size,)
+    else:
+        ours = (tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
+        theirs = (cfg.src_vocab_size, cfg.tgt_vocab_size)
+    if ours != theirs:
+        raise CheckpointError(f"{path}: tokenizer vocabularies {ours} do not match the model's {theirs}")
     return model, tokenizer
 
 
@@ -66,6 +73,7 @@ def export_checkpoint(
     if fmt != "ctranslate2" and quantization != "float32":
         raise ConfigError("--quantization applies to --format ctranslate2 only")
     model, tokenizer = load_for_export(checkpoint)
+    lm = isinstance(model, TransformerLM)
     if fmt == "ctranslate2":
         from .ctranslate2 import check_exportable, export_ctranslate2
 
@@ -73,7 +81,12 @@ def export_checkpoint(
 
         def write(tmp: Path) -> None:
             export_ctranslate2(model, tokenizer, str(tmp), quantization=quantization)
-            write_sentencepiece(tokenizer, tmp)
+            write_sentencepiece(tokenizer, tmp, lm=lm)
+    elif lm:
+        raise ConfigError(
+            "Hugging Face export writes MarianMTModel (encoder-decoder) only; export a language model "
+            "(model.arch lm) with --format ctranslate2 (a ctranslate2.Generator)"
+        )
     else:
         from .huggingface import check_exportable as check_hf
         from .huggingface import export_marian
@@ -100,11 +113,11 @@ def import_checkpoint(fmt: str, source: str | Path, output: str | Path, *, force
     return save_checkpoint(import_marian(source), output)  # atomic: the old file stays until it is written
 
 
-def write_sentencepiece(tokenizer: SubwordTokenizer, folder: Path) -> None:
-    """The SentencePiece model(s) beside an exported model: joint -> sentencepiece.model, else
-    source.model and target.model."""
+def write_sentencepiece(tokenizer: SubwordTokenizer, folder: Path, *, lm: bool = False) -> None:
+    """The SentencePiece model(s) beside an exported model: joint or a language model's ->
+    sentencepiece.model, else source.model and target.model."""
     state = tokenizer.state_dict()
-    if tokenizer.joint:
+    if tokenizer.joint or lm:
         (folder / "sentencepiece.model").write_bytes(state["src"])
     else:
         (folder / "source.model").write_bytes(state["src"])

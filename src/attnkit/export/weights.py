@@ -12,8 +12,14 @@ and bias; biases are absent when ``config.bias`` is false):
     decoder.L.self_attn.*, decoder.L.cross_attn.*, decoder.L.ffn.*
     decoder.L.{self_attn,cross_attn,ffn}_norm
     encoder.final_norm, decoder.final_norm     pre-norm only
+    {encoder,decoder}.L.self_attn.rel_k        (2 clip + 1, Dh) Shaw et al.'s w^K (positional relative)
+    {encoder,decoder}.L.self_attn.rel_v        (2 clip + 1, Dh) w^V (relative_values)
     output.weight                              (V_tgt, D) the pre-softmax projection (tied: tgt_embed)
     output.bias                                (V_tgt,) when the model has one
+
+The language model (``TransformerLM``) uses the decoder's names without cross-attention: tgt_embed,
+tgt_positions, decoder.L.{self_attn,ffn}.*, decoder.L.{self_attn,ffn}_norm, decoder.final_norm,
+output.* (:func:`lm_name_table`).
 
 ``logical_weights(model)`` reads them; ``attnkit_state_dict(logical, config)`` is the inverse.
 Legend: D d_model, V vocabulary.
@@ -27,7 +33,7 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import CheckpointError, ConfigError
-from ..model import Transformer, TransformerConfig
+from ..model import LMConfig, Transformer, TransformerConfig, TransformerLM
 from ..positional import sinusoidal_encoding
 
 
@@ -52,6 +58,27 @@ def _norm(logical: str, attnkit: str) -> Iterator[tuple[str, str, slice | None]]
     return _linear(logical, attnkit, True)
 
 
+def _relative(logical: str, attnkit: str, cfg) -> Iterator[tuple[str, str, slice | None]]:
+    """Shaw et al.'s embeddings of one self-attention (shared by its heads), when it has them."""
+    if cfg.positional == "relative":
+        yield f"{logical}.rel_k", f"{attnkit}.positions.a_k", None
+        if cfg.relative_values:
+            yield f"{logical}.rel_v", f"{attnkit}.positions.a_v", None
+
+
+def _self_attention_layer(logical: str, attnkit: str, cfg) -> list[tuple[str, str, slice | None]]:
+    """An encoder (or LM) layer: self-attention and feed-forward, each with its residual norm."""
+    d, b = cfg.d_model, cfg.bias
+    return [
+        *_attention(f"{logical}.self_attn", f"{attnkit}.self_attn", d, b),
+        *_relative(f"{logical}.self_attn", f"{attnkit}.self_attn", cfg),
+        *_norm(f"{logical}.self_attn_norm", f"{attnkit}.attn_residual.norm"),
+        *_linear(f"{logical}.ffn.w1", f"{attnkit}.ffn.w1", b),
+        *_linear(f"{logical}.ffn.w2", f"{attnkit}.ffn.w2", b),
+        *_norm(f"{logical}.ffn_norm", f"{attnkit}.ffn_residual.norm"),
+    ]
+
+
 def name_table(cfg: TransformerConfig) -> list[tuple[str, str, slice | None]]:
     """(logical name, attnkit state_dict name, rows of that tensor or None for all of it).
 
@@ -66,15 +93,11 @@ def name_table(cfg: TransformerConfig) -> list[tuple[str, str, slice | None]]:
     if cfg.share_vocab:
         table.append(("src_embed", "tgt_embed.embedding.weight", None))
     for i in range(cfg.n_encoder_layers):
-        layer = f"encoder.layers.{i}"
-        table += _attention(f"encoder.{i}.self_attn", f"{layer}.self_attn", d, b)
-        table += _norm(f"encoder.{i}.self_attn_norm", f"{layer}.attn_residual.norm")
-        table += _linear(f"encoder.{i}.ffn.w1", f"{layer}.ffn.w1", b)
-        table += _linear(f"encoder.{i}.ffn.w2", f"{layer}.ffn.w2", b)
-        table += _norm(f"encoder.{i}.ffn_norm", f"{layer}.ffn_residual.norm")
+        table += _self_attention_layer(f"encoder.{i}", f"encoder.layers.{i}", cfg)
     for i in range(cfg.n_decoder_layers):
         layer = f"decoder_layers.{i}"
         table += _attention(f"decoder.{i}.self_attn", f"{layer}.self_attn", d, b)
+        table += _relative(f"decoder.{i}.self_attn", f"{layer}.self_attn", cfg)
         table += _norm(f"decoder.{i}.self_attn_norm", f"{layer}.self_residual.norm")
         table += _attention(f"decoder.{i}.cross_attn", f"{layer}.cross_attn", d, b)
         table += _norm(f"decoder.{i}.cross_attn_norm", f"{layer}.cross_residual.norm")
@@ -96,27 +119,46 @@ def name_table(cfg: TransformerConfig) -> list[tuple[str, str, slice | None]]:
     return table
 
 
-def logical_weights(model: Transformer) -> dict[str, Tensor]:
-    """Every weight of an attnkit Transformer under its logical name (float32, CPU, detached).
+def lm_name_table(cfg: LMConfig) -> list[tuple[str, str, slice | None]]:
+    """:func:`name_table` for the decoder-only language model."""
+    table: list[tuple[str, str, slice | None]] = [("tgt_embed", "embed.embedding.weight", None)]
+    for i in range(cfg.n_layers):
+        table += _self_attention_layer(f"decoder.{i}", f"layers.{i}", cfg)
+    if cfg.norm == "pre":
+        table += _norm("decoder.final_norm", "final_norm")
+    if cfg.positional == "learned":
+        table.append(("tgt_positions", "embed.positions.embedding.weight", None))
+    table += _linear("output", "output_proj", not cfg.tie_output)
+    if cfg.tie_output:
+        table.append(("tgt_embed", "output_proj.weight", None))
+    return table
 
-    A model holding a weight the table does not name (relative position embeddings, say) is refused:
-    a converter that dropped it would write a model that computes something else.
+
+def logical_weights(model: Transformer | TransformerLM, *, positions: int = 0) -> dict[str, Tensor]:
+    """Every weight of an attnkit Transformer or LM under its logical name (float32, CPU, detached).
+
+    ``positions``: rows of the sinusoidal tables (at least the model's max_len): a runtime that
+    decodes further than attnkit needs the same sinusoids further on.
+    A model holding a weight the table does not name is refused: a converter that dropped it would
+    write a model that computes something else.
     """
     cfg = model.config
     state = model.state_dict()
-    unknown = sorted(set(state) - {name for _, name, _ in name_table(cfg)})
+    table = lm_name_table(cfg) if isinstance(cfg, LMConfig) else name_table(cfg)
+    unknown = sorted(set(state) - {name for _, name, _ in table})
     if unknown:
         raise ConfigError(
             f"export: this model has weights no converter maps ({', '.join(unknown[:3])}"
             f"{', ...' if len(unknown) > 3 else ''}); refusing to write a model without them"
         )
     out: dict[str, Tensor] = {}
-    for logical, name, rows in name_table(cfg):
+    for logical, name, rows in table:
         if logical not in out:
             tensor = state[name] if rows is None else state[name][rows]
             out[logical] = tensor.detach().float().cpu().clone()
     if cfg.positional == "sinusoidal":
-        out["src_positions"] = out["tgt_positions"] = sinusoidal_encoding(cfg.max_len, cfg.d_model)
+        n_rows = max(positions, cfg.max_len)
+        out["src_positions"] = out["tgt_positions"] = sinusoidal_encoding(n_rows, cfg.d_model)
     return out
 
 
