@@ -1,0 +1,313 @@
+"""Greedy and beam search over one fixed layout: a decoding step a compiler can take whole.
+
+An opt-in layer at the edge, as :mod:`attnkit.fast`: the Transformer's files stay as they are, and
+this drives their own modules (embedding, decoder layers, output projection) over buffers of fixed
+shape, so that ``torch.compile(step, fullgraph=True)`` traces one graph per shape and reuses it for
+every position and every sentence of the same buckets (gpt-fast's static KV cache):
+
+- self-attention keys and values live in preallocated buffers (R, H, Tb, Dh) per decoder layer,
+  written in place at the step's position (:class:`SlotCache`); attention reads the whole buffer
+  through a mask of the positions written so far;
+- R rows is the live rows rounded up to a power of two (:func:`row_bucket`), Tb the longest length
+  limit and Sb the source length rounded up to a multiple of 32 (:func:`length_bucket`);
+- cross-attention keys and values are projected once per sentence and copied to each of its rows;
+- the search's moves are index operations on the buffers (:class:`StaticState`): ``select`` only
+  forgets rows (they keep decoding, unread), ``reorder`` copies rows in place, ``expand`` too;
+- the step also applies :func:`~.common.step_log_probs`' rules (no pad or bos, eos not before
+  ``min_len``, only eos at a row's length limit) with ``torch.where``, never a Python branch on data.
+
+The searches are today's strategies (:class:`~.search.Greedy`, :class:`~.beam.BeamSearch`) over this
+state; tests/test_decoding_static.py checks they give today's tokens and scores. Absolute positions
+only (sinusoidal, learned): relative and rotary self-attention count positions from the cache's
+length. No controls, forced prefixes or attention outputs.
+
+Legend: B sentences, K beam, N live rows, R buffer rows, L layers, H heads, Dh head size, Tb cache
+positions, S/Sb source length (bucketed), V vocabulary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
+from typing import Any, cast
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..attention import KVCache
+from ..model.interface import Seq2SeqModel
+from ..model.layers import DecoderLayer
+from ..model.transformer import Transformer, TransformerState
+from ..positional import ABSOLUTE
+from .beam import BeamSearch
+from .common import Hypothesis, start_from_source
+from .search import Greedy, Strategy
+
+MAX_ROW_BUCKET = 256  # rows beyond it round up to a multiple of it
+LENGTH_MULTIPLE = 32
+
+
+def row_bucket(n: int) -> int:
+    """Buffer rows for ``n`` live rows: 1, 2, 4, ..., 256, then multiples of 256."""
+    if n <= MAX_ROW_BUCKET:
+        return 1 << max(n - 1, 0).bit_length()
+    return -(-n // MAX_ROW_BUCKET) * MAX_ROW_BUCKET
+
+
+def length_bucket(n: int, multiple: int = LENGTH_MULTIPLE) -> int:
+    """Buffer positions for ``n`` positions: ``n`` rounded up to a multiple of ``multiple``."""
+    return max(-(-n // multiple), 1) * multiple
+
+
+class SlotCache(KVCache):
+    """A self-attention cache of fixed size: ``append`` writes the step's keys and values in place at
+    position ``pos`` (1,) and returns the whole buffers, positions not yet written included (the
+    caller masks them). Its length is no position: absolute positions only."""
+
+    def __init__(self, k: Tensor, v: Tensor, pos: Tensor):
+        super().__init__()
+        self.k_buf, self.v_buf, self.pos = k, v, pos  # (R, H, Tb, Dh) x 2, (1,)
+
+    def __len__(self) -> int:
+        raise TypeError("a SlotCache has no length: the step's position is explicit")
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        self.k_buf.index_copy_(2, self.pos, k)  # (R, H, Tb, Dh) <- (R, H, 1, Dh) at pos
+        self.v_buf.index_copy_(2, self.pos, v)
+        return self.k_buf, self.v_buf
+
+
+@dataclass
+class StaticCaches:
+    """Every tensor a step reads, of fixed shape for one bucket (R, Tb, Sb)."""
+
+    self_k: list[Tensor]  # L x (R, H, Tb, Dh), written in place
+    self_v: list[Tensor]
+    cross_k: list[Tensor]  # L x (R, H, Sb, Dh), each row its sentence's
+    cross_v: list[Tensor]
+    src_mask: Tensor  # (R, 1, 1, Sb) True = real source token
+    limits: Tensor  # (R,) most tokens (eos included) each row may produce
+
+
+class StaticStep(nn.Module):
+    """(tokens (R,) at position ``pos`` (1,), caches) -> log-probabilities (R, V) of the next token.
+
+    Writes the keys and values of ``pos`` into ``caches``. No Python branch depends on data, so
+    ``torch.compile(step, fullgraph=True)`` takes it whole, once per bucket.
+
+    Args:
+        model: a Transformer in eval mode with absolute positions (its modules do the math).
+        min_len: eos is banned before this many tokens.
+    """
+
+    is_eos: Tensor  # (V,) bool
+    banned: Tensor  # (V,) bool: pad and bos, never generated
+
+    def __init__(self, model: Transformer, *, min_len: int = 0):
+        super().__init__()
+        cfg = model.config
+        if cfg.positional not in ABSOLUTE:
+            raise ValueError(f"static decoding needs absolute positions, not {cfg.positional!r}")
+        if model.training:
+            raise ValueError("static decoding needs a model in eval mode")
+        self.model, self.min_len = model, min_len
+        vocab = torch.arange(cfg.tgt_vocab_size, device=model.output_proj.weight.device)
+        self.register_buffer("is_eos", vocab == cfg.eos_id, persistent=False)
+        self.register_buffer("banned", (vocab == cfg.pad_id) | (vocab == cfg.bos_id), persistent=False)
+
+    def embed(self, tokens: Tensor, pos: Tensor) -> Tensor:
+        """tokens (R,) at position pos (1,) -> (R, 1, D), as ``TokenEmbedding`` at offset pos."""
+        emb = self.model.tgt_embed
+        assert emb.positions is not None  # absolute positions (checked in __init__)
+        x = emb.embedding(tokens[:, None]) * emb.scale  # (R, 1, D)
+        return emb.dropout(x + emb.positions(pos))  # + (1, D)
+
+    def forward(self, tokens: Tensor, pos: Tensor, caches: StaticCaches) -> Tensor:
+        m = self.model
+        y = self.embed(tokens, pos)  # (R, 1, D)
+        Tb = caches.self_k[0].size(2)
+        written = (torch.arange(Tb, device=pos.device) <= pos)[None, None, None, :]  # (1, 1, 1, Tb)
+        layers = cast(Iterable[DecoderLayer], m.decoder_layers)
+        for layer, k, v, ck, cv in zip(layers, caches.self_k, caches.self_v, caches.cross_k, caches.cross_v):
+            y, _, _ = layer(
+                y, (ck, cv), src_mask=caches.src_mask, self_cache=SlotCache(k, v, pos), self_mask=written
+            )
+        logits = m.output_proj(m.decoder_norm(y))[:, 0].float()  # (R, V)
+        logp = torch.log_softmax(logits, dim=-1)
+        eos = logp[:, m.config.eos_id, None]  # (R, 1) before any ban
+        inf = torch.tensor(float("-inf"), device=logp.device)
+        logp = logp.masked_fill(self.banned | (self.is_eos & (pos < self.min_len)), float("-inf"))
+        at_limit = (pos + 1 >= caches.limits)[:, None]  # (R, 1): only eos, at its own log-probability
+        return torch.where(at_limit, torch.where(self.is_eos, eos, inf), logp)
+
+
+class StaticState:
+    """The searches' decoder state (:class:`~attnkit.model.interface.DecoderState`) over
+    :class:`StaticCaches`: live row i sits in buffer row ``rows[i]``.
+
+    A sentence owns ``spacing`` consecutive buffer rows from the start (its beam), so ``expand``
+    needs no new buffers, and rows never move between sentences: cross-attention never moves.
+    """
+
+    def __init__(self, caches: StaticCaches, n_sentences: int, spacing: int):
+        self.caches, self.spacing, self.group, self.pos = caches, spacing, 1, 0
+        self.rows = torch.arange(n_sentences, device=caches.src_mask.device) * spacing  # (N,)
+
+    def __len__(self) -> int:
+        return self.pos
+
+    def expand(self, k: int) -> None:
+        if self.group != 1 or k != self.spacing:
+            raise ValueError(f"expand to {k} rows needs one row per sentence, {k} buffer rows apart")
+        rows = (self.rows[:, None] + torch.arange(k, device=self.rows.device)).view(-1)  # (N * k,)
+        self._copy_rows(rows, self.rows.repeat_interleave(k))
+        self.rows, self.group = rows, k
+
+    def reorder(self, rows: Tensor) -> None:
+        self._copy_rows(self.rows, self.rows.index_select(0, rows))
+
+    def select(self, sentences: Tensor) -> None:
+        """Forget the other sentences' rows: they keep decoding in the buffers, unread."""
+        G = self.group
+        live = (sentences[:, None] * G + torch.arange(G, device=sentences.device)).view(-1)  # (B' * G,)
+        self.rows = self.rows.index_select(0, live)
+
+    def _copy_rows(self, dst: Tensor, src: Tensor) -> None:
+        """Buffer rows ``dst`` (n,) take the self-attention keys and values of rows ``src`` (n,)."""
+        for buf in (*self.caches.self_k, *self.caches.self_v):
+            buf.index_copy_(0, dst, buf.index_select(0, src))
+
+    def step(self, run: Callable[[Tensor, Tensor, StaticCaches], Tensor], last: Tensor) -> Tensor:
+        """Decode the live rows' newest tokens ``last`` (N,) with ``run`` (a :class:`StaticStep`,
+        compiled or not): log-probabilities (N, V); the position advances."""
+        Tb = self.caches.self_k[0].size(2)
+        if self.pos >= Tb:
+            raise ValueError(f"position {self.pos} is beyond the buffers' {Tb}")
+        R = self.caches.limits.size(0)
+        tokens = last.new_zeros(R).index_copy_(0, self.rows, last)  # (R,) other rows: pad
+        pos = torch.tensor([self.pos], device=last.device)
+        logp = run(tokens, pos, self.caches)  # (R, V)
+        self.pos += 1
+        return logp.index_select(0, self.rows)  # (N, V)
+
+
+def start_static(
+    model: Seq2SeqModel, src: Tensor, *, spacing: int, max_len_a: float, max_len_b: int
+) -> tuple[StaticState, Tensor, Tensor]:
+    """Encode src (B, S) as today's searches do; the state over buffers of this batch's buckets,
+    the first tokens (B, 1) (bos) and the length limits (B,)."""
+    state, first, limits = start_from_source(model, src, max_len_a, max_len_b)
+    assert isinstance(state, TransformerState)
+    B, S = src.shape
+    R, Tb, Sb = row_bucket(B * spacing), length_bucket(int(limits.max())), length_bucket(S)
+    # Each buffer row's sentence; rows beyond the batch copy the last one (real keys: no NaN).
+    sentence = (torch.arange(R, device=src.device) // spacing).clamp(max=B - 1)  # (R,)
+    cross_k = [F.pad(k, (0, 0, 0, Sb - S)).index_select(0, sentence) for k, _ in state.cross_kv]
+    cross_v = [F.pad(v, (0, 0, 0, Sb - S)).index_select(0, sentence) for _, v in state.cross_kv]
+    H, Dh = cross_k[0].size(1), cross_k[0].size(3)
+    n_layers = len(state.cross_kv)
+    self_k = [cross_k[0].new_zeros(R, H, Tb, Dh) for _ in range(n_layers)]
+    self_v = [cross_k[0].new_zeros(R, H, Tb, Dh) for _ in range(n_layers)]
+    src_mask = F.pad(state.src_mask, (0, Sb - S), value=False).index_select(0, sentence)  # (R, 1, 1, Sb)
+    caches = StaticCaches(self_k, self_v, cross_k, cross_v, src_mask, limits.index_select(0, sentence))
+    return StaticState(caches, B, spacing), first, limits
+
+
+def run_static(run: Callable[[Tensor, Tensor, StaticCaches], Tensor], state: StaticState, strategy: Strategy):
+    """:func:`~.search.run_search`'s loop over the static step: results in tag order 0..B-1."""
+    results: dict[Hashable, Any] = {}
+    while len(strategy):
+        logp = state.step(run, strategy.last_tokens()[:, -1])
+        results.update(strategy.advance(logp, None, state))
+    return [results[i] for i in range(len(results))]
+
+
+class StaticDecoder:
+    """Greedy and beam search of ``model`` through one :class:`StaticStep`, kept so that a compiled
+    step serves every batch of the same buckets.
+
+    Args:
+        model: the Transformer (eval mode, absolute positions).
+        min_len: eos is banned before this many tokens (fixed for the decoder's step).
+    """
+
+    def __init__(self, model: Seq2SeqModel, *, min_len: int = 0):
+        self.model = model
+        self.step = StaticStep(_transformer(model), min_len=min_len)
+        self.run: Callable[[Tensor, Tensor, StaticCaches], Tensor] = self.step
+
+    def compile(self, **options: Any) -> StaticDecoder:
+        """Run the step through ``torch.compile(step, fullgraph=True, **options)`` from now on."""
+        self.run = cast(
+            Callable[[Tensor, Tensor, StaticCaches], Tensor],
+            torch.compile(self.step, fullgraph=True, **options),
+        )
+        return self
+
+    @torch.no_grad()
+    def greedy(self, src: Tensor, *, max_len_a: float = 1.5, max_len_b: int = 10) -> list[Hypothesis]:
+        """As :func:`~.greedy.greedy_search`: one hypothesis per sentence of src (B, S), in order."""
+        state, first, limits = start_static(
+            self.model, src, spacing=1, max_len_a=max_len_a, max_len_b=max_len_b
+        )
+        return run_static(self.run, state, Greedy(self.model.config.eos_id, first, limits))
+
+    @torch.no_grad()
+    def beam(
+        self,
+        src: Tensor,
+        *,
+        beam_size: int = 4,
+        length_penalty_alpha: float = 0.6,
+        nbest: int = 1,
+        max_len_a: float = 1.5,
+        max_len_b: int = 10,
+    ) -> list[list[Hypothesis]]:
+        """As :func:`~.beam.beam_search`: each sentence's ``nbest`` hypotheses, best first."""
+        state, first, limits = start_static(
+            self.model, src, spacing=beam_size, max_len_a=max_len_a, max_len_b=max_len_b
+        )
+        search = BeamSearch(
+            self.model.config.eos_id,
+            beam_size=beam_size,
+            length_penalty_alpha=length_penalty_alpha,
+            nbest=nbest,
+        )
+        search.add(first, limits, list(range(src.size(0))), rows=1)
+        return run_static(self.run, state, search)
+
+
+def _transformer(model: object) -> Transformer:
+    if not isinstance(model, Transformer):
+        raise TypeError(f"static decoding serves the Transformer, not {type(model).__name__}")
+    return model
+
+
+def greedy_search_static(
+    model: Seq2SeqModel, src: Tensor, *, max_len_a: float = 1.5, max_len_b: int = 10, min_len: int = 0
+) -> list[Hypothesis]:
+    """:func:`~.greedy.greedy_search` over the static step (eager; :class:`StaticDecoder` compiles)."""
+    return StaticDecoder(model, min_len=min_len).greedy(src, max_len_a=max_len_a, max_len_b=max_len_b)
+
+
+def beam_search_static(
+    model: Seq2SeqModel,
+    src: Tensor,
+    *,
+    beam_size: int = 4,
+    length_penalty_alpha: float = 0.6,
+    nbest: int = 1,
+    max_len_a: float = 1.5,
+    max_len_b: int = 10,
+    min_len: int = 0,
+) -> list[list[Hypothesis]]:
+    """:func:`~.beam.beam_search` over the static step (eager; :class:`StaticDecoder` compiles)."""
+    return StaticDecoder(model, min_len=min_len).beam(
+        src,
+        beam_size=beam_size,
+        length_penalty_alpha=length_penalty_alpha,
+        nbest=nbest,
+        max_len_a=max_len_a,
+        max_len_b=max_len_b,
+    )

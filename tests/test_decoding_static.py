@@ -1,0 +1,147 @@
+"""attnkit.decoding.static: the fixed-layout step equals today's cached decoder, its searches give
+today's tokens and scores, and a compiled step is one graph for every position and sentence of a bucket.
+"""
+
+import pytest
+import torch
+from torch._dynamo.testing import CompileCounter
+
+from attnkit.attention import KVCache
+from attnkit.decoding import beam_search, greedy_search, step_log_probs
+from attnkit.decoding.static import (
+    StaticDecoder,
+    StaticStep,
+    beam_search_static,
+    greedy_search_static,
+    length_bucket,
+    row_bucket,
+    start_static,
+)
+from helpers import make_model, random_tokens
+
+
+def padded_source(B: int = 6, S: int = 7, seed: int = 3) -> torch.Tensor:
+    src = random_tokens(B, S, seed=seed)
+    src[2, 3:] = 0  # one short sentence: padding in the source
+    return src
+
+
+def same_hypotheses(got, want, tol: float = 1e-5) -> None:
+    assert [h.tokens for h in got] == [h.tokens for h in want]
+    for g, w in zip(got, want, strict=True):
+        assert g.log_prob == pytest.approx(w.log_prob, abs=tol)
+        assert g.score == pytest.approx(w.score, abs=tol)
+
+
+def same_beams(got, want, tol: float = 1e-5) -> None:
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        same_hypotheses(g, w, tol)
+
+
+def test_buckets():
+    assert [row_bucket(n) for n in (1, 2, 3, 5, 64, 65, 256, 257)] == [1, 2, 4, 8, 64, 128, 256, 512]
+    assert [length_bucket(n) for n in (0, 1, 32, 33)] == [32, 32, 32, 64]
+
+
+@pytest.mark.parametrize("kind", ["transformer", "transformer-pre"])
+def test_step_equals_the_cached_decoder_step(kind):
+    # The same tokens through both: the static step's log-probabilities (rules included) are
+    # step_log_probs' over the model's own decode, at every position, with rows at their limit.
+    model = make_model(kind)
+    src = padded_source()
+    state, first, limits = start_static(model, src, spacing=1, max_len_a=1.5, max_len_b=10)
+    limits = torch.tensor([3, 20, 5, 20, 4, 20])
+    state.caches.limits[:6] = limits
+    eager = model.init_state(model.encode(src))
+    step = StaticStep(model, min_len=2)
+    tokens = first[:, 0]
+    for t in range(5):
+        got = state.step(step, tokens)
+        want, _ = step_log_probs(model, tokens[:, None], eager, step=t, limits=limits, min_len=2)
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+        assert torch.equal(got.isinf(), want.isinf())
+        tokens = random_tokens(6, 1, seed=10 + t)[:, 0]
+
+
+def test_embedding_equals_the_models():
+    model = make_model("transformer")
+    tokens = random_tokens(4, 1)[:, 0]
+    got = StaticStep(model).embed(tokens, torch.tensor([5]))
+    torch.testing.assert_close(got, model.tgt_embed(tokens[:, None], 5), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("kind", ["transformer", "transformer-pre"])
+def test_greedy_equals_greedy_search(kind):
+    model = make_model(kind)
+    for src, min_len in ((padded_source(), 0), (padded_source(5, 4, seed=8), 3), (padded_source()[:1], 0)):
+        same_hypotheses(
+            greedy_search_static(model, src, min_len=min_len), greedy_search(model, src, min_len=min_len)
+        )
+
+
+@pytest.mark.parametrize(
+    ("kind", "beam", "alpha"), [("transformer", 1, 0.0), ("transformer", 4, 0.6), ("transformer-pre", 5, 1.0)]
+)
+def test_beam_equals_beam_search(kind, beam, alpha):
+    model = make_model(kind)
+    src = padded_source()
+    kwargs = dict(beam_size=beam, length_penalty_alpha=alpha, nbest=beam)
+    same_beams(beam_search_static(model, src, **kwargs), beam_search(model, src, **kwargs))
+
+
+def test_refuses_other_models_and_positions():
+    with pytest.raises(TypeError, match="Transformer"):
+        StaticDecoder(make_model("rnn"))
+    with pytest.raises(ValueError, match="absolute positions"):
+        StaticDecoder(make_model("transformer", positional="rotary"))
+    with pytest.raises(ValueError, match="eval mode"):
+        StaticDecoder(make_model("transformer").train())
+
+
+def test_compiled_step_is_one_graph_for_every_position_and_sentence_of_a_bucket():
+    model = make_model("transformer")
+    counter = CompileCounter()
+    decoder = StaticDecoder(model).compile(backend=counter)
+    for seed in range(3):  # 5 and 6 sentences of up to 7 tokens: the same buckets (8 rows, 32, 32)
+        src = padded_source(5 + seed % 2, 7, seed=seed)
+        same_hypotheses(decoder.greedy(src), greedy_search(model, src))
+    assert counter.frame_count == 1
+    for seed in range(2):  # beam 4 of 6 sentences: 32 rows, one more graph; reorders add none
+        src = padded_source(6, 6, seed=seed)
+        same_beams(decoder.beam(src), beam_search(model, src))
+    assert counter.frame_count == 2
+
+
+def test_aot_eager_graph_gives_the_same_searches():
+    # A real graph: in-place cache writes go through functionalization and are written back.
+    model = make_model("transformer-pre")
+    decoder = StaticDecoder(model).compile(backend="aot_eager")
+    src = padded_source()
+    same_hypotheses(decoder.greedy(src), greedy_search(model, src))
+    same_beams(decoder.beam(src, beam_size=2), beam_search(model, src, beam_size=2))
+
+
+def test_trained_model_gives_the_same_translations():
+    from attnkit.checkpoint import load_checkpoint, model_from_checkpoint
+    from attnkit.data.tokenizer import SubwordTokenizer
+    from export_helpers import flickr_sentences, trained_checkpoint
+
+    state = load_checkpoint(trained_checkpoint())
+    model = model_from_checkpoint(state).eval()
+    tok = SubwordTokenizer.from_state_dict(state["tokenizer"])
+    ids = [tok.encode(s, side="src") for s in flickr_sentences(24)[0]]
+    width = max(len(s) for s in ids)
+    src = torch.tensor([s + [model.config.pad_id] * (width - len(s)) for s in ids])
+    same_hypotheses(greedy_search_static(model, src), greedy_search(model, src))
+    same_beams(beam_search_static(model, src, beam_size=4), beam_search(model, src, beam_size=4))
+
+
+def test_kv_cache_contract():
+    # SlotCache is a KVCache the attention layers accept; its length is never asked for here.
+    from attnkit.decoding.static import SlotCache
+
+    cache = SlotCache(torch.zeros(2, 1, 4, 3), torch.zeros(2, 1, 4, 3), torch.tensor([2]))
+    assert isinstance(cache, KVCache)
+    k, _ = cache.append(torch.ones(2, 1, 1, 3), torch.ones(2, 1, 1, 3))
+    assert k[:, :, 2].eq(1).all() and k[:, :, [0, 1, 3]].eq(0).all()
