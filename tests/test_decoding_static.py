@@ -9,6 +9,7 @@ from torch._dynamo.testing import CompileCounter
 from attnkit.attention import KVCache
 from attnkit.decoding import beam_search, greedy_search, step_log_probs
 from attnkit.decoding.static import (
+    SlotCache,
     StaticDecoder,
     StaticStep,
     beam_search_static,
@@ -138,9 +139,7 @@ def test_trained_model_gives_the_same_translations():
 
 
 def test_kv_cache_contract():
-    # SlotCache is a KVCache the attention layers accept; its length is never asked for here.
-    from attnkit.decoding.static import SlotCache
-
+    # SlotCache is a KVCache the attention layers accept, written at its position only.
     cache = SlotCache(torch.zeros(2, 1, 4, 3), torch.zeros(2, 1, 4, 3), torch.tensor([2]))
     assert isinstance(cache, KVCache)
     k, _ = cache.append(torch.ones(2, 1, 1, 3), torch.ones(2, 1, 1, 3))
