@@ -56,14 +56,14 @@ def test_resume_with_an_average_is_exact_and_checkpoints_hold_both(tmp_path, tin
 def test_validation_scores_the_average(tmp_path, tiny_config):  # noqa: F811
     """The logged validation loss is the average's: a decay near 1 keeps the first step's weights,
     whose loss is far above the trained model's."""
-    common = ("train.max_steps=20", "valid.every=20")
+    common = ("train.max_steps=10", "valid.every=10")
     lines: list[str] = []
     train(tiny_config(tmp_path / "a", *common), log=lines.append)
     slow: list[str] = []
     train(tiny_config(tmp_path / "b", *common, "train.ema_decay=0.999"), log=slow.append)
 
     def loss(log):
-        (line,) = [x for x in log if x.startswith("validation at step 20")]
+        (line,) = [x for x in log if x.startswith("validation at step 10")]
         return float(line.split("loss ")[1].split(",")[0])
 
     assert loss(slow) > loss(lines) + 0.3
