@@ -65,8 +65,8 @@ def test_overrides_may_stand_anywhere_after_the_command():
     with pytest.raises(SystemExit) as stop:
         parse(["train", "--config", "c.yaml", "a.b=1", "--bogus"])
     assert stop.value.code == 2
-    with pytest.raises(SystemExit):
-        parse(["translate", "--checkpoint", "x.pt", "a.b=1"])  # translate takes no overrides
+    with pytest.raises(SystemExit):  # translate takes no overrides (--checkpoint takes several paths)
+        parse(["translate", "--checkpoint", "x.pt", "--input", "in.de", "a.b=1"])
 
 
 def test_one_padding_for_every_batch():
