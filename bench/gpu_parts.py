@@ -328,8 +328,53 @@ def main_job_model(ctx: Context) -> tuple[dict, int, object, str]:
     return dims, cfg.tokenizer.vocab_size, None, "random init (configs/multi30k_de_en_tiny.yaml)"
 
 
+def graphs_adapter(model, *, capture: bool):
+    """attnkit's searches over the fixed-layout step replayed from CUDA graphs (``capture``), as a peer."""
+    from attnkit.decoding.static import StaticDecoder
+
+    from .peers.common import PeerAdapter
+
+    decoders: dict[int, StaticDecoder] = {}  # n_tokens -> decoder (min_len is fixed per step)
+
+    def decode(src, beam_size: int = 1, n_tokens: int = 30):
+        model.eval()
+        if n_tokens not in decoders:
+            decoders[n_tokens] = StaticDecoder(model, min_len=n_tokens).cuda_graphs(capture=capture)
+        dec, limit = decoders[n_tokens], dict(max_len_a=0, max_len_b=n_tokens + 1)
+        if beam_size == 1:
+            hyps = dec.greedy(src, **limit)
+        else:
+            hyps = [nbest[0] for nbest in dec.beam(src, beam_size=beam_size, **limit)]
+        return torch.tensor([h.tokens for h in hyps], dtype=torch.long)  # (B, n_tokens)
+
+    notes = "attnkit.decoding.static.StaticDecoder(...).cuda_graphs(): one captured step per bucket"
+    return PeerAdapter("attnkit-graphs", "", model, 0, notes, None, decode, (1, 4))
+
+
+def same_tokens_as_eager(model, src) -> dict:
+    """Float32 greedy and beam 4 (free lengths, EOS allowed) of the CUDA-graph step against today's
+    eager searches: the share of sentences with identical tokens, and the largest score difference."""
+    from attnkit.decoding import beam_search, greedy_search
+    from attnkit.decoding.static import StaticDecoder
+
+    model.eval()
+    dec = StaticDecoder(model).cuda_graphs(capture=src.is_cuda)
+    with torch.no_grad():
+        pairs = [(dec.greedy(src), greedy_search(model, src))]
+        pairs.append(([b[0] for b in dec.beam(src)], [b[0] for b in beam_search(model, src)]))
+    same = [[g.tokens == w.tokens for g, w in zip(got, want)] for got, want in pairs]
+    gaps = [abs(g.score - w.score) for got, want in pairs for g, w in zip(got, want) if g.tokens == w.tokens]
+    gap = max(gaps, default=float("nan"))
+    return {
+        "greedy same": sum(same[0]) / len(same[0]),
+        "beam 4 same": sum(same[1]) / len(same[1]),
+        "score gap": gap,
+    }
+
+
 def decode(ctx: Context, emit: Emit) -> None:
-    """Greedy and beam 4 sentences/s, fixed length with EOS masked: attnkit eager vs HF generate."""
+    """Greedy and beam 4 sentences/s, fixed length with EOS masked: attnkit eager, attnkit's static
+    step from CUDA graphs, HF generate."""
     s, dev, amp = ctx.sizes, ctx.device, autocast(ctx.device)
     dims, vocab, model, weights = main_job_model(ctx)
     models = {
@@ -341,21 +386,33 @@ def decode(ctx: Context, emit: Emit) -> None:
         batch=s.decode_batch,
         source_length=20,
         precision="bf16 autocast",
-        not_available="attnkit compiled: compiled / CUDA-graph decoding is not built yet (its own issue)",
+        graphs="attnkit CUDA graphs: attnkit.decoding.static's fixed-layout step replayed from one CUDA "
+        "graph per bucket (StaticDecoder.cuda_graphs()); the same searches' Python between steps. "
+        "Same tokens: 64 sentences in float32 without autocast, free lengths, against greedy_search / "
+        "beam_search.",
         models={name: {**d, "vocab": v, "weights": w} for name, (d, v, _, w) in models.items()},
     )
     rows: list[dict] = []
     for name, (d, v, m, _) in models.items():
         adapters = adapters_of(d, v, dev, hf=True, model=m)
+        adapters["attnkit-graphs"] = graphs_adapter(adapters["attnkit"].model, capture=dev == "cuda")
         src = random_batch(s.decode_batch, 20, seed=1, vocab=v).src.to(dev)
-        engines = {"attnkit": "attnkit eager", "transformers-marian": "HF generate eager"}
+        engines = {
+            "attnkit": "attnkit eager",
+            "attnkit-graphs": "attnkit CUDA graphs" if dev == "cuda" else "attnkit static (CPU: no capture)",
+            "transformers-marian": "HF generate eager",
+        }
         cells = {n: {"model": name, "engine": engines[n], "status": "ok"} for n in adapters}
         for beam in (1, 4):
             res = decode_benchmark(adapters, [src], beam, s.n_tokens, timing_args(ctx), amp)
             for n, r in res.items():
                 cells[n]["greedy" if beam == 1 else "beam 4"] = r["median"]  # sentences/s
+        graphs, eager = cells["attnkit-graphs"], cells["attnkit"]
+        graphs.update(same_tokens_as_eager(adapters["attnkit"].model, src[:64]))
+        for search in ("greedy", "beam 4"):
+            if search in graphs and search in eager:
+                graphs[f"{search} vs eager"] = graphs[search] / eager[search]
         rows += cells.values()
-        rows.append({"model": name, "engine": "attnkit compiled", "status": "not available"})
         emit(rows=rows)
         del adapters
         free_memory()
@@ -364,7 +421,7 @@ def decode(ctx: Context, emit: Emit) -> None:
 PARTS = {
     "train_base": Part(
         train_base,
-        125,
+        110,
         (
             ("engine", "engine", ""),
             ("params", "n_params", ",.0f"),
@@ -377,7 +434,7 @@ PARTS = {
     ),
     "attention": Part(
         attention,
-        30,
+        25,
         (
             ("T", "T", ""),
             ("B", "B", ""),
@@ -391,13 +448,18 @@ PARTS = {
     ),
     "decode": Part(
         decode,
-        60,
+        90,
         (
             ("model", "model", ""),
             ("engine", "engine", ""),
             ("status", "status", ""),
             ("greedy sent/s", "greedy", ",.1f"),
             ("beam 4 sent/s", "beam 4", ",.1f"),
+            ("greedy vs eager", "greedy vs eager", ".2f"),
+            ("beam 4 vs eager", "beam 4 vs eager", ".2f"),
+            ("greedy same tokens (fp32)", "greedy same", ".0%"),
+            ("beam 4 same tokens (fp32)", "beam 4 same", ".0%"),
+            ("largest score gap", "score gap", ".1e"),
         ),
     ),
 }

@@ -5,19 +5,19 @@
     python -m bench.gpu_suite --out /tmp/gpu_smoke --smoke      # every part on the CPU at toy sizes
 
 Parts (bench/gpu_parts.py, bench/gpu_train.py; the time box on the GPU in seconds, 595 in all):
-  train_base (125)      training target tokens/s and MFU of the paper's base model (d 512, 6+6 layers,
+  train_base (110)      training target tokens/s and MFU of the paper's base model (d 512, 6+6 layers,
                         8 heads, FFN 2048, shared vocabulary 37,000, 500 x 50 = 25,000 target tokens a
                         batch, halved on CUDA OOM), bf16 autocast: attnkit eager, attnkit torch.compile
                         and HF MarianMTModel of the same size; MFU against the datasheet's dense BF16
                         peak (H100 SXM and H200 989.4 TFLOPS, H100 PCIe 756), else "unknown peak"
-  attention (30)        MultiHeadAttention at T = 512 ... 8192 with B x T = 16,384 tokens: the fused
+  attention (25)        MultiHeadAttention at T = 512 ... 8192 with B x T = 16,384 tokens: the fused
                         kernel against the reference math (need_weights=True), forward and forward +
                         backward, time and peak memory; "oom" where the reference runs out
-  decode (60)           greedy and beam 4 sentences/s (30 tokens each, EOS masked) of the main job's
+  decode (90)           greedy and beam 4 sentences/s (30 tokens each, EOS masked) of the main job's
                         model (configs/multi30k_de_en_tiny.yaml, random init or --checkpoint) and of
-                        the base model: attnkit eager against HF generate; compiled decoding is "not
-                        available" until its issue lands
-  train_multi30k (245)  configs/multi30k_de_en_best.yaml trained by attnkit's trainer for 3 minutes
+                        the base model: attnkit eager, attnkit's fixed-layout step replayed from
+                        CUDA graphs (decoding/graphs.py) and HF generate
+  train_multi30k (235)  configs/multi30k_de_en_best.yaml trained by attnkit's trainer for 3 minutes
                         (train.max_minutes=3), then its test_2016_flickr BLEU with beam 4
   train_fp16 (120)      train.precision=fp16 (loss scaling) beside bf16 on the main job's config for
                         300 steps each, and fp16's resume (150 + 150 against 300 straight)
@@ -267,7 +267,7 @@ def caption(name: str, r: dict) -> str:
         models = "; ".join(f"{k}: {dims(m)}, {m['weights']}" for k, m in r["models"].items())
         return (
             f"{r['batch']} sentences of {r['source_length']} source tokens, {r['n_tokens']} output tokens "
-            f"each (EOS masked), {r['precision']}. {models}. {r['not_available']}."
+            f"each (EOS masked), {r['precision']}. {models}. {r.get('graphs', '')}"
         )
     if name == "train_multi30k" and "config" in r:
         return f"`{r['config']}` with `{' '.join(r['overrides'])}`; corpus: {r['corpus']}."

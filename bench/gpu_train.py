@@ -210,7 +210,7 @@ def _nccl_worker(rank: int, world: int, backend: str, port: int, mib: int, out: 
 PARTS = {
     "train_multi30k": Part(
         train_multi30k,
-        245,
+        235,
         (
             ("steps", "steps", ",d"),
             ("minutes", "train_minutes", ".2f"),

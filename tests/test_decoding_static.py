@@ -123,6 +123,24 @@ def test_aot_eager_graph_gives_the_same_searches():
     same_beams(decoder.beam(src, beam_size=2), beam_search(model, src, beam_size=2))
 
 
+def test_kept_buffers_serve_batch_after_batch():
+    # The CUDA-graph path's buffers (capture=False on the CPU): every batch of a bucket is copied into
+    # the same caches, so nothing of one batch (its source, its limits, its keys) may leak into the next.
+    model = make_model("transformer")
+    decoder = StaticDecoder(model).cuda_graphs(capture=False)
+    batches = [padded_source(6, 7, seed=s) for s in range(3)] + [padded_source(6, 5, seed=9)[:2]]
+    for src in batches + batches[:1]:
+        limit = 4 + src.size(0)  # different limits per batch, one length bucket
+        same_hypotheses(decoder.greedy(src, max_len_b=limit), greedy_search(model, src, max_len_b=limit))
+        same_beams(decoder.beam(src, beam_size=3), beam_search(model, src, beam_size=3))
+    graphed = decoder.run
+    # rows 8 (greedy of 6 sentences, and beam 3 of 2 sentences: one bucket), 32 (beam of 6), 2 (greedy of 2)
+    assert len(graphed.buckets) == 3
+    fresh = start_static(model, batches[0], spacing=1, max_len_a=1.5, max_len_b=10)[0].caches
+    with pytest.raises(ValueError, match="adopt"):
+        graphed(torch.zeros(8, dtype=torch.long), torch.tensor([0]), fresh)
+
+
 def test_trained_model_gives_the_same_translations():
     from attnkit.checkpoint import load_checkpoint, model_from_checkpoint
     from attnkit.data.tokenizer import SubwordTokenizer

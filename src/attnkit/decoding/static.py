@@ -136,7 +136,7 @@ class StaticStep(nn.Module):
         logits = m.output_proj(m.decoder_norm(y))[:, 0].float()  # (R, V)
         logp = torch.log_softmax(logits, dim=-1)
         eos = logp[:, m.config.eos_id, None]  # (R, 1) before any ban
-        inf = torch.tensor(float("-inf"), device=logp.device)
+        inf = logp.new_full((), float("-inf"))  # a kernel, not a host copy: a CUDA graph can capture it
         logp = logp.masked_fill(self.banned | (self.is_eos & (pos < self.min_len)), float("-inf"))
         at_limit = (pos + 1 >= caches.limits)[:, None]  # (R, 1): only eos, at its own log-probability
         return torch.where(at_limit, torch.where(self.is_eos, eos, inf), logp)
@@ -193,10 +193,17 @@ class StaticState:
 
 
 def start_static(
-    model: Seq2SeqModel, src: Tensor, *, spacing: int, max_len_a: float, max_len_b: int
+    model: Seq2SeqModel,
+    src: Tensor,
+    *,
+    spacing: int,
+    max_len_a: float,
+    max_len_b: int,
+    place: Callable[[StaticCaches], StaticCaches] | None = None,
 ) -> tuple[StaticState, Tensor, Tensor]:
     """Encode src (B, S) as today's searches do; the state over buffers of this batch's buckets,
-    the first tokens (B, 1) (bos) and the length limits (B,)."""
+    the first tokens (B, 1) (bos) and the length limits (B,). ``place`` may move the new caches
+    into buffers it keeps (:meth:`~.graphs.GraphedStep.adopt`)."""
     state, first, limits = start_from_source(model, src, max_len_a, max_len_b)
     assert isinstance(state, TransformerState)
     B, S = src.shape
@@ -211,7 +218,7 @@ def start_static(
     self_v = [cross_k[0].new_zeros(R, H, Tb, Dh) for _ in range(n_layers)]
     src_mask = F.pad(state.src_mask, (0, Sb - S), value=False).index_select(0, sentence)  # (R, 1, 1, Sb)
     caches = StaticCaches(self_k, self_v, cross_k, cross_v, src_mask, limits.index_select(0, sentence))
-    return StaticState(caches, B, spacing), first, limits
+    return StaticState(place(caches) if place else caches, B, spacing), first, limits
 
 
 def run_static(run: Callable[[Tensor, Tensor, StaticCaches], Tensor], state: StaticState, strategy: Strategy):
@@ -236,6 +243,7 @@ class StaticDecoder:
         self.model = model
         self.step = StaticStep(_transformer(model), min_len=min_len)
         self.run: Callable[[Tensor, Tensor, StaticCaches], Tensor] = self.step
+        self.place: Callable[[StaticCaches], StaticCaches] | None = None  # where a batch's caches live
 
     def compile(self, **options: Any) -> StaticDecoder:
         """Run the step through ``torch.compile(step, fullgraph=True, **options)`` from now on."""
@@ -245,11 +253,20 @@ class StaticDecoder:
         )
         return self
 
+    def cuda_graphs(self, *, capture: bool = True) -> StaticDecoder:
+        """Replay the step from one CUDA graph per bucket from now on (``capture=False``: the same
+        kept buffers, the step called eagerly; what the CPU tests run)."""
+        from .graphs import GraphedStep
+
+        graphed = GraphedStep(self.step, capture=capture)
+        self.run, self.place = graphed, graphed.adopt
+        return self
+
     @torch.no_grad()
     def greedy(self, src: Tensor, *, max_len_a: float = 1.5, max_len_b: int = 10) -> list[Hypothesis]:
         """As :func:`~.greedy.greedy_search`: one hypothesis per sentence of src (B, S), in order."""
         state, first, limits = start_static(
-            self.model, src, spacing=1, max_len_a=max_len_a, max_len_b=max_len_b
+            self.model, src, spacing=1, max_len_a=max_len_a, max_len_b=max_len_b, place=self.place
         )
         return run_static(self.run, state, Greedy(self.model.config.eos_id, first, limits))
 
@@ -266,7 +283,7 @@ class StaticDecoder:
     ) -> list[list[Hypothesis]]:
         """As :func:`~.beam.beam_search`: each sentence's ``nbest`` hypotheses, best first."""
         state, first, limits = start_static(
-            self.model, src, spacing=beam_size, max_len_a=max_len_a, max_len_b=max_len_b
+            self.model, src, spacing=beam_size, max_len_a=max_len_a, max_len_b=max_len_b, place=self.place
         )
         search = BeamSearch(
             self.model.config.eos_id,
