@@ -58,7 +58,16 @@ class GraphedStep:
         """The persistent buffers of ``caches``' bucket, holding a copy of ``caches``."""
         key = _bucket_key(caches)
         if key not in self.buckets:
-            kept = StaticCaches(**{f.name: _clone(getattr(caches, f.name)) for f in fields(caches)})
+            c = caches
+            clone = lambda ts: [t.clone() for t in ts]  # noqa: E731
+            kept = StaticCaches(
+                clone(c.self_k),
+                clone(c.self_v),
+                clone(c.cross_k),
+                clone(c.cross_v),
+                c.src_mask.clone(),
+                c.limits.clone(),
+            )
             R = caches.limits.size(0)
             self.buckets[key] = _Bucket(kept, caches.limits.new_zeros(R), caches.limits.new_zeros(1))
             return kept
@@ -102,7 +111,3 @@ def _uncached_autocast() -> contextlib.AbstractContextManager:
     if not torch.is_autocast_enabled("cuda"):
         return contextlib.nullcontext()
     return torch.autocast("cuda", dtype=torch.get_autocast_dtype("cuda"), cache_enabled=False)
-
-
-def _clone(value: Tensor | list[Tensor]) -> Tensor | list[Tensor]:
-    return [t.clone() for t in value] if isinstance(value, list) else value.clone()
