@@ -1,4 +1,4 @@
-"""One prepared GPU run of at most 10 minutes (8.2 on an H100): six parts, each time-boxed in its own process.
+"""One prepared GPU run of at most 10 minutes (6.1 on an H200): six parts, each time-boxed in its own process.
 
     python -m bench.gpu_suite --out DIR [--device cuda] [--data-dir ../shared/data] [--checkpoint CKPT]
                               [--parts train_base,attention,...] [--box PART=SECONDS ...]
@@ -30,13 +30,12 @@ rewritten as each part ends, so a killed suite still leaves the parts before; DI
 holds every part's output. Run folders and checkpoints go to a temporary folder, never into DIR.
 ``--smoke --device cuda`` runs the toy sizes on the GPU (half a minute, a first check there).
 
-The GPU run: the device tool sends the checkout alone (../shared stays behind), so once, here,
-``echo /gpu_data/ >> .git/info/exclude && mkdir -p gpu_data && cp -r ../shared/data/multi30k gpu_data/``
-(2.5 MB), then one device call with carry ["gpu_data"] and timeout_s 600 (on an H100 it took 492 s,
-the boxes allow 595; what is left of the 15 device minutes reruns a failed part with --parts NAME on
-the warm machine):
-``ATTNKIT_COMMIT=<git rev-parse --short HEAD> PYTHONPATH=src python3 -m bench.gpu_suite --out $OUT/gpu
---device cuda --data-dir gpu_data`` ($ATTNKIT_COMMIT: the copy there has no .git of its own).
+The GPU run (bench/README.md "GPU run"): the device tool sends the checkout alone (../shared stays
+behind) and with uncommitted changes, so the corpus goes into an ignored ``gpu_data/`` and a ``git
+archive`` of the commit into an ignored ``gpu_tree/``; one device call with carry ["gpu_data",
+"gpu_tree"] and timeout_s 600 (on an H200 the parts took 366 s, the boxes allow 595):
+``cd gpu_tree && ATTNKIT_COMMIT=<commit> PYTHONPATH=src python3 -m bench.gpu_suite --out $OUT/gpu
+--device cuda --data-dir ../gpu_data`` ($ATTNKIT_COMMIT: the copy there has no .git of its own).
 """
 
 from __future__ import annotations
