@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -100,46 +100,20 @@ class Encoder(nn.Module):
         return self.final_norm(x), (weights if need_weights else None)
 
 
-class Transformer(nn.Module):
-    """Encoder-decoder Transformer with tied embeddings and an incremental, cached decoder.
+class TargetDecoder(nn.Module):
+    """The Transformer's decoder half (section 3.1) over any encoder's memory, stepped with a cache.
 
-    Args:
-        config: :class:`TransformerConfig`; ``TransformerConfig.preset("base")`` is the paper's model.
-    Shape:
-        forward: src (B, S), tgt_in (B, T) -> logits (B, T, V_tgt).
+    A subclass builds ``tgt_embed``, ``decoder_layers``, ``decoder_norm`` and ``output_proj`` and an
+    ``encode`` that gives an :class:`EncoderOutput`; this class owns ``init_state`` and ``decode``,
+    so the Transformer (a sentence's memory) and the captioner (an image's regions) decode alike
+    and every search serves both.
     """
 
-    # train.freeze: the parts a fine-tuning can keep fixed, by child module (the output layer trains)
-    freezable = {
-        "embeddings": ("src_embed", "tgt_embed"),
-        "encoder": ("encoder",),
-        "decoder": ("decoder_layers", "decoder_norm"),
-    }
-
-    def __init__(self, config: TransformerConfig):
-        super().__init__()
-        self.config = config
-        self.src_embed = TokenEmbedding(config.src_vocab_size, config)
-        self.tgt_embed = (
-            self.src_embed if config.share_vocab else TokenEmbedding(config.tgt_vocab_size, config)
-        )
-        self.encoder = Encoder(config, config.n_encoder_layers)
-        self.decoder_layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.n_decoder_layers))
-        self.decoder_norm = nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
-        # Pre-softmax linear layer; tied, its weight is the target embedding E (section 3.4): logits = h E^T.
-        bias = not config.tie_output or config.output_bias  # tied: a bias only for imported models
-        self.output_proj = nn.Linear(config.d_model, config.tgt_vocab_size, bias=bias)
-        if config.tie_output:
-            self.output_proj.weight = self.tgt_embed.embedding.weight
-            self._register_load_state_dict_pre_hook(fill_tied_output("tgt_embed.embedding.weight"))
-            if config.output_bias:
-                nn.init.zeros_(self.output_proj.bias)
-
-    def encode(self, src: Tensor, *, need_weights: bool = False) -> EncoderOutput:
-        """src (B, S) token ids -> memory (B, S, D) and the source padding mask."""
-        src_mask = padding_mask(src, self.config.pad_id)  # (B, 1, 1, S)
-        memory, weights = self.encoder(self.src_embed(src), src_mask, need_weights=need_weights)
-        return EncoderOutput(memory, src_mask, weights)
+    config: Any  # a config with the special ids, max_len and positional (TransformerConfig, ...)
+    tgt_embed: TokenEmbedding
+    decoder_layers: nn.ModuleList
+    decoder_norm: nn.Module
+    output_proj: nn.Linear
 
     def init_state(self, enc: EncoderOutput, *, cache: type[KVCache] = KVCache) -> TransformerState:
         """One row per sentence; each layer's cross-attention keys and values projected once.
@@ -181,6 +155,50 @@ class Transformer(nn.Module):
             cross_ws.append(cross_w)
         logits = self.output_proj(self.decoder_norm(y))  # (N, T, V)
         return DecoderOutput(logits, self_ws, cross_ws) if need_weights else DecoderOutput(logits)
+
+
+class Transformer(TargetDecoder):
+    """Encoder-decoder Transformer with tied embeddings and an incremental, cached decoder.
+
+    Args:
+        config: :class:`TransformerConfig`; ``TransformerConfig.preset("base")`` is the paper's model.
+    Shape:
+        forward: src (B, S), tgt_in (B, T) -> logits (B, T, V_tgt).
+    """
+
+    config: TransformerConfig
+
+    # train.freeze: the parts a fine-tuning can keep fixed, by child module (the output layer trains)
+    freezable = {
+        "embeddings": ("src_embed", "tgt_embed"),
+        "encoder": ("encoder",),
+        "decoder": ("decoder_layers", "decoder_norm"),
+    }
+
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        self.config = config
+        self.src_embed = TokenEmbedding(config.src_vocab_size, config)
+        self.tgt_embed = (
+            self.src_embed if config.share_vocab else TokenEmbedding(config.tgt_vocab_size, config)
+        )
+        self.encoder = Encoder(config, config.n_encoder_layers)
+        self.decoder_layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.n_decoder_layers))
+        self.decoder_norm = nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
+        # Pre-softmax linear layer; tied, its weight is the target embedding E (section 3.4): logits = h E^T.
+        bias = not config.tie_output or config.output_bias  # tied: a bias only for imported models
+        self.output_proj = nn.Linear(config.d_model, config.tgt_vocab_size, bias=bias)
+        if config.tie_output:
+            self.output_proj.weight = self.tgt_embed.embedding.weight
+            self._register_load_state_dict_pre_hook(fill_tied_output("tgt_embed.embedding.weight"))
+            if config.output_bias:
+                nn.init.zeros_(self.output_proj.bias)
+
+    def encode(self, src: Tensor, *, need_weights: bool = False) -> EncoderOutput:
+        """src (B, S) token ids -> memory (B, S, D) and the source padding mask."""
+        src_mask = padding_mask(src, self.config.pad_id)  # (B, 1, 1, S)
+        memory, weights = self.encoder(self.src_embed(src), src_mask, need_weights=need_weights)
+        return EncoderOutput(memory, src_mask, weights)
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher forcing: logits (B, T, V) for every position of tgt_in (B, T) = bos + target."""
