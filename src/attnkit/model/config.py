@@ -1,4 +1,5 @@
-"""Model configs: the Transformer (paper Table 3 "base"), a decoder-only LM and an encoder classifier."""
+"""Model configs: the Transformer (paper Table 3 "base"), a decoder-only LM, an encoder classifier and
+an image captioner."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ ACTIVATIONS = ("relu", "gelu", "swish")
 NORMS = ("post", "pre")
 POSITIONALS = ("sinusoidal", "learned", "relative", "rotary")
 POOLINGS = ("mean", "first", "attention")
+CAPTION_ENCODERS = ("patches", "cnn")
+CNNS = ("resnet18", "resnet34", "resnet50")
 
 
 @dataclasses.dataclass
@@ -161,6 +164,70 @@ class ClassifierConfig(BlockConfig):
 
 
 @dataclasses.dataclass
+class CaptionerConfig(BlockConfig):
+    """Image captioner: an image encoder turns an image into a grid of region vectors; the
+    Transformer's decoder writes the caption with cross-attention over the regions (Xu et al., 2015,
+    "Show, Attend and Tell", with the Transformer's attention).
+
+    encoder "patches" (ViT, Dosovitskiy et al., 2021): the image_size x image_size image cut into
+    patch_size x patch_size patches, each linearly projected, plus a learned position per patch;
+    "cnn": the last feature map of a torchvision ``cnn`` (resnet18/34/50; needs torchvision),
+    loaded from ``cnn_weights`` (a state-dict file) when given, each cell projected to d_model.
+    Either way ``n_encoder_layers`` self-attention layers (0 allowed for a CNN) then read the regions.
+    """
+
+    tgt_vocab_size: int = 8000
+    image_size: int = 224
+    patch_size: int = 16
+    channels: int = 3
+    encoder: str = "patches"
+    cnn: str = "resnet18"
+    cnn_weights: str = ""
+    n_encoder_layers: int = 6
+    n_decoder_layers: int = 6
+    tie_output: bool = True
+    bos_id: int = 1
+    eos_id: int = 2
+
+    presets: ClassVar[dict[str, dict[str, Any]]] = {
+        "tiny": dict(
+            d_model=32,
+            n_heads=4,
+            d_ff=64,
+            n_encoder_layers=1,
+            n_decoder_layers=2,
+            dropout=0.0,
+            tgt_vocab_size=20,
+            max_len=24,
+            image_size=32,
+            patch_size=4,
+        ),
+    }
+
+    def validate(self) -> None:
+        super().validate()
+        self._positive("tgt_vocab_size", "image_size", "patch_size", "channels", "n_decoder_layers")
+        self._check(self.n_encoder_layers >= 0, "n_encoder_layers", "must be >= 0")
+        self._choice("encoder", CAPTION_ENCODERS)
+        if self.encoder == "patches":
+            self._check(
+                self.image_size % self.patch_size == 0,
+                "patch_size",
+                f"must divide image_size={self.image_size}",
+            )
+        else:
+            self._choice("cnn", CNNS)
+            self._check(self.channels == 3, "channels", "a torchvision CNN reads 3 channels (RGB)")
+        for name in ("pad_id", "bos_id", "eos_id"):
+            self._check(
+                0 <= getattr(self, name) < self.tgt_vocab_size, name, f"must be below {self.tgt_vocab_size}"
+            )
+        self._check(
+            len({self.pad_id, self.bos_id, self.eos_id}) == 3, "eos_id", "pad, bos and eos ids must differ"
+        )
+
+
+@dataclasses.dataclass
 class RNNConfig(ConfigBase):
     """The RNN encoder-decoder. ``attention``: "additive" (Bahdanau) or "multiplicative" (Luong)."""
 
@@ -204,4 +271,5 @@ class RNNConfig(ConfigBase):
             self._check(0 <= getattr(self, name) < vocab, name, f"must be a token id below {vocab}")
 
 
-ModelConfig = TransformerConfig | RNNConfig | LMConfig | ClassifierConfig  # each arch's (model.registry)
+# each arch's config (model.registry)
+ModelConfig = TransformerConfig | RNNConfig | LMConfig | ClassifierConfig | CaptionerConfig

@@ -5,8 +5,16 @@ from __future__ import annotations
 
 from torch import nn
 
+from .captioner import CaptionTransformer
 from .classifier import TransformerClassifier
-from .config import ClassifierConfig, LMConfig, ModelConfig, RNNConfig, TransformerConfig
+from .config import (
+    CaptionerConfig,
+    ClassifierConfig,
+    LMConfig,
+    ModelConfig,
+    RNNConfig,
+    TransformerConfig,
+)
 from .lm import TransformerLM
 from .rnn import RNNSeq2Seq
 from .transformer import Transformer
@@ -16,6 +24,7 @@ ARCHS: dict[str, tuple[type[nn.Module], type[ModelConfig]]] = {
     "rnn": (RNNSeq2Seq, RNNConfig),
     "lm": (TransformerLM, LMConfig),
     "classifier": (TransformerClassifier, ClassifierConfig),
+    "captioner": (CaptionTransformer, CaptionerConfig),
 }
 
 DEFAULT_ARCH = "transformer"  # a config without model.arch trains the paper's model

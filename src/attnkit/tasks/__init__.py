@@ -5,7 +5,8 @@ evaluation function and served model (:class:`~.base.TaskInfo` names them):
 
 - :mod:`.translation` ("translate"): ``transformer`` and ``rnn`` models;
 - :mod:`.language_model` ("generate"): ``lm``;
-- :mod:`.classification` ("classify"): ``classifier``.
+- :mod:`.classification` ("classify"): ``classifier``;
+- :mod:`.captioning` ("caption"): ``captioner``.
 
 The trainer, the server, the commands and the exporter ask :func:`task_of_arch` /
 :func:`task_of`; no other module compares architecture names. A new task is a package with a
@@ -19,11 +20,12 @@ from typing import Any
 
 from ..errors import CheckpointError, ConfigError
 from .base import Encoded, Task, TaskInfo
+from .captioning import TASK as CAPTIONING
 from .classification import TASK as CLASSIFICATION
 from .language_model import TASK as LANGUAGE_MODEL
 from .translation import TASK as TRANSLATION
 
-TASKS: tuple[TaskInfo, ...] = (TRANSLATION, LANGUAGE_MODEL, CLASSIFICATION)
+TASKS: tuple[TaskInfo, ...] = (TRANSLATION, LANGUAGE_MODEL, CLASSIFICATION, CAPTIONING)
 _BY_ARCH = {arch: task for task in TASKS for arch in task.archs}
 _BY_NAME = {task.name: task for task in TASKS}
 
@@ -57,6 +59,7 @@ def expect_task(state: dict[str, Any], name: str, path: str | Path = "checkpoint
 
 
 __all__ = [
+    "CAPTIONING",
     "CLASSIFICATION",
     "LANGUAGE_MODEL",
     "TASKS",

@@ -1,0 +1,48 @@
+"""Captioning: an image in, a sentence about it out, each word's attention over the image's regions
+(seed 002's "Show, Attend and Tell" picture).
+
+training: :class:`CaptionTask`; inference: :class:`Captioner` (greedy, beam, sampling, each word's
+attention); metrics and the one evaluation: :mod:`.scoring`; the generated corpus: :mod:`.shapes`;
+a Hugging Face image-caption dataset in the same format: :mod:`.hf_import`; the server's model:
+:mod:`.served`.
+"""
+
+from ..base import TaskInfo
+from .attention_maps import CaptionAttention, caption_attention, region_mass
+from .captioner import Caption, Captioner
+from .corpus import CaptionRecord, ImageSet, load_captions
+from .images import read_image
+from .scoring import CaptionEvaluation, evaluate
+from .served import CaptionerServed
+from .shapes import make_shapes
+from .training import CaptionBatch, CaptionTask
+
+TASK = TaskInfo(
+    name="caption",
+    noun="a captioner",
+    archs=("captioner",),
+    records="pairs",
+    training=CaptionTask,
+    open=Captioner.from_state,
+    serve=CaptionerServed.load,
+    endpoints=("caption",),
+)
+
+__all__ = [
+    "TASK",
+    "Caption",
+    "CaptionAttention",
+    "CaptionBatch",
+    "CaptionEvaluation",
+    "CaptionRecord",
+    "CaptionTask",
+    "Captioner",
+    "CaptionerServed",
+    "ImageSet",
+    "caption_attention",
+    "evaluate",
+    "load_captions",
+    "make_shapes",
+    "read_image",
+    "region_mass",
+]

@@ -1,0 +1,164 @@
+"""Caption images with a trained captioner: ``Captioner.from_checkpoint(path).caption([image, ...])``.
+
+Images (files, uploaded bytes, or uint8 tensors already read) are read at the model's size, encoded
+in batches, and searched with the same greedy, beam and sampling searches that translate, from a
+state whose memory is the image's regions. Each word's cross-attention over the regions comes back
+when asked for (``return_attention``): the picture of :mod:`.attention_maps`.
+
+Legend: B images, C channels, S image size, R regions, T caption tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+
+import torch
+from torch import Tensor, nn
+
+from ...checkpoint import load_checkpoint, model_from_checkpoint
+from ...data.tokenizer import SubwordTokenizer
+from ...decoding import beam_decode, check_nbest, greedy_decode, sample_decode
+from ...decoding.cache import DeferredKVCache
+from ...decoding.common import Hypothesis
+from ...decoding.sampling import SamplingConfig, seeded_generator
+from ...device import resolve_device
+from ...errors import ConfigError
+from ...model.captioner import CaptionTransformer
+from ...model.interface import IncrementalDecoder
+from .images import ImageSource, as_floats, read_image
+
+Image = ImageSource | Tensor  # a file, its bytes, or (C, S, S) uint8 pixels read before
+
+
+@dataclass
+class Caption:
+    """One image's caption; ``nbest`` holds (text, score) pairs best first.
+
+    attention: (T + 1, R) the last decoder layer's cross-attention over the regions, averaged over
+    heads, one row per produced piece and eos, when asked for.
+    """
+
+    text: str
+    score: float
+    nbest: list[tuple[str, float]]
+    tokens: list[int]  # the best hypothesis' ids, without eos
+    pieces: list[str]  # its pieces + "</s>"
+    attention: Tensor | None = None
+
+
+class Captioner:
+    """A captioning model, its tokenizer and a device; stateless between calls."""
+
+    def __init__(self, model: nn.Module, tokenizer: SubwordTokenizer, device: str | torch.device = "cpu"):
+        assert isinstance(model, CaptionTransformer), "a captioning model"
+        self.device = resolve_device(device)
+        self.model = model.to(self.device).eval()
+        self.tokenizer = tokenizer
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path, *, device: str = "auto") -> Captioner:
+        return cls.from_state(load_checkpoint(path), device=device, path=path)
+
+    @classmethod
+    def from_state(cls, state: dict, *, device: str = "auto", path: str | Path = "checkpoint") -> Captioner:
+        from .. import expect_task  # the registry imports this module
+
+        expect_task(state, "caption", path)
+        model = model_from_checkpoint(state)
+        return cls(model, SubwordTokenizer.from_state_dict(state["tokenizer"]), device)
+
+    @property
+    def image_size(self) -> int:
+        return int(self.model.config.image_size)
+
+    @property
+    def max_tokens(self) -> int:
+        """The most pieces a caption may have, eos included (bos takes one of max_len positions)."""
+        return int(self.model.config.max_len) - 1
+
+    def read(self, image: Image, *, name: str | None = None) -> Tensor:
+        """(C, S, S) uint8 pixels of a file or its bytes, checked; a tensor passes as it is."""
+        if isinstance(image, Tensor):
+            return image
+        cfg = self.model.config
+        return read_image(image, size=cfg.image_size, channels=cfg.channels, name=name)
+
+    @torch.no_grad()
+    def caption(
+        self,
+        images: Sequence[Image],
+        *,
+        beam: int = 4,
+        nbest: int = 1,
+        length_penalty: float = 0.6,
+        max_length: int = 0,
+        sampling: SamplingConfig | None = None,
+        seed: int = 0,
+        batch_size: int = 32,
+        return_attention: bool = False,
+        names: Sequence[str] | None = None,
+    ) -> list[Caption]:
+        """A caption per image, in order. ``max_length``: pieces at most before eos (0: as many as the
+        model's positions allow). ``sampling``: draw ``nbest`` captions per image, from a generator
+        seeded with ``seed``. ``names``: what errors call each image (default: its path)."""
+        if not (isinstance(beam, int) and beam >= 1 and isinstance(batch_size, int) and batch_size >= 1):
+            raise ConfigError(f"beam and batch_size must be positive integers, got {beam!r}, {batch_size!r}")
+        if sampling is None:
+            check_nbest(beam, nbest)
+        elif return_attention:
+            raise ConfigError("return_attention is for search, not sampling")
+        if max_length < 0:
+            raise ConfigError(f"max_length must be >= 0, got {max_length}")
+        limit = min(max_length + 1, self.max_tokens) if max_length else self.max_tokens
+        pixels = [self.read(img, name=names[i] if names else None) for i, img in enumerate(images)]
+        generator = seeded_generator(seed, self.device) if sampling is not None else None
+        out: list[Caption] = []
+        for start in range(0, len(pixels), batch_size):
+            batch = as_floats(torch.stack(pixels[start : start + batch_size]).to(self.device))  # (B, C, S, S)
+            for hyps in self._search(
+                batch, limit, beam, nbest, length_penalty, sampling, generator, return_attention
+            ):
+                out.append(self._caption(hyps))
+        return out
+
+    def _search(
+        self, images: Tensor, limit: int, beam, nbest, length_penalty, sampling, generator, attention
+    ) -> list[list[Hypothesis]]:
+        """Every image's hypotheses, best (or first drawn) first."""
+        model = self.model
+        decoder = cast(IncrementalDecoder, model)  # keeps the search contract (TargetDecoder.decode)
+        rows = nbest if sampling is not None else 1  # samples: each its own row from the start
+        enc = model.encode(images.repeat_interleave(rows, dim=0))
+        state = model.init_state(enc, cache=DeferredKVCache)
+        n = images.size(0) * rows
+        first = torch.full((n, 1), model.config.bos_id, dtype=torch.long, device=images.device)  # (N, 1)
+        limits = torch.full((n,), limit, dtype=torch.long, device=images.device)  # (N,)
+        if sampling is not None:
+            hyps = sample_decode(decoder, state, first, limits, sampling=sampling, generator=generator)
+            return [hyps[b * rows : (b + 1) * rows] for b in range(images.size(0))]
+        if beam == 1 and nbest == 1:
+            return [[h] for h in greedy_decode(decoder, state, first, limits, return_attention=attention)]
+        return beam_decode(
+            decoder,
+            state,
+            first,
+            limits,
+            beam_size=beam,
+            nbest=nbest,
+            length_penalty_alpha=length_penalty,
+            return_attention=attention,
+        )
+
+    def _caption(self, hyps: list[Hypothesis]) -> Caption:
+        best, tok = hyps[0], self.tokenizer
+        return Caption(
+            text=tok.decode(best.tokens, side="tgt"),
+            score=best.score,
+            nbest=[(tok.decode(h.tokens, side="tgt"), h.score) for h in hyps],
+            tokens=best.tokens,
+            pieces=[tok.id_to_piece(t, side="tgt") for t in best.tokens] + ["</s>"],
+            attention=None if best.attention is None else best.attention.float().cpu(),
+        )

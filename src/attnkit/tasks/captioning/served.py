@@ -1,0 +1,76 @@
+"""A captioner checkpoint as the server serves it: ``POST /v1/caption`` (an uploaded image)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..base import parameter_count
+from .attention_maps import caption_attention
+from .captioner import Captioner
+
+
+class CaptionerServed:
+    task = "caption"
+
+    def __init__(self, name: str, arch: str, captioner: Captioner):
+        self.name, self.arch, self.captioner = name, arch, captioner
+
+    @classmethod
+    def load(cls, name: str, state: dict[str, Any], device: str) -> CaptionerServed:
+        return cls(name, state["arch"], Captioner.from_state(state, device=device, path=name))
+
+    @property
+    def regions(self) -> int:
+        """What one image costs the batcher: its regions, as a sentence costs its tokens."""
+        gh, gw = self.captioner.model.grid
+        return gh * gw
+
+    def check(self, image: bytes) -> None:
+        """Read the upload now (a bad one is a one-line DataError: 4xx before any decoding)."""
+        self.captioner.read(image, name="the uploaded image")
+
+    def caption(self, images: list[bytes], *, attention: bool = False, **options: Any) -> list[dict]:
+        """Each image's answer: caption, score, n-best and, with ``attention``, every cross-attention."""
+        out = []
+        for image in images:
+            (c,) = self.captioner.caption([image], names=["the uploaded image"], **options)
+            answer: dict[str, Any] = {
+                "caption": c.text,
+                "score": c.score,
+                "nbest": [{"text": t, "score": s} for t, s in c.nbest],
+            }
+            if attention:
+                maps = caption_attention(self.captioner, image, beam=options.get("beam", 4))
+                L, H = maps.cross.shape[:2]
+                answer["sequences"] = {"tgt": {"pieces": maps.pieces}}
+                answer["attention"] = {
+                    "cross": {
+                        "rows": "tgt",
+                        "cols": "regions",
+                        "grid": list(maps.grid),
+                        "layers": L,
+                        "heads": H,
+                        "weights": maps.cross.double().round(decimals=3).tolist(),
+                    }
+                }
+            out.append(answer)
+        return out
+
+    def release(self) -> None:
+        """Free the weights (they decode in another process); the tokenizer and config stay."""
+        self.captioner.model.to("meta")
+
+    def describe(self) -> dict[str, Any]:
+        cfg = self.captioner.model.config
+        return {
+            "name": self.name,
+            "task": self.task,
+            "arch": self.arch,
+            "image_size": cfg.image_size,
+            "encoder": cfg.encoder,
+            "regions": self.regions,
+            "layers": [cfg.n_encoder_layers, cfg.n_decoder_layers],
+            "heads": cfg.n_heads,
+            "parameters": parameter_count(self.captioner.model),
+            "device": str(self.captioner.device),
+        }
