@@ -188,3 +188,54 @@ def plot_bleu_curves(
     ax.grid(alpha=0.3)
     ax.legend()
     return _save(fig, out_path)
+
+
+def plot_caption_attention(
+    image: Tensor,
+    words: Sequence[str],
+    weights: Tensor,
+    grid: tuple[int, int],
+    out_path: str | Path,
+    *,
+    row_labels: Sequence[str] = (),
+    title: str | None = None,
+) -> Path:
+    """Seed 002's caption picture: for each word, the image with that word's attention over the
+    regions laid over it (one panel per word; one row per map, e.g. per layer and head).
+
+    Args:
+        image: ``(C, S, S)`` uint8 pixels, what the model read.
+        words: the ``T`` produced pieces (and ``</s>``), one panel each.
+        weights: ``(T, R)`` or ``(rows, T, R)`` attention over the ``R = gh * gw`` regions.
+        grid: ``(gh, gw)``; region ``r`` covers cell ``(r // gw, r % gw)``.
+        row_labels: one label per row (e.g. "layer 2, head 3").
+    """
+    w = torch.as_tensor(weights).detach().float().cpu()
+    w = w[None] if w.dim() == 2 else w  # (rows, T, R)
+    gh, gw = grid
+    n_rows, T, R = w.shape
+    if T != len(words) or R != gh * gw:
+        raise ValueError(
+            f"weights are {T} words x {R} regions but got {len(words)} words and a {gh}x{gw} grid"
+        )
+    pixels = torch.as_tensor(image).detach().cpu().permute(1, 2, 0).numpy()  # (S, S, C)
+    size = pixels.shape[0]
+    panel = 1.6
+    fig = _figure(panel * T + (1.2 if row_labels else 0.2), panel * n_rows + (0.6 if title else 0.2))
+    axes = fig.subplots(n_rows, T, squeeze=False)
+    for i in range(n_rows):
+        for t in range(T):
+            ax = axes[i][t]
+            maps = w[i, t].view(gh, gw).numpy()
+            ax.imshow(pixels.squeeze(-1) if pixels.shape[-1] == 1 else pixels, cmap="gray")
+            # the word's attention, one value per region, stretched over the image
+            ax.imshow(maps, cmap="magma", alpha=0.6, extent=(0, size, size, 0), interpolation="bilinear")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if i == 0:
+                ax.set_title(words[t].lstrip("\u2581") or words[t], fontsize=10)
+            if t == 0 and row_labels:
+                ax.set_ylabel(row_labels[i], fontsize=8)
+    if title:
+        fig.suptitle(title)
+    return _save(fig, out_path)

@@ -17,11 +17,14 @@ from ..errors import AttnkitError, Stopped
 from . import (
     attention,
     average,
+    caption,
     classify,
     evaluate,
     export,
     generate,
     import_,
+    import_captions,
+    make_shapes,
     plot_positional,
     prepare,
     serve,
@@ -43,6 +46,9 @@ COMMANDS = [
     classify,
     export,
     import_,
+    caption,
+    make_shapes,
+    import_captions,
 ]
 
 

@@ -6,6 +6,8 @@ with the data embedded (every layer and head, zoom, lines, words; no server).
 Language models (``--out``): the causal self-attention of every layer and head over the text.
 Classifiers (``--out``): the seeds' review picture (each word shaded by its pooling weight) as
 OUT.html and OUT.png, and the encoder self-attention beside it.
+Captioners (``--image``, ``--out``): seed 002's caption picture, the image with each word's
+cross-attention over its regions (one panel per word), and OUT_heads.png with every layer and head.
 """
 
 from __future__ import annotations
@@ -21,9 +23,8 @@ NAME = "attention"
 def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help="plot attention heatmaps for one sentence")
     p.add_argument("--checkpoint", required=True)
-    p.add_argument(
-        "--text", required=True, help="the source sentence (or the text, for an LM or a classifier)"
-    )
+    p.add_argument("--text", help="the source sentence (or the text, for an LM or a classifier)")
+    p.add_argument("--image", help="the image to caption (captioners)")
     p.add_argument(
         "--out",
         help="PNG for cross-attention (self-attention goes beside it); "
@@ -44,7 +45,40 @@ def run(args) -> None:
     task = task_of(state, args.checkpoint)
     if task.name != "translate" and not args.out:
         raise ConfigError(f"{task.noun} needs --out (--html is for translation models)")
-    {"translate": run_translation, "generate": run_lm, "classify": run_classifier}[task.name](args, state)
+    needs, other = ("--image", "--text") if task.name == "caption" else ("--text", "--image")
+    if getattr(args, needs[2:]) is None or getattr(args, other[2:]) is not None:
+        raise ConfigError(f"{task.noun} needs {needs} (not {other})")
+    run = {
+        "translate": run_translation,
+        "generate": run_lm,
+        "classify": run_classifier,
+        "caption": run_caption,
+    }
+    run[task.name](args, state)
+
+
+def run_caption(args, state) -> None:
+    from ..files import check_output_path
+    from ..plotting import plot_caption_attention
+    from ..tasks.captioning import Captioner, caption_attention
+
+    out = Path(args.out)
+    if out.suffix.lower() != ".png":
+        raise ConfigError(f"--out {out}: the figures are PNG images; give a path ending in .png")
+    heads = self_attention_path(out, "heads")
+    for path in (out, heads):
+        check_output_path(path, what="--out", make_folders=True)
+    captioner = Captioner.from_state(state, device=args.device, path=args.checkpoint)
+    maps = caption_attention(captioner, args.image, beam=args.beam, name=args.image)  # (L, H, T, R)
+    print("caption:", maps.caption)
+    L, H = maps.cross.shape[:2]
+    title = f"each word's attention over the image (last layer, mean of {H} heads)"
+    plot_caption_attention(maps.image, maps.pieces, maps.cross[-1].mean(0), maps.grid, out, title=title)
+    print(f"wrote {out}")
+    labels = [f"layer {layer + 1}, head {head + 1}" for layer in range(L) for head in range(H)]
+    rows = maps.cross.flatten(0, 1)  # (L * H, T, R)
+    plot_caption_attention(maps.image, maps.pieces, rows, maps.grid, heads, row_labels=labels)
+    print(f"wrote {heads}")
 
 
 def run_lm(args, state) -> None:

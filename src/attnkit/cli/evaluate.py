@@ -3,7 +3,8 @@
 Each task scores through its one evaluation function, the one its training validation calls, so
 ``--split val`` with the validation's options prints the validation's number.
 Translation: sacreBLEU BLEU, chrF and TER, against several references per sentence when ``--ref``
-names several files. Language model: perplexity and bits per token (``--input``: a
+names several files. Captioner: caption BLEU and chrF on its test split, every caption of an image a
+reference. Language model: perplexity and bits per token (``--input``: a
 text file). Classifier: accuracy, macro-F1, per-class precision/recall (``--input``: a labelled
 ``label<TAB>text`` file), and with ``--confusion PNG`` the confusion matrix.
 """
@@ -57,11 +58,34 @@ def run(args) -> None:
     if args.batch_tokens is None:
         valid = (state.get("experiment") or {}).get("valid") or {}
         args.batch_tokens = int(valid.get("batch_tokens", 8000))
-    {"translate": run_translation, "generate": run_lm, "classify": run_classifier}[task.name](args, state)
+    run = {
+        "translate": run_translation,
+        "generate": run_lm,
+        "classify": run_classifier,
+        "caption": run_caption,
+    }
+    run[task.name](args, state)
+
+
+def run_caption(args, state) -> None:
+    """Caption BLEU on the test split of the checkpoint's data (every caption of an image a reference)."""
+    from ..tasks.captioning import evaluate, load_captions
+    from ..tasks.captioning.corpus import check_split, references
+
+    if args.input:
+        raise ConfigError("--input is for language models and classifiers; a captioner reads its test split")
+    data = _test_data(state, args)
+    records = load_captions(data, "test")
+    check_split(records, "test")
+    images, refs = references(records)
+    captioner = _open(args, state)
+    result = evaluate(captioner, images, refs, beam=args.beam, length_penalty=args.length_penalty)
+    print(f"{data.spec('test').describe()}, {len(images)} images, beam {args.beam}")
+    print(result.scores.format())
 
 
 def _open(args, state):
-    """The checkpoint's inference wrapper (Translator, LanguageModel, Classifier), by its task."""
+    """The checkpoint's inference wrapper (Translator, LanguageModel, Classifier, Captioner), by its task."""
     from ..tasks import task_of
 
     return task_of(state).open(state, device=args.device, path=args.checkpoint)

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 
 from ..decoding import check_nbest
@@ -37,7 +37,14 @@ from .schemas import (
     TranslateResponse,
 )
 from .stream import HEADERS, EventFeed, late, sse_events
-from .tasks import ClassifierServed, LanguageModelServed, ServedModel, TranslationModel, endpoint_task
+from .tasks import (
+    CaptionerServed,
+    ClassifierServed,
+    LanguageModelServed,
+    ServedModel,
+    TranslationModel,
+    endpoint_task,
+)
 
 
 def create_app(
@@ -287,7 +294,47 @@ def create_app(
             "results": [{"labels": [{"label": a, "probability": p} for a, p in r]} for r in results],
         }
 
+    @app.post(
+        "/v1/caption",
+        summary="caption an image (captioner checkpoints): the body is the image file's bytes",
+    )
+    async def caption(
+        request: Request,
+        model: str | None = Query(
+            None, description="a name from GET /v1/models; default: the first captioner"
+        ),
+        beam: int = Query(4, ge=1, description="beam size; 1 = greedy"),
+        nbest: int = Query(1, ge=1, description="captions returned (at most beam)"),
+        length_penalty: float = Query(0.6, ge=0.0, le=10.0, description="GNMT length penalty alpha"),
+        attention: bool = Query(
+            False, description="also every layer's and head's attention over the regions"
+        ),
+    ) -> dict[str, Any]:
+        """``curl --data-binary @photo.png -H 'Content-Type: image/png' 'HOST/v1/caption?beam=4'``; a body
+        that is no image, too large an image or one of an unreadable pixel mode answers 4xx."""
+        unknown = sorted(set(request.query_params) - set(CAPTION_PARAMS))
+        if unknown:
+            raise ServeError(422, f"unknown field {unknown[0]!r} (fields: {', '.join(CAPTION_PARAMS)})")
+        served: CaptionerServed = resolve(model, "caption")
+        if beam > limits.max_beam:
+            raise ServeError(422, f"beam {beam} is over the limit of {limits.max_beam}")
+        check_nbest(beam, nbest)
+        image = await request.body()
+        if not image:
+            raise ServeError(
+                422, "the body is empty: send the image file's bytes (e.g. curl --data-binary @x.png)"
+            )
+        served.check(image)  # a bad image: one line, 422, before any decoding
+        call = Call.of(
+            served.name, "caption", beam=beam, nbest=nbest, length_penalty=length_penalty, attention=attention
+        )
+        (answer,) = await run_job(call, [image], served.regions, alone=attention)
+        return {"model": served.name, **answer}
+
     return app
+
+
+CAPTION_PARAMS = ("model", "beam", "nbest", "length_penalty", "attention")
 
 
 def _generations(name: str, gens: list) -> dict[str, Any]:

@@ -47,7 +47,7 @@ class Call:
     """What a request asks of a model. Equal calls may share one batched model call."""
 
     model: str
-    op: str  # "translate", "attention", "generate", "generate_stream" or "classify"
+    op: str  # "translate", "attention", "generate", "generate_stream", "classify" or "caption"
     options: tuple[tuple[str, Any], ...] = ()  # sorted (name, value) pairs: hashable
 
     @classmethod
@@ -76,6 +76,8 @@ def functions(
         return None, lambda: model.stream(**o, on_token=on_event or _ignore)
     if call.op == "classify":
         return lambda items: model.predict(items, **o), None
+    if call.op == "caption":
+        return lambda items: model.caption(items, **o), None
     raise ValueError(f"unknown operation {call.op!r}")
 
 

@@ -15,11 +15,13 @@ from ..checkpoint import load_checkpoint
 from ..errors import CheckpointError, ConfigError
 from ..files import describe_os_error
 from ..tasks import TASKS, TaskInfo, task_of
+from ..tasks.captioning import CaptionerServed
 from ..tasks.classification import ClassifierServed
 from ..tasks.language_model import LanguageModelServed
 from ..tasks.translation import TranslationModel
 
 __all__ = [
+    "CaptionerServed",
     "ClassifierServed",
     "LanguageModelServed",
     "ServedModel",

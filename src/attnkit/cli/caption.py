@@ -1,0 +1,67 @@
+"""``attnkit caption``: a caption for each image, with a captioner (greedy, beam or sampling).
+
+One image prints its caption; several print ``PATH<TAB>caption`` lines, in order. ``--nbest N``
+(or ``--num-samples N`` when sampling) prints N ``PATH<TAB>score<TAB>caption`` lines per image. A
+file that is no image, too large an image or one of an unreadable pixel mode is a one-line error
+(exit code 2), found before anything is decoded.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ..errors import ConfigError
+from .common import device, finite_float, int_at_most, non_negative_int
+from .generate import add_sampling_flags, sampling_requested
+
+NAME = "caption"
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(NAME, help="caption images with a captioner (model.arch: captioner)")
+    p.add_argument("--checkpoint", required=True, help="a captioner checkpoint")
+    p.add_argument("--image", required=True, nargs="+", help="image file(s): PNG, JPEG, ...")
+    p.add_argument("--beam", type=int_at_most(256), default=None, help="beam size; 1 = greedy (default 4)")
+    p.add_argument(
+        "--nbest", type=int_at_most(256), default=1, help="captions per image (at most the beam), best first"
+    )
+    p.add_argument("--length-penalty", type=finite_float, default=0.6, help="GNMT alpha (default 0.6)")
+    p.add_argument(
+        "--max-length", type=non_negative_int, default=0, help="pieces at most (default 0: the model's limit)"
+    )
+    add_sampling_flags(p)
+    p.add_argument("--device", type=device, default="auto")
+
+
+def run(args) -> None:
+    from ..decoding import check_nbest
+    from ..decoding.sampling import SamplingConfig
+    from ..tasks.captioning import Captioner
+
+    sample = sampling_requested(args)
+    if sample and args.beam is not None:
+        raise ConfigError(
+            "--beam is for beam search; --temperature/--top-k/--top-p are for sampling: choose one"
+        )
+    beam = args.beam or 4
+    if not sample:
+        check_nbest(beam, args.nbest, name="--nbest", can_sample=True)
+    captioner = Captioner.from_checkpoint(args.checkpoint, device=args.device)
+    pixels = [captioner.read(path) for path in args.image]  # every image checked before decoding
+    sampling = SamplingConfig(args.temperature or 1.0, args.top_k or 0, args.top_p or 1.0) if sample else None
+    found = captioner.caption(
+        pixels,
+        beam=beam,
+        nbest=args.nbest,
+        length_penalty=args.length_penalty,
+        max_length=args.max_length,
+        sampling=sampling,
+        seed=args.seed,
+    )
+    for path, c in zip(args.image, found):
+        if args.nbest > 1:
+            sys.stdout.write("".join(f"{path}\t{score:.4f}\t{text}\n" for text, score in c.nbest))
+        elif len(args.image) == 1:
+            sys.stdout.write(c.text + "\n")
+        else:
+            sys.stdout.write(f"{path}\t{c.text}\n")
