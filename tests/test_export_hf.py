@@ -139,6 +139,71 @@ def test_marian_tokenizer_agrees_with_attnkit(exported):
         assert decoded == tokenizer.decode(ids, side="tgt")
 
 
+STRESS = ["  zwei   Männer \t", "Ünïcödé ﬁ ½ 𝔘 ", "", "ÄÖÜ Straße!!", "«Ein» „Hund“ – 3,5 km…", "x" * 300]
+
+
+def test_default_calls_give_attnkit_ids_and_translations(exported):
+    # As a new user calls them: AutoTokenizer(text) with no arguments, generate() with its defaults.
+    from transformers import AutoTokenizer
+
+    model, tokenizer, hf, _, out = exported
+    auto = AutoTokenizer.from_pretrained(str(out), local_files_only=True)
+    sources, references = flickr_sentences(N_SENTENCES)
+    for text in [*sources, *STRESS]:
+        assert auto(text).input_ids == tokenizer.encode(text, side="src"), text
+    for text in references[:20]:
+        ids = tokenizer.encode(text, side="tgt")
+        assert auto.decode([1, *ids, 2], skip_special_tokens=True) == tokenizer.decode(ids, side="tgt")
+    # The model card's call: a padded batch, generate's defaults (greedy), batch_decode.
+    batch = sources[:16]
+    with torch.no_grad():
+        got = auto.batch_decode(
+            hf.generate(**auto(batch, return_tensors="pt", padding=True)), skip_special_tokens=True
+        )
+    src = _padded([tokenizer.encode(text, side="src") for text in batch])
+    want = [tokenizer.decode(h.tokens, side="tgt") for h in greedy_search(model, src)]
+    assert got == want
+
+
+@pytest.mark.parametrize("model_type", ["unigram", "bpe"])
+def test_fast_tokenizer_encodes_as_sentencepiece(model_type):
+    require("tokenizers")
+    from attnkit.data.tokenizer import SubwordTokenizer
+    from attnkit.export.hf_tokenizer import fast_tokenizer
+
+    sources, references = flickr_sentences(300)
+    tok = SubwordTokenizer.train(sources, references, vocab_size=500, model_type=model_type, num_threads=1)
+    fast = fast_tokenizer(tok.state_dict()["src"])
+    for text in [*sources, *references, *STRESS]:
+        assert fast.encode(text).ids == tok.encode(text, side="src"), text
+
+
+@pytest.mark.parametrize("kind", ["separate vocabularies", "user symbols"])
+def test_marian_tokenizer_where_no_fast_one_is_exact(kind, tmp_path):
+    # Two vocabularies (only MarianTokenizer decodes the target side) or user symbols: no tokenizer.json,
+    # and the tokenizer's own config says how to call MarianTokenizer for attnkit's ids.
+    require("transformers", "safetensors")
+    from transformers import AutoTokenizer
+
+    from attnkit.data.tokenizer import SubwordTokenizer
+    from attnkit.export.huggingface import export_marian
+    from attnkit.model import Transformer, TransformerConfig
+
+    sources, references = flickr_sentences(200)
+    options = {"joint": False} if kind == "separate vocabularies" else {"user_symbols": ["<bt>"]}
+    tok = SubwordTokenizer.train(sources, references, vocab_size=300, num_threads=1, **options)
+    cfg = TransformerConfig.preset("tiny").replace(
+        src_vocab_size=tok.src_vocab_size, tgt_vocab_size=tok.tgt_vocab_size, share_vocab=tok.joint
+    )
+    export_marian(Transformer(cfg).eval(), tok, tmp_path / "hf")
+    config = json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text())
+    assert config["attnkit"] == {"source_eos": False, "encode_sources_with": "add_special_tokens=False"}
+    assert not (tmp_path / "hf" / "tokenizer.json").exists()
+    auto = AutoTokenizer.from_pretrained(str(tmp_path / "hf"), local_files_only=True)
+    for text in sources[:20]:
+        assert auto(text, add_special_tokens=False).input_ids == tok.encode(text, side="src")
+
+
 def test_round_trip_export_import_translates_identically(exported, tmp_path):
     from attnkit.tasks.translation import Translator
 

@@ -10,8 +10,9 @@ Marian and attnkit compute the same post-norm Transformer, with three difference
 - Decoding starts from ``decoder_start_token_id``, set to attnkit's bos id (1); pad (0) and bos are
   suppressed in generation as attnkit never generates them; eos is 2.
 - MarianTokenizer appends ``</s>`` to every source; attnkit's models never saw one there, so the
-  exported model is told apart (``config.attnkit.source_eos = false``) and its README says to
-  tokenize with ``add_special_tokens=False``.
+  exported model is told apart (``config.attnkit.source_eos = false``); with a joint vocabulary the
+  folder also gets a fast tokenizer that adds nothing (:mod:`.hf_tokenizer`), which ``AutoTokenizer``
+  loads, else ``tokenizer_config.json`` says to call MarianTokenizer with ``add_special_tokens=False``.
 
 Every field of ``TransformerConfig`` is either converted exactly (covered by tests/test_export_hf.py)
 or refused by ``check_exportable``:
@@ -38,6 +39,7 @@ from torch import Tensor
 
 from ..errors import ConfigError
 from ..model import TransformerConfig
+from .hf_tokenizer import convertible, write_fast_tokenizer
 from .weights import logical_weights
 
 HF_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish"}  # attnkit name -> Marian name
@@ -256,3 +258,23 @@ def _write_tokenizer(tokenizer, folder: Path) -> None:
         **kwargs,
     )
     hf_tok.save_pretrained(folder)
+    if (
+        tokenizer.src_eos
+    ):  # an imported Marian model: MarianTokenizer's trailing </s> is what it was trained on
+        return
+    if tokenizer.joint and convertible(state["src"]):  # AutoTokenizer's default call gives attnkit's ids
+        write_fast_tokenizer(
+            state["src"], folder, {f"{k}_token": v for k, v in _special_names(pieces, tokenizer)}
+        )
+        return
+    # Two vocabularies (MarianTokenizer is the one HF tokenizer that decodes the target side) or user
+    # symbols (no exact fast tokenizer): say in the tokenizer's own config how to call it.
+    config_path = folder / "tokenizer_config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config["attnkit"] = {"source_eos": False, "encode_sources_with": "add_special_tokens=False"}
+    config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _special_names(pieces: dict[int, str], tokenizer) -> list[tuple[str, str]]:
+    ids = {"unk": tokenizer.unk_id, "eos": tokenizer.eos_id, "pad": tokenizer.pad_id, "bos": tokenizer.bos_id}
+    return [(name, pieces[i]) for name, i in ids.items()]
