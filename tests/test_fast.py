@@ -124,6 +124,28 @@ def test_only_products_big_enough_run_packed_and_they_equal_plain_ones():
     )
 
 
+def test_a_weight_is_packed_only_when_a_product_needs_it(monkeypatch):
+    # One translate() call of one sentence enters the block once: packing all of a model's weights
+    # there cost more than the decoding (27 reorders for the one the vocabulary projection needs).
+    if not fast._PACKING:
+        pytest.skip("no oneDNN packing on this build")
+    reorders = []
+    real = torch.ops.mkldnn._reorder_linear_weight
+    monkeypatch.setattr(
+        fast.torch.ops.mkldnn,
+        "_reorder_linear_weight",
+        lambda w, rows: reorders.append(w.shape) or real(w, rows),
+    )
+    model = make_model("transformer", src_vocab_size=1024, tgt_vocab_size=1024)
+    with torch.no_grad(), fast.packed_linears(model):
+        hyps = greedy_search(model, random_tokens(4, 5), max_len_b=4)
+        greedy_search(model, random_tokens(4, 5), max_len_b=4)  # the same block: no second reorder
+    assert reorders == [model.output_proj.weight.shape]
+    assert [h.tokens for h in hyps] == [
+        h.tokens for h in greedy_search(model, random_tokens(4, 5), max_len_b=4)
+    ]
+
+
 def test_packed_weights_follow_optimizer_updates():
     """Inference after a (fused) optimizer step must use the new weights: packing is per block."""
     torch.manual_seed(0)

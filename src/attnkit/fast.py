@@ -7,7 +7,8 @@ version (tests/test_fast.py):
 - :func:`packed_linears`: decoding multiplies small batches (one new position per sentence) by the
   same weights at every step, where MKL's plain sgemm reaches ~65% of the matmul peak. oneDNN can
   reorder a weight once into its blocked layout (what CTranslate2 does with MKL's packed GEMM) and
-  then runs the same products 15-35% faster. Only inside the block, where weights cannot change,
+  then runs the same products 15-35% faster. A weight is reordered at its first packed product in
+  the block, not on entry: a translate() call of one sentence packs the vocabulary projection alone. Only inside the block, where weights cannot change,
   and only for decoding steps (one position per row, x (N, 1, D)): oneDNN builds, and keeps, a
   primitive for every new row count (a few ms each; a server's memory grew with every new shape),
   so the encoder's (B, S, D) inputs, whose B * S changes with every batch, go through plain sgemm.
@@ -76,9 +77,10 @@ def packs(rows: int, out_features: int, in_features: int) -> bool:
 
 
 def _packed_forward(m: nn.Linear) -> Callable[[Tensor], Tensor]:
-    packed = torch.ops.mkldnn._reorder_linear_weight(m.weight.detach(), _TYPICAL_ROWS)
+    packed: Tensor | None = None  # reordered at the first packed product: most weights never need it
 
     def forward(x: Tensor) -> Tensor:
+        nonlocal packed
         if (
             torch.is_grad_enabled()
             or x.dtype != torch.float32
@@ -88,6 +90,8 @@ def _packed_forward(m: nn.Linear) -> Callable[[Tensor], Tensor]:
             or not packs(x.size(0), m.out_features, m.in_features)
         ):
             return F.linear(x, m.weight, m.bias)
+        if packed is None:
+            packed = torch.ops.mkldnn._reorder_linear_weight(m.weight.detach(), _TYPICAL_ROWS)
         return torch.ops.mkldnn._linear_pointwise(x, packed, m.bias, "none", [], "")
 
     return forward
