@@ -55,6 +55,8 @@ class TensorBoardLog:
         """The first validation sentence's cross-attention, for models that translate."""
         if not records or not (hasattr(model, "encode") and hasattr(model, "init_state")):
             return  # a language model or a classifier: no cross-attention to draw
+        if not isinstance(records[0], tuple):
+            return  # a captioner: its records are images, not sentence pairs
         from ..plotting import plot_attention
         from ..tasks.translation import Translator, attention_maps
 
