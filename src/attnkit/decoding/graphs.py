@@ -14,12 +14,14 @@ check the buffer reuse with it, and a GPU run adds only the capture (torch.cuda.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
-from .static import StaticCaches, StaticStep
+if TYPE_CHECKING:  # static.py imports this module (StaticDecoder.cuda_graphs)
+    from .static import StaticCaches, StaticStep
 
 
 @dataclass
@@ -60,13 +62,14 @@ class GraphedStep:
         if key not in self.buckets:
             c = caches
             clone = lambda ts: [t.clone() for t in ts]  # noqa: E731
-            kept = StaticCaches(
-                clone(c.self_k),
-                clone(c.self_v),
-                clone(c.cross_k),
-                clone(c.cross_v),
-                c.src_mask.clone(),
-                c.limits.clone(),
+            kept = replace(
+                c,
+                self_k=clone(c.self_k),
+                self_v=clone(c.self_v),
+                cross_k=clone(c.cross_k),
+                cross_v=clone(c.cross_v),
+                src_mask=c.src_mask.clone(),
+                limits=c.limits.clone(),
             )
             R = caches.limits.size(0)
             self.buckets[key] = _Bucket(kept, caches.limits.new_zeros(R), caches.limits.new_zeros(1))
