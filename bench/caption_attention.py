@@ -66,8 +66,8 @@ def main(argv: list[str] | None = None) -> dict:
     }
     print(
         f"{exact}/{len(scenes)} captions exact; {right}/{words} colour and shape words right; their "
-        f"attention inside their object's box: mean {result['mass_mean']:.3f} ({result['mass_above_half']:.0%} above "
-        f"0.5), evenly spread {result['uniform_mass_mean']:.3f}"
+        f"attention inside their object's box: mean {result['mass_mean']:.3f} "
+        f"({result['mass_above_half']:.0%} above 0.5), evenly spread {result['uniform_mass_mean']:.3f}"
     )
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
