@@ -1,9 +1,10 @@
 """Where each word of a caption looked: its cross-attention over the image's regions.
 
-``caption_attention`` captions an image, then re-runs the decoder on its own caption with the
-weights returned (as translation's attention maps do): every layer and head, one row per produced
-piece and eos, one column per region. ``region_mass`` measures how much of a word's attention falls
-on a box of the image (an object's, in the generated corpus): the number the seed's picture shows.
+``caption_attention`` captions an image, then ``attention_of`` re-runs the decoder on that caption's
+own tokens with the weights returned (as translation's attention maps do): every layer and head, one
+row per produced piece and eos, one column per region. ``region_mass`` measures how much of a word's
+attention falls on a box of the image (an object's, in the generated corpus): the number the seed's
+picture shows.
 
 Legend: L layers, H heads, T produced pieces + eos, R = gh * gw regions, S image size.
 """
@@ -11,6 +12,7 @@ Legend: L layers, H heads, T produced pieces + eos, R = gh * gw regions, S image
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -35,19 +37,26 @@ class CaptionAttention:
 
 
 def caption_attention(
-    captioner: Captioner, image: Image, *, beam: int = 4, name: str | None = None
+    captioner: Captioner, image: Image, *, beam: int = 4, name: str | None = None, **options: Any
 ) -> CaptionAttention:
-    """Caption ``image``, then re-run the decoder on its caption with the weights returned."""
+    """Caption ``image`` (``options``: the rest of :meth:`Captioner.caption`'s search options), then
+    re-run the decoder on its caption with the weights returned."""
     pixels = captioner.read(image, name=name)  # (C, S, S)
-    (found,) = captioner.caption([pixels], beam=beam)
+    (found,) = captioner.caption([pixels], beam=beam, **options)
+    cross = attention_of(captioner, pixels, found.tokens)  # (L, H, T, R)
+    return CaptionAttention(found.text, found.pieces, cross, captioner.model.grid, pixels.cpu())
+
+
+def attention_of(captioner: Captioner, pixels: Tensor, tokens: list[int]) -> Tensor:
+    """(L, H, T, R) every cross-attention of caption ``tokens`` (ids without bos or eos) of the image
+    ``pixels`` (C, S, S) uint8, teacher-forced: row t is the step that produced piece t (the last, eos)."""
     model, device = captioner.model, captioner.device
-    tgt_in = torch.tensor([[model.config.bos_id, *found.tokens]], device=device)  # (1, T)
+    tgt_in = torch.tensor([[model.config.bos_id, *tokens]], device=device)  # (1, T)
     with torch.no_grad():
         enc = model.encode(as_floats(pixels[None].to(device)))  # (1, R, D)
         out = model.decode(tgt_in, model.init_state(enc), need_weights=True)
     assert out.cross_attn is not None  # asked for with need_weights
-    cross = torch.stack([w[0] for w in out.cross_attn]).float().cpu()  # (L, H, T, R)
-    return CaptionAttention(found.text, found.pieces, cross, model.grid, pixels.cpu())
+    return torch.stack([w[0] for w in out.cross_attn]).float().cpu()  # (L, H, T, R)
 
 
 def region_boxes(grid: tuple[int, int], size: int) -> Tensor:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..base import parameter_count
-from .attention_maps import caption_attention
+from .attention_maps import attention_of
 from .captioner import Captioner
 
 
@@ -33,24 +33,26 @@ class CaptionerServed:
         """Each image's answer: caption, score, n-best and, with ``attention``, every cross-attention."""
         out = []
         for image in images:
-            (c,) = self.captioner.caption([image], names=["the uploaded image"], **options)
+            pixels = self.captioner.read(image, name="the uploaded image")  # (C, S, S)
+            (c,) = self.captioner.caption([pixels], **options)
             answer: dict[str, Any] = {
                 "caption": c.text,
                 "score": c.score,
                 "nbest": [{"text": t, "score": s} for t, s in c.nbest],
             }
             if attention:
-                maps = caption_attention(self.captioner, image, beam=options.get("beam", 4))
-                L, H = maps.cross.shape[:2]
-                answer["sequences"] = {"tgt": {"pieces": maps.pieces}}
+                # the returned caption's own attention: its tokens teacher-forced, no second search
+                cross = attention_of(self.captioner, pixels, c.tokens)  # (L, H, T, R)
+                L, H = cross.shape[:2]
+                answer["sequences"] = {"tgt": {"pieces": c.pieces}}
                 answer["attention"] = {
                     "cross": {
                         "rows": "tgt",
                         "cols": "regions",
-                        "grid": list(maps.grid),
+                        "grid": list(self.captioner.model.grid),
                         "layers": L,
                         "heads": H,
-                        "weights": maps.cross.double().round(decimals=3).tolist(),
+                        "weights": cross.double().round(decimals=3).tolist(),
                     }
                 }
             out.append(answer)
