@@ -15,10 +15,11 @@ import torch
 from PIL import Image
 
 from attnkit.data.config import DataConfig
-from attnkit.errors import DataError
-from attnkit.tasks.captioning import load_captions, make_shapes, read_image
+from attnkit.errors import ConfigError, DataError
+from attnkit.tasks.captioning import hf_import, load_captions, make_shapes, read_image, shapes
 from attnkit.tasks.captioning.corpus import reference_streams, references
 from attnkit.tasks.captioning.shapes import COLOURS, draw_scene, split_rng
+from cli_helpers import assert_user_error, cli
 
 
 def digest(folder: Path) -> str:
@@ -188,3 +189,92 @@ def test_objects_file_lists_each_images_boxes_in_caption_order(tmp_path):
         first, second = row["objects"]
         assert caption.startswith(f"a {first['colour']} {first['shape']}")
         assert caption.endswith(f"a {second['colour']} {second['shape']}") and len(first["box"]) == 4
+
+
+def test_make_shapes_refuses_a_non_empty_out_and_overwrite_replaces_it_only_once_done(tmp_path, capsys):
+    out = tmp_path / "corpus"
+    out.mkdir()
+    (out / "mine.txt").write_text("the user's")
+    code, _, err = cli(capsys, "make-shapes", "--out", out, "--train", "2", "--valid", "1", "--test", "1")
+    assert_user_error(code, err, str(out), "is not empty", "--overwrite")
+    code, _, err = cli(capsys, "make-shapes", "--out", out, "--train", "2", "--valid", "1", "--overwrite")
+    assert_user_error(code, err, "did not write (mine.txt)")
+    assert sorted(p.name for p in out.iterdir()) == ["mine.txt"]
+
+    (out / "mine.txt").unlink()
+    code, text, err = cli(capsys, "make-shapes", "--out", out, "--train", "4", "--valid", "2", "--test", "1")
+    assert code == 0 and "(4 images)" in text and "(1 image)" in text, err
+    before = digest(out)
+    with pytest.MonkeyPatch.context() as mp:  # the new corpus fails half-way: the old one stays whole
+        mp.setattr(shapes, "draw_scene", fail_after(3, draw_scene))
+        with pytest.raises(RuntimeError, match="disk on fire"):
+            make_shapes(out, n_train=2, n_valid=1, n_test=1, overwrite=True)
+    assert digest(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["corpus"]
+    code, _, err = cli(
+        capsys, "make-shapes", "--out", out, "--train", "2", "--valid", "1", "--test", "1", "--overwrite"
+    )
+    assert code == 0, err
+    assert len(list((out / "images").iterdir())) == 2 + 1 + 1  # no stale train_00002.png
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus"]
+
+
+def fail_after(n: int, fn):
+    calls = iter(range(n + 1))
+
+    def wrapped(*args, **kwargs):
+        if next(calls) == n:
+            raise RuntimeError("disk on fire")
+        return fn(*args, **kwargs)
+
+    return wrapped
+
+
+def test_make_shapes_refuses_counts_below_one_image(tmp_path, capsys):
+    code, _, err = cli(capsys, "make-shapes", "--out", tmp_path / "a", "--test", "0")
+    assert code == 2 and "--test" in err
+    with pytest.raises(ConfigError, match="--valid -1"):
+        make_shapes(tmp_path / "b", n_valid=-1)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def fake_hub(monkeypatch, bad: dict | None = None):
+    """import-captions reads a fake dataset: one good row a split, plus ``bad`` in validation."""
+    buf = io.BytesIO()
+    Image.new("RGB", (12, 12), (9, 9, 9)).save(buf, format="PNG")
+    good = {"image": {"bytes": buf.getvalue(), "path": None}, "caption": "one"}
+
+    def split(name, split, columns):
+        if name == "missing":
+            raise DataError(f"cannot load Hugging Face dataset {name!r} (no network)")
+        return [good, bad] if bad and split == "validation" else [good]
+
+    monkeypatch.setattr(hf_import, "_hf_split", split)
+
+
+@pytest.mark.parametrize(
+    "image, fragment",
+    [
+        ({"bytes": cut_png(), "path": None}, "damaged or unreadable"),
+        ({"bytes": None, "path": "/nonexistent/x.jpg"}, "No such file"),
+        ({"bytes": png("RGB", (300, 300)), "path": None}, "decompression bomb"),
+    ],
+)
+def test_import_captions_leaves_out_as_it_was_when_a_later_split_fails(
+    tmp_path, capsys, monkeypatch, image, fragment
+):
+    out = tmp_path / "corpus"
+    fake_hub(monkeypatch)
+    assert cli(capsys, "import-captions", "--dataset", "fake", "--out", out)[0] == 0
+    before = digest(out)
+    code, _, err = cli(capsys, "import-captions", "--dataset", "fake", "--out", out)
+    assert_user_error(code, err, "is not empty", "--overwrite")
+
+    fake_hub(monkeypatch, bad={"image": image, "caption": "two"})
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 40_000)  # 300 x 300 is over twice that: a bomb
+    code, _, err = cli(capsys, "import-captions", "--dataset", "fake", "--out", out, "--overwrite")
+    assert_user_error(code, err, "fake valid row 2", fragment)
+    assert digest(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["corpus"]
+
+    code, _, err = cli(capsys, "import-captions", "--dataset", "missing", "--out", tmp_path / "new")
+    assert_user_error(code, err, "cannot load")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus"]  # nothing made before the load

@@ -3,12 +3,15 @@
 A crash, a kill or a full disk in the middle of a write leaves the old file (if any) untouched and
 no half-written new one; the temporary file is removed on every error the process survives. Output
 paths are checked before the slow work that produces their content, so a typo costs seconds.
+A folder of outputs is written the same way (:func:`write_folder`): beside the target, then swapped in.
 """
 
 from __future__ import annotations
 
 import errno
+import fnmatch
 import os
+import shutil
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -121,3 +124,58 @@ def describe_os_error(exc: OSError) -> str:
     if exc.errno == errno.ENOSPC:
         return "no space left on device"
     return (exc.strerror or str(exc)).lower()
+
+
+def check_new_folder(
+    path: str | os.PathLike, *, overwrite: bool, owned: tuple[str, ...], command: str, what: str = "--out"
+) -> Path:
+    """Fail now, with a one-line :class:`ConfigError`, unless :func:`write_folder` may replace ``path``.
+
+    ``path`` must be absent or an empty folder; with ``overwrite``, a folder holding only what
+    ``attnkit command`` writes (names matching the ``owned`` patterns: anything else is the user's).
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{what} {path} is a file, not a folder")
+    names = sorted(p.name for p in path.iterdir()) if path.is_dir() else []
+    if names and not overwrite:
+        raise ConfigError(
+            f"{what} {path} is not empty: choose another folder, or pass --overwrite to replace it"
+        )
+    foreign = [name for name in names if not any(fnmatch.fnmatchcase(name, p) for p in owned)]
+    if foreign:
+        raise ConfigError(
+            f"{what} {path} holds files attnkit {command} did not write ({', '.join(foreign[:3])}); "
+            "choose another folder"
+        )
+    return path
+
+
+@contextmanager
+def write_folder(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a new empty folder beside ``path``; on a clean exit it becomes ``path``.
+
+    A folder already at ``path`` is renamed aside only then, and deleted once the new one is in
+    place (put back if the swap fails). On any exception the new folder is removed and ``path`` is
+    untouched: nothing the user had goes before the new work is known to have succeeded. Check
+    ``path`` with :func:`check_new_folder` first.
+    """
+    path = Path(path).resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        yield tmp
+        old = path.with_name(f".{path.name}.old-{os.getpid()}")
+        if path.exists():
+            path.rename(old)
+        try:
+            tmp.rename(path)
+        except OSError:
+            if old.exists():
+                old.rename(path)  # the earlier folder comes back
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -1,5 +1,6 @@
 """``attnkit import-captions``: a Hugging Face image-caption dataset (Flickr30k, COCO, ...) written as
-the captioner reads it: ``OUT/images/`` and ``OUT/{train,valid,test}.tsv``.
+the captioner reads it: ``OUT/images/`` and ``OUT/{train,valid,test}.tsv``. A non-empty ``OUT`` is
+refused unless ``--overwrite`` is given; the corpus is written beside it and swapped in when complete.
 
 Flickr30k keeps its splits in a column of one split:
     attnkit import-captions --dataset nlphuji/flickr30k --out data/flickr30k --hf-split test \\
@@ -52,6 +53,11 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--size", type=non_negative_int, default=0, help="resize to SIZE x SIZE (default 0: keep)")
     p.add_argument("--max-images", type=int_at_most(10**7), default=None, help="at most N images per split")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the corpus in a non-empty --out (once the new one is done)",
+    )
 
 
 def run(args) -> None:
@@ -67,6 +73,7 @@ def run(args) -> None:
         hf_split=args.hf_split,
         size=args.size,
         max_images=args.max_images or 0,
+        overwrite=args.overwrite,
     )
     for path in written.values():
         print(f"wrote {path}")

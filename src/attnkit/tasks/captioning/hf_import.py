@@ -18,7 +18,8 @@ from typing import Any
 
 from ...data.readers import _hf_split
 from ...errors import DataError
-from ...files import atomic_write
+from ...files import check_new_folder, write_folder
+from .shapes import CORPUS_FILES
 
 SPLITS = {"train": "train", "valid": "validation", "test": "test"}
 
@@ -60,17 +61,20 @@ def import_captions(
     hf_split: str = "train",
     size: int = 0,
     max_images: int = 0,
+    overwrite: bool = False,
 ) -> dict[str, Path]:
     """Write ``dataset``'s splits under ``out``; returns each split's TSV path.
 
     size: images resized to size x size (0 keeps them as they are; the captioner resizes when it
-    reads); max_images: at most this many images per split (0 = all).
+    reads); max_images: at most this many images per split (0 = all). ``out`` must be absent or
+    empty (with ``overwrite``, an earlier corpus there is replaced): every split is loaded first,
+    then written beside ``out`` and swapped in when all are complete, so a failure leaves ``out``
+    as it was.
     """
-    out = Path(out)
-    (out / "images").mkdir(parents=True, exist_ok=True)
+    out = check_new_folder(out, overwrite=overwrite, owned=CORPUS_FILES, command="import-captions")
     columns = (image_field, caption_field, *((split_field,) if split_field else ()))
     whole = _hf_split(dataset, hf_split, columns) if split_field else None
-    written = {}
+    sources = {}
     for ours, theirs in splits.items():
         if whole is not None:
             rows = whole.filter(lambda v, want=theirs: v == want, input_columns=split_field)
@@ -78,21 +82,32 @@ def import_captions(
                 raise DataError(f"{dataset}: no rows with {split_field} = {theirs!r} (for the {ours} split)")
         else:
             rows = _hf_split(dataset, theirs, columns)
-        lines: list[str] = []
-        for i, row in enumerate(rows):
-            if max_images and i >= max_images:
-                break
-            where = f"{dataset} {ours} row {i + 1}"
-            captions = _captions(row[caption_field], where)
-            if not captions:
-                continue
-            img = _picture(row[image_field], where).convert("RGB")
-            if size:
-                img = img.resize((size, size))
-            name = f"images/{ours}_{i:06d}.jpg"
-            img.save(out / name, format="JPEG", quality=95)  # the TSV naming it is written after
-            lines.extend(f"{name}\t{c}\n" for c in captions)
-        with atomic_write(out / f"{ours}.tsv") as f:
-            f.write("".join(lines))
-        written[ours] = out / f"{ours}.tsv"
-    return written
+        sources[ours] = rows
+    with write_folder(out) as tmp:
+        (tmp / "images").mkdir()
+        for ours, rows in sources.items():
+            lines: list[str] = []
+            for i, row in enumerate(rows):
+                if max_images and i >= max_images:
+                    break
+                where = f"{dataset} {ours} row {i + 1}"
+                captions = _captions(row[caption_field], where)
+                if not captions:
+                    continue
+                img = _rgb(row[image_field], where, size)
+                name = f"images/{ours}_{i:06d}.jpg"
+                img.save(tmp / name, format="JPEG", quality=95)
+                lines.extend(f"{name}\t{c}\n" for c in captions)
+            (tmp / f"{ours}.tsv").write_text("".join(lines), encoding="utf-8")
+    return {ours: out / f"{ours}.tsv" for ours in sources}
+
+
+def _rgb(value: Any, where: str, size: int):
+    """The cell's picture decoded in RGB (resized to size x size unless 0); a damaged one is one line."""
+    from PIL import Image
+
+    try:
+        img = _picture(value, where).convert("RGB")  # decodes: a truncated file fails here
+        return img.resize((size, size)) if size else img
+    except (OSError, Image.DecompressionBombError) as e:
+        raise DataError(f"{where}: a damaged or unreadable image ({e})") from None

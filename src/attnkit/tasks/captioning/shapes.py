@@ -11,6 +11,8 @@ whose box is known: where that word's attention should fall.
 (``images/NAME.png<TAB>caption``, what ``data.corpus: tsv`` reads) and ``{split}.objects.jsonl``
 (each image's objects, in caption order, with their pixel boxes). The same seed writes the same
 bytes; each split draws from its own stream, so changing one split's size leaves the others alone.
+The corpus is written beside ``out`` and swapped in when complete: a folder that is there already is
+refused, or with ``overwrite`` replaced only then.
 """
 
 from __future__ import annotations
@@ -22,13 +24,15 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import ConfigError
-from ...files import atomic_write
+from ...files import check_new_folder, write_folder
 
 COLOURS = {"red": (220, 40, 40), "green": (30, 160, 60), "blue": (40, 80, 230), "yellow": (235, 200, 30)}
 SHAPES = ("square", "circle", "triangle")
 RELATIONS = {(0, -1): "above", (0, 1): "below", (-1, 0): "left of", (1, 0): "right of"}
 BACKGROUND = (255, 255, 255)
 SPLITS = ("train", "valid", "test")
+# what make-shapes and import-captions write: --overwrite replaces a folder holding only these
+CORPUS_FILES = ("images", "*.tsv", "*.objects.jsonl")
 
 
 @dataclass(frozen=True)
@@ -100,30 +104,36 @@ def make_shapes(
     n_test: int = 200,
     size: int = 32,
     seed: int = 1,
+    overwrite: bool = False,
 ) -> dict[str, Path]:
-    """Write the corpus under ``out``; returns each split's TSV path."""
+    """Write the corpus under ``out``; returns each split's TSV path.
+
+    ``out`` must be absent or empty; with ``overwrite`` an earlier corpus there is replaced, once
+    the new one is complete (it is written beside ``out``, then swapped in).
+    """
     if size < 16:
         raise ConfigError(f"--size {size}: at least 16 pixels, or the shapes cannot be told apart")
-    out = Path(out)
-    (out / "images").mkdir(parents=True, exist_ok=True)
-    written = {}
-    for split, n in (("train", n_train), ("valid", n_valid), ("test", n_test)):
-        rng = split_rng(seed, split)
-        lines, objects = [], []
-        for i in range(n):
-            scene, img = draw_scene(rng, size)
-            name = f"images/{split}_{i:05d}.png"
-            img.save(out / name, format="PNG")  # the TSV naming it is written after, atomically
-            lines.append(f"{name}\t{scene.caption}\n")
-            objects.append(
-                json.dumps(
-                    {"image": name, "objects": [vars(o) | {"box": list(o.box)} for o in scene.objects]}
+    counts = {"train": n_train, "valid": n_valid, "test": n_test}
+    for split, n in counts.items():
+        if n < 0:
+            raise ConfigError(f"--{split} {n}: a number of images must be >= 0")
+    out = check_new_folder(out, overwrite=overwrite, owned=CORPUS_FILES, command="make-shapes")
+    with write_folder(out) as tmp:
+        (tmp / "images").mkdir()
+        for split, n in counts.items():
+            rng = split_rng(seed, split)
+            lines, objects = [], []
+            for i in range(n):
+                scene, img = draw_scene(rng, size)
+                name = f"images/{split}_{i:05d}.png"
+                img.save(tmp / name, format="PNG")
+                lines.append(f"{name}\t{scene.caption}\n")
+                objects.append(
+                    json.dumps(
+                        {"image": name, "objects": [vars(o) | {"box": list(o.box)} for o in scene.objects]}
+                    )
+                    + "\n"
                 )
-                + "\n"
-            )
-        with atomic_write(out / f"{split}.tsv") as f:
-            f.write("".join(lines))
-        with atomic_write(out / f"{split}.objects.jsonl") as f:
-            f.write("".join(objects))
-        written[split] = out / f"{split}.tsv"
-    return written
+            (tmp / f"{split}.tsv").write_text("".join(lines), encoding="utf-8")
+            (tmp / f"{split}.objects.jsonl").write_text("".join(objects), encoding="utf-8")
+    return {split: out / f"{split}.tsv" for split in counts}
