@@ -3,6 +3,7 @@ teacher forcing, beam 1 equals greedy, sampling is seeded), its config checks, i
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 
 import pytest
@@ -10,7 +11,7 @@ import torch
 
 from attnkit.checkpoint import build_model
 from attnkit.data.tokenizer import SubwordTokenizer
-from attnkit.errors import ConfigError
+from attnkit.errors import CheckpointError, ConfigError
 from attnkit.model.captioner import CaptionTransformer, grid_positions
 from attnkit.model.config import CaptionerConfig
 from attnkit.model.transformer import TargetDecoder, Transformer
@@ -151,3 +152,21 @@ def test_served_attention_is_the_returned_captions_own_under_every_search_option
         torch.testing.assert_close(weights[-1].mean(0), want.attention, atol=2e-3, rtol=0)
         cross = attention_of(served.captioner, image, want.tokens)  # (L, H, T, R)
         torch.testing.assert_close(cross[-1].mean(0), want.attention, atol=1e-5, rtol=1e-5)
+
+
+def test_a_run_whose_cnn_started_from_a_weights_file_resumes(monkeypatch):
+    """The checkpoint keeps the CNN's weights, not the file's name: resuming with the run's config
+    (which names the file) is the same model; another model key still differs."""
+    from attnkit.model import captioner as captioner_module
+    from attnkit.train import load_config
+    from attnkit.train.resume_checks import check_resume
+
+    monkeypatch.setattr(captioner_module, "CNNRegions", captioner_module.PatchRegions)  # no torchvision
+    overrides = ["model.arch=captioner", "model.preset=tiny", "model.encoder=cnn", "model.cnn_weights=w.pt"]
+    model_cfg = CaptionerConfig.preset("tiny", encoder="cnn", cnn_weights="w.pt")
+    saved = {"arch": "captioner", "model_config": CaptionTransformer(model_cfg).config.to_dict()}
+    check_resume(saved, load_config(None, overrides), model_cfg, path="ckpt.pt")
+    with pytest.raises(CheckpointError, match="model.d_model was 32"):
+        check_resume(
+            saved, load_config(None, overrides), dataclasses.replace(model_cfg, d_model=64), path="ckpt.pt"
+        )

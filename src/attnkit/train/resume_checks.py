@@ -12,7 +12,9 @@ Allowed changes, which say when to stop, how to report or where to run, never wh
 ``train.tensorboard``, ``train.init_from`` (the resumed weights are the checkpoint's), every
 ``valid.*`` key and ``output_dir``; and the keys that only say where files are:
 ``data.data_dir``, ``data.prepared`` and ``tokenizer.model`` (a resumed run uses the checkpoint's
-tokenizer). A key that an older checkpoint lacks compares equal to its default.
+tokenizer), and ``model.cnn_weights`` (the file a captioner's CNN started from: its weights are the
+checkpoint's, whose model config keeps no file). A key that an older checkpoint lacks compares equal
+to its default.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ MAY_CHANGE: dict[str, frozenset[str]] = {
     ),
 }
 FIXED_SECTIONS = ("data", "tokenizer", "train")  # valid.* may all change
+# The model keys --resume may change: where the first weights came from (the checkpoint holds them)
+MODEL_MAY_CHANGE = frozenset({"cnn_weights"})
 
 
 def check_resume(
@@ -103,7 +107,7 @@ def _check_model(
     saved = state.get("model_config") or {}
     now = model_cfg.to_dict()
     defaults = {f.name: _default(f) for f in dataclasses.fields(ARCHS[cfg.arch][1])}
-    for key in sorted(set(saved) | set(now)):
+    for key in sorted((set(saved) | set(now)) - MODEL_MAY_CHANGE):
         was, says = saved.get(key, defaults.get(key)), now.get(key, defaults.get(key))
         if was != says:
             _different_model(path, key, was, says)
