@@ -170,3 +170,50 @@ def test_a_run_whose_cnn_started_from_a_weights_file_resumes(monkeypatch):
         check_resume(
             saved, load_config(None, overrides), dataclasses.replace(model_cfg, d_model=64), path="ckpt.pt"
         )
+
+
+def fake_torchvision(monkeypatch):
+    """A torchvision whose resnet18 is a convolution and a BatchNorm (then the two layers the
+    captioner drops): enough to build the CNN encoder without the package."""
+    import sys
+    import types
+
+    def resnet18(weights=None):
+        return torch.nn.Sequential(
+            torch.nn.Conv2d(3, 8, 3, stride=8),
+            torch.nn.BatchNorm2d(8),
+            torch.nn.Identity(),
+            torch.nn.Identity(),
+        )
+
+    monkeypatch.setitem(
+        sys.modules, "torchvision", types.SimpleNamespace(models=types.SimpleNamespace(resnet18=resnet18))
+    )
+    return resnet18
+
+
+def test_cnn_weights_load_as_they_are_and_a_mismatched_file_is_one_line(monkeypatch, tmp_path):
+    """Building the encoder leaves BatchNorm's loaded running statistics untouched (its grid probe runs
+    in eval mode) and the CNN in train mode; a state dict of another network is a ConfigError."""
+    resnet18 = fake_torchvision(monkeypatch)
+    net = resnet18()
+    with torch.no_grad():
+        net[1].running_mean.fill_(0.5)
+        net[1].running_var.fill_(2.0)
+    torch.save(net.state_dict(), tmp_path / "w.pt")
+    model = CaptionTransformer(
+        CaptionerConfig.preset("tiny", encoder="cnn", cnn_weights=str(tmp_path / "w.pt"))
+    )
+    bn = model.regions.features[1]
+    assert model.grid == (4, 4) and bn.training and int(bn.num_batches_tracked) == 0
+    assert torch.equal(bn.running_mean, torch.full((8,), 0.5)) and torch.equal(
+        bn.running_var, torch.full((8,), 2.0)
+    )
+    assert model.config.cnn_weights == ""  # the weights are the model's now
+
+    torch.save({"conv.weight": torch.zeros(1)}, tmp_path / "other.pt")
+    with pytest.raises(ConfigError, match="other.pt does not fit torchvision's resnet18") as e:
+        CaptionTransformer(
+            CaptionerConfig.preset("tiny", encoder="cnn", cnn_weights=str(tmp_path / "other.pt"))
+        )
+    assert "\n" not in str(e.value)

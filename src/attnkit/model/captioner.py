@@ -88,17 +88,36 @@ class CNNRegions(nn.Module):
             ) from None
         net = getattr(torchvision.models, cfg.cnn)(weights=None)
         if cfg.cnn_weights:
-            net.load_state_dict(_read_weights(cfg.cnn_weights))
+            try:
+                net.load_state_dict(_read_weights(cfg.cnn_weights))
+            except RuntimeError:  # torch lists every missing, unexpected or misshapen key, over lines
+                raise ConfigError(
+                    f"model.cnn_weights: {cfg.cnn_weights} does not fit torchvision's {cfg.cnn} (its keys "
+                    "or shapes differ: a state dict of that very architecture is needed)"
+                ) from None
         self.features = nn.Sequential(*list(net.children())[:-2])  # drop avgpool and fc
-        with torch.no_grad():
-            fmap = self.features(torch.zeros(1, 3, cfg.image_size, cfg.image_size))  # (1, C', gh, gw)
-        self.grid = (fmap.size(2), fmap.size(3))
-        self.proj = nn.Conv2d(fmap.size(1), cfg.d_model, kernel_size=1)
+        channels, gh, gw = feature_shape(self.features, cfg.image_size)
+        self.grid = (gh, gw)
+        self.proj = nn.Conv2d(channels, cfg.d_model, kernel_size=1)
         self.positions = nn.Parameter(grid_positions(self.grid, cfg.d_model))
 
     def forward(self, images: Tensor) -> Tensor:
         x = self.proj(self.features(images))  # (B, D, gh, gw)
         return x.flatten(2).transpose(1, 2) + self.positions  # (B, R, D)
+
+
+def feature_shape(features: nn.Module, size: int) -> tuple[int, int, int]:
+    """(C', gh, gw): the feature map of one 3 x size x size image, probed in eval mode (in train
+    mode the probe would move BatchNorm's running statistics, the loaded weights' own); the
+    module's mode is restored."""
+    training = features.training
+    features.eval()
+    try:
+        with torch.no_grad():
+            fmap = features(torch.zeros(1, 3, size, size))  # (1, C', gh, gw)
+    finally:
+        features.train(training)
+    return fmap.size(1), fmap.size(2), fmap.size(3)
 
 
 def _read_weights(path: str) -> dict[str, Tensor]:
