@@ -40,8 +40,9 @@ def test_regions_are_the_patch_grid_and_memory_has_one_vector_per_region():
     enc = model.encode(images)
     assert model.grid == (4, 4)
     assert enc.memory.shape == (3, 16, 32) and enc.src_mask.shape == (3, 1, 1, 16) and enc.src_mask.all()
-    with pytest.raises(ValueError, match="images must be"):
-        model.encode(torch.rand(3, 1, 32, 32))
+    for wrong in ((3, 1, 32, 32), (3, 3, 16, 16), (3, 3, 32, 64), (3, 32, 32)):
+        with pytest.raises(ValueError, match=r"images must be \(B, 3, 32, 32\), got shape"):
+            model.encode(torch.rand(*wrong))
 
 
 def test_grid_positions_tell_every_region_apart_by_row_and_column():
@@ -110,6 +111,8 @@ def test_images_in_and_floats_out():
         ({"n_encoder_layers": -1}, "n_encoder_layers"),
         ({"encoder": "cnn", "channels": 1}, "channels"),
         ({"encoder": "cnn", "cnn": "vgg"}, "cnn"),
+        ({"channels": 4}, "channels = 4: must be 1"),
+        ({"channels": 2}, "channels = 2: must be 1"),
     ],
 )
 def test_config_refuses_what_it_cannot_build(fields, fragment):

@@ -180,10 +180,9 @@ class CaptionTransformer(TargetDecoder):
 
     def encode(self, images: Tensor, *, need_weights: bool = False) -> EncoderOutput:
         """images (B, C, H, W) in [0, 1] -> memory (B, R, D); every region is real (the mask is all True)."""
-        if images.dim() != 4 or images.size(1) != self.config.channels:
-            raise ValueError(
-                f"images must be (B, {self.config.channels}, H, W), got shape {tuple(images.shape)}"
-            )
+        C, S = self.config.channels, self.config.image_size
+        if images.dim() != 4 or tuple(images.shape[1:]) != (C, S, S):  # the regions' positions fix S
+            raise ValueError(f"images must be (B, {C}, {S}, {S}), got shape {tuple(images.shape)}")
         x = (images - self.mean) / self.std
         x = self.region_dropout(self.regions(x))  # (B, R, D)
         memory, weights = self.encoder(x, None, need_weights=need_weights)  # no padding among regions

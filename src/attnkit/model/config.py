@@ -173,7 +173,8 @@ class CaptionerConfig(BlockConfig):
     patch_size x patch_size patches, each linearly projected, plus a learned position per patch;
     "cnn": the last feature map of a torchvision ``cnn`` (resnet18/34/50; needs torchvision),
     loaded from ``cnn_weights`` (a state-dict file) when given, each cell projected to d_model.
-    Either way ``n_encoder_layers`` self-attention layers (0 allowed for a CNN) then read the regions.
+    Either way ``n_encoder_layers`` self-attention layers (0: the regions go to the decoder as they
+    are) then read the regions. ``channels``: 3 (RGB) or 1 (grey; patches only).
     """
 
     tgt_vocab_size: int = 8000
@@ -206,7 +207,8 @@ class CaptionerConfig(BlockConfig):
 
     def validate(self) -> None:
         super().validate()
-        self._positive("tgt_vocab_size", "image_size", "patch_size", "channels", "n_decoder_layers")
+        self._positive("tgt_vocab_size", "image_size", "patch_size", "n_decoder_layers")
+        self._check(self.channels in (1, 3), "channels", "must be 1 (grey) or 3 (RGB)")
         self._check(self.n_encoder_layers >= 0, "n_encoder_layers", "must be >= 0")
         self._choice("encoder", CAPTION_ENCODERS)
         if self.encoder == "patches":
