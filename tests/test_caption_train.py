@@ -85,6 +85,7 @@ def test_the_captioner_learns_the_pictures_words_and_looks_at_the_object_it_name
             total += 1
             if len(words) >= 5 and words[i] == want[i]:
                 right += 1
+                assert len(cap.tokens) == len(words), cap.pieces  # attention rows are pieces: one a word
                 box = tuple(obj["box"])
                 mass.append(region_mass(cap.attention[i % len(words)], box, captioner.model.grid, 32))
                 chance.append(region_mass(torch.full((R,), 1 / R), box, captioner.model.grid, 32))

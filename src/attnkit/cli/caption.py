@@ -1,7 +1,8 @@
 """``attnkit caption``: a caption for each image, with a captioner (greedy, beam or sampling).
 
 One image prints its caption; several print ``PATH<TAB>caption`` lines, in order. ``--nbest N``
-(or ``--num-samples N`` when sampling) prints N ``PATH<TAB>score<TAB>caption`` lines per image. A
+prints N ``PATH<TAB>score<TAB>caption`` lines per image: a search's best first, or, when sampling
+(``--temperature``, ``--top-k``, ``--top-p``), N draws in the order drawn. A
 file that is no image, too large an image or one of an unreadable pixel mode is a one-line error
 (exit code 2), found before anything is decoded.
 """
@@ -23,7 +24,10 @@ def add_parser(sub) -> None:
     p.add_argument("--image", required=True, nargs="+", help="image file(s): PNG, JPEG, ...")
     p.add_argument("--beam", type=int_at_most(256), default=None, help="beam size; 1 = greedy (default 4)")
     p.add_argument(
-        "--nbest", type=int_at_most(256), default=1, help="captions per image (at most the beam), best first"
+        "--nbest",
+        type=int_at_most(256),
+        default=1,
+        help="captions per image: a search's best first (at most the beam), or N samples as drawn",
     )
     p.add_argument("--length-penalty", type=finite_float, default=0.6, help="GNMT alpha (default 0.6)")
     p.add_argument(

@@ -35,7 +35,8 @@ Image = ImageSource | Tensor  # a file, its bytes, or (C, S, S) uint8 pixels rea
 
 @dataclass
 class Caption:
-    """One image's caption; ``nbest`` holds (text, score) pairs best first.
+    """One image's caption; ``nbest`` holds (text, score) pairs: a search's best first, or, when
+    sampling, the draws in the order drawn (``text`` is then the first draw's).
 
     attention: (T + 1, R) the last decoder layer's cross-attention over the regions, averaged over
     heads, one row per produced piece and eos, when asked for.
@@ -44,7 +45,7 @@ class Caption:
     text: str
     score: float
     nbest: list[tuple[str, float]]
-    tokens: list[int]  # the best hypothesis' ids, without eos
+    tokens: list[int]  # the first hypothesis' ids (the best, from a search), without eos
     pieces: list[str]  # its pieces + "</s>"
     attention: Tensor | None = None
 
