@@ -8,10 +8,11 @@ version (tests/test_fast.py):
   same weights at every step, where MKL's plain sgemm reaches ~65% of the matmul peak. oneDNN can
   reorder a weight once into its blocked layout (what CTranslate2 does with MKL's packed GEMM) and
   then runs the same products 15-35% faster. A weight is reordered at its first packed product in
-  the block, not on entry: a translate() call of one sentence packs the vocabulary projection alone. Only inside the block, where weights cannot change,
-  and only for decoding steps (one position per row, x (N, 1, D)): oneDNN builds, and keeps, a
-  primitive for every new row count (a few ms each; a server's memory grew with every new shape),
-  so the encoder's (B, S, D) inputs, whose B * S changes with every batch, go through plain sgemm.
+  the block, not on entry: a translate() call of one sentence packs the vocabulary projection alone.
+  Only inside the block, where weights cannot change, and only for decoding steps (one position
+  per row, x (N, 1, D)): oneDNN builds, and keeps, a primitive for every new row count (a few ms
+  each; a server's memory grew with every new shape), so the encoder's (B, S, D) inputs, whose
+  B * S changes with every batch, go through plain sgemm.
   A packed product also costs ~10-40 us more per call, which small products do not earn back: a
   server's step of 4-64 rows through a 128 x 128 weight ran 1.4-3x slower packed. So only products
   with an output of ``_PACK_MIN_OUT`` features (the vocabulary projection), an input of
