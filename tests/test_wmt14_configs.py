@@ -41,10 +41,10 @@ def test_the_papers_config_prepares_and_trains(name, wmt14_dir, tmp_path):
         f"data.data_dir={wmt14_dir}",
         f"data.prepared={tmp_path / 'prep'}",
         f"output_dir={tmp_path / 'run'}",
-        "train.max_steps=2",
+        "train.max_steps=1",
         "train.max_tokens=300",
         "train.progress=false",
-        "valid.every=2",
+        "valid.every=1",
         "valid.max_sentences=2",
     ]
     cfg = load_config(path, small)
@@ -53,5 +53,5 @@ def test_the_papers_config_prepares_and_trains(name, wmt14_dir, tmp_path):
     result = train(cfg, log=lambda m: None)
     state = load_checkpoint(result.last_checkpoint)
     d_model = {"base": 512, "big": 1024}[name]
-    assert state["step"] == 2 and state["model_config"]["d_model"] == d_model
+    assert state["step"] == 1 and state["model_config"]["d_model"] == d_model
     assert state["model_config"]["n_encoder_layers"] == state["model_config"]["n_decoder_layers"] == 6
