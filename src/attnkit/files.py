@@ -167,15 +167,21 @@ def write_folder(path: str | os.PathLike) -> Iterator[Path]:
     tmp.mkdir()
     try:
         yield tmp
-        old = path.with_name(f".{path.name}.old-{os.getpid()}")
-        if path.exists():
-            path.rename(old)
-        try:
-            tmp.rename(path)
-        except OSError:
-            if old.exists():
-                old.rename(path)  # the earlier folder comes back
-            raise
-        shutil.rmtree(old, ignore_errors=True)
+        swap_in(tmp, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def swap_in(new: Path, path: Path) -> None:
+    """Rename the finished folder ``new`` to ``path``; a folder already there is moved aside first and
+    deleted only once ``new`` is in place (put back if the rename fails)."""
+    old = path.with_name(f".{path.name}.old-{os.getpid()}")
+    if path.exists():
+        path.rename(old)
+    try:
+        new.rename(path)
+    except OSError:
+        if old.exists():
+            old.rename(path)  # the earlier folder comes back
+        raise
+    shutil.rmtree(old, ignore_errors=True)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ConfigError, DataError
+from ..files import swap_in
 from . import corpus as c
 from .examples import train_pair_tokenizer
 from .mix import mix_entries, tag_ids, tags_of
@@ -184,7 +185,7 @@ def prepare(
     tmp.mkdir(parents=True)
     try:
         manifest = _write(cfg, corpora, tmp, workers, log)
-        _replace(out, tmp)
+        swap_in(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return manifest
@@ -285,20 +286,6 @@ def _check_replaceable(out: Path) -> None:
             f"--output {out} holds files attnkit prepare did not write ({', '.join(extra[:3])}); "
             "choose another"
         )
-
-
-def _replace(out: Path, tmp: Path) -> None:
-    """Move the finished folder into place; an older prepared folder there goes only then."""
-    old = out.with_name(f".{out.name}.old-{os.getpid()}")
-    if out.exists():
-        out.rename(old)
-    try:
-        tmp.rename(out)
-    except OSError:
-        if old.exists():
-            old.rename(out)  # the earlier folder comes back
-        raise
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def _file_stamp(path: Path) -> dict:
