@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...data.pieces import words
 from ..base import parameter_count
 from .attention_maps import attention_of
 from .captioner import Captioner
@@ -44,7 +45,8 @@ class CaptionerServed:
                 # the returned caption's own attention: its tokens teacher-forced, no second search
                 cross = attention_of(self.captioner, pixels, c.tokens)  # (L, H, T, R)
                 L, H = cross.shape[:2]
-                answer["sequences"] = {"tgt": {"pieces": c.pieces}}
+                ws, index = words(c.pieces)  # the attention page's word view, as for translation
+                answer["sequences"] = {"tgt": {"pieces": c.pieces, "words": ws, "word_of_piece": index}}
                 answer["attention"] = {
                     "cross": {
                         "rows": "tgt",
