@@ -82,6 +82,16 @@ def post(url: str, body: dict, timeout: float = 60) -> tuple[int, dict]:
         return e.code, json.loads(e.read())
 
 
+def post_bytes(url: str, body: bytes, timeout: float = 60) -> tuple[int, dict]:
+    """POST a file's bytes as they are (``/v1/caption``); (status, JSON answer)."""
+    req = urllib.request.Request(url, body, {"Content-Type": "application/octet-stream"}, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
 @contextlib.contextmanager
 def live_server(*checkpoints: Path, extra: tuple[str, ...] = ()):
     """``attnkit serve`` in a real process on a free loopback port; yields (base url, process)."""

@@ -3,7 +3,8 @@
 Skipped (with the reason) where Chromium or chromedriver is missing, unless CI=true: there they
 must run. Start the server, type a sentence, translate, check the layers x heads grids, click a
 map, hover a cell and compare the value shown with the API's tensor; the same for the static file
-``attnkit attention --html`` writes.
+``attnkit attention --html`` writes. A captioner: upload an image, check the caption, one panel per
+piece, layer and head switching, and a hovered region's value against ``/v1/caption``'s tensor.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 import torch
 
 from attnkit.cli import main
-from serve_helpers import live_server, post, tiny_checkpoint
+from serve_helpers import live_server, post, post_bytes, tiny_checkpoint
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 SENTENCE = "Kannst du mir helfen, diesen Satz zu übersetzen?"
@@ -70,6 +71,46 @@ def driver(tmp_path_factory):
 def ckpt(tmp_path_factory):
     torch.set_num_threads(1)
     return tiny_checkpoint(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def captioner(tmp_path_factory):
+    """A captioner trained 20 steps on 120 generated shapes pictures (~3 s): the page is checked
+    against the API, not the captions' quality. Returns (checkpoint, a test image)."""
+    from attnkit.tasks.captioning import make_shapes
+    from attnkit.train import load_config, train
+
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("page_captioner")
+    make_shapes(root / "data", n_train=120, n_valid=4, n_test=2, seed=1)
+    overrides = [
+        "data.corpus=tsv",
+        *(f"data.{s}_files=[{root}/data/{s}.tsv]" for s in ("train", "valid", "test")),
+        "tokenizer.vocab_size=60",
+        "tokenizer.model_type=bpe",
+        "model.arch=captioner",
+        "model.preset=tiny",  # 32x32 images, an 8x8 grid of regions, 2 decoder layers x 4 heads
+        "train.max_steps=20",
+        "train.max_tokens=2048",
+        "train.schedule=inverse_sqrt",
+        "train.lr=0.01",
+        "train.warmup_steps=5",
+        "train.progress=false",
+        "train.tensorboard=false",
+        "valid.every=20",
+        "valid.beam_size=1",
+        "valid.keep_last=1",
+        f"output_dir={root}/run",
+    ]
+    result = train(load_config(None, overrides), log=lambda m: None)
+    return result.last_checkpoint, root / "data" / "images" / "test_00001.png"
+
+
+@pytest.fixture(scope="module")
+def caption_server(captioner):
+    """One server of the captioner for the page and for the API's answers to compare with."""
+    with live_server(captioner[0]) as (url, _):
+        yield url
 
 
 def _wait(driver, condition, timeout: float = 90, what: str = "the page"):
@@ -214,3 +255,103 @@ def test_html_needs_text_and_an_output(capsys, ckpt, tmp_path):
         main(["attention", "--checkpoint", str(ckpt), "--text", " ", "--html", str(tmp_path / "x.html")]) == 2
     )
     assert not (tmp_path / "x.html").exists()
+
+
+def _hover_region(driver, panel_index: int, gr: int, gc: int, grid: list[int]) -> dict:
+    """Hover region (gr, gc) of one word's panel; the tooltip's row, column and value."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    canvas = driver.find_elements(By.CSS_SELECTOR, ".panel canvas")[panel_index]
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", canvas)
+    side = driver.execute_script("return arguments[0].clientWidth", canvas)
+    x = (gc + 0.5) * side / grid[1] - side / 2  # offsets from the centre
+    y = (gr + 0.5) * side / grid[0] - side / 2
+    ActionChains(driver).move_to_element_with_offset(canvas, int(x), int(y)).perform()
+    tip = driver.find_element(By.ID, "panel-tooltip")
+    _wait(driver, lambda d: tip.is_displayed(), 10, "the hover value")
+    assert tip.text.endswith(tip.get_attribute("data-value"))
+    return {k: float(tip.get_attribute(f"data-{k}")) for k in ("row", "col", "value")}
+
+
+def _check_caption_view(driver, data: dict, tmp_path: Path) -> None:
+    """Caption, one panel per piece, layer and head switching, the mean of the heads and hidden
+    </s>: against ``/v1/caption``'s answer ``data`` for the same image and options."""
+    from selenium.webdriver.common.by import By
+
+    pieces, cross = data["sequences"]["tgt"]["pieces"], data["attention"]["cross"]
+    grid, weights = cross["grid"], cross["weights"]  # (L, H, T, R)
+    assert driver.find_element(By.ID, "result-label").text == "Caption"
+    assert driver.find_element(By.ID, "translation").text == data["caption"]
+    labels = [e.text for e in driver.find_elements(By.CSS_SELECTOR, ".panel figcaption")]
+    assert labels == pieces  # one panel per piece, </s> included
+    assert len(driver.find_elements(By.CSS_SELECTOR, '.cell[data-kind="cross"]')) == (
+        cross["layers"] * cross["heads"]
+    )
+    assert not driver.find_element(By.ID, "detail").is_displayed()
+
+    def first_panel() -> str:
+        return driver.execute_script("return document.querySelector('.panel canvas').toDataURL()")
+
+    drawn = {}
+    for layer, head in ((cross["layers"] - 1, cross["heads"] - 1), (0, 0)):
+        driver.find_element(
+            By.CSS_SELECTOR, f'.cell[data-kind="cross"][data-layer="{layer}"][data-head="{head}"]'
+        ).click()
+        drawn[layer, head] = first_panel()
+        t, gr, gc = len(pieces) // 2, 2, 5
+        tip = _hover_region(driver, t, gr, gc, grid)
+        region = gr * grid[1] + gc
+        assert (tip["row"], tip["col"]) == (t, region)
+        assert tip["value"] == pytest.approx(weights[layer][head][t][region], abs=5e-4)
+    assert len(set(drawn.values())) == 2, "another layer and head must draw another overlay"
+
+    driver.find_element(By.CSS_SELECTOR, '[data-heads="mean"]').click()  # the average of the heads
+    assert len(driver.find_elements(By.CSS_SELECTOR, '.cell[data-kind="cross"]')) == cross["layers"]
+    tip = _hover_region(driver, 0, 0, 0, grid)
+    mean = sum(h[0][0] for h in weights[0]) / cross["heads"]
+    assert tip["value"] == pytest.approx(mean, abs=2e-3)  # each head's weight is rounded to 3 places
+    driver.find_element(By.ID, "hide-special").click()
+    assert len(driver.find_elements(By.CSS_SELECTOR, ".panel")) == len(pieces) - 1  # no </s>
+    driver.find_element(By.CSS_SELECTOR, '[data-units="words"]').click()  # a panel per word
+    labels = [e.text for e in driver.find_elements(By.CSS_SELECTOR, ".panel figcaption")]
+    assert labels == data["sequences"]["tgt"]["words"][:-1]
+    driver.save_screenshot(str(tmp_path / "captions.png"))
+    errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, errors
+
+
+def test_the_page_captions_an_uploaded_image_one_panel_per_word_and_each_layer_and_head(
+    driver, captioner, caption_server, tmp_path
+):
+    from selenium.webdriver.common.by import By
+
+    image, url = captioner[1], caption_server
+    driver.get(url + "/")
+    _wait(driver, lambda d: d.find_element(By.ID, "status").text == "ready", what="the model list")
+    assert driver.find_element(By.ID, "image-box").is_displayed()
+    assert not driver.find_element(By.ID, "text").is_displayed()
+    assert driver.find_element(By.ID, "translate").text == "Caption"
+    driver.find_element(By.ID, "image").send_keys(str(image))
+    driver.find_element(By.ID, "translate").click()  # the page's default search: beam 4, 4-best
+    _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".panel"), what="the word panels")
+    status, data = post_bytes(url + "/v1/caption?beam=4&nbest=4&attention=true", image.read_bytes())
+    assert status == 200, data
+    nbest = [li.text for li in driver.find_elements(By.CSS_SELECTOR, "#nbest li")]  # text, then score
+    assert len(nbest) == len(data["nbest"]) and all(
+        li.startswith(h["text"]) for li, h in zip(nbest, data["nbest"])
+    )
+    _check_caption_view(driver, data, tmp_path)
+
+    # A file that is no image: the server's one line, on the page as a translation's error is.
+    bad = tmp_path / "notes.txt"
+    bad.write_text("plain text, not a picture")
+    status, answer = post_bytes(url + "/v1/caption?beam=4&nbest=4&attention=true", bad.read_bytes())
+    assert status == 422
+    driver.find_element(By.ID, "image").send_keys(str(bad))
+    driver.find_element(By.ID, "translate").click()
+    line = driver.find_element(By.ID, "status")
+    _wait(driver, lambda d: line.get_attribute("class") == "error", 30, "the error line")
+    assert line.text == answer["error"]
+    logged = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]  # and empties the log
+    assert all("status of 422" in e["message"] for e in logged), logged  # the refusal, nothing else

@@ -11,7 +11,7 @@ import json
 from importlib import resources
 from typing import Any
 
-PARTS = ("style.css", "heatmaps.js", "lines.js", "app.js")
+PARTS = ("style.css", "heatmaps.js", "lines.js", "captions.js", "app.js")
 
 
 def _part(name: str) -> str:

@@ -1,19 +1,25 @@
 // The page's controller: asks the API (or reads the embedded payload), keeps the view state and
-// redraws the grids, the zoomed map and the line view when a control changes.
+// redraws the grids, the zoomed map and the line view when a control changes. A captioner's
+// answer draws the same grids and, instead of the zoom and the lines, one image panel per word.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
 const state = { data: null, units: "pieces", heads: "all", hideSpecial: false,
-                selected: { kind: null, layer: 0, head: 0 }, hiddenHeads: new Set() };
+                selected: { kind: null, layer: 0, head: 0 }, hiddenHeads: new Set(),
+                mode: "translate", image: null };
 
 function setStatus(text, isError) {
   $("status").textContent = text;
   $("status").className = isError ? "error" : "";
 }
 
+// GET without a body; POST a file's bytes as they are (a Blob), anything else as JSON.
 async function api(path, body) {
+  const raw = body instanceof Blob;
   const res = await fetch(path, body === undefined ? {} : {
-    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+    method: "POST",
+    headers: { "Content-Type": raw ? (body.type || "application/octet-stream") : "application/json" },
+    body: raw ? body : JSON.stringify(body),
   });
   let json = null;
   try { json = await res.json(); } catch (e) { /* not JSON: reported below */ }
@@ -23,6 +29,7 @@ async function api(path, body) {
 
 function showTranslation(text, nbest) {
   $("result").hidden = false;
+  $("result-label").textContent = state.mode === "caption" ? "Caption" : "Translation";
   $("translation").textContent = text;
   $("nbest").innerHTML = "";
   (nbest || []).forEach((h) => {
@@ -42,6 +49,10 @@ function render() {
   $("view").hidden = false;
   const kinds = Object.keys(KIND_TITLES).filter((k) => data.attention[k]);
   const views = Object.fromEntries(kinds.map((k) => [k, attentionView(data, k, state)]));
+  const captions = data.task === "caption";
+  $("detail").hidden = captions;
+  $("caption-view").hidden = !captions;
+  $("export-png").hidden = captions;
   const sel = state.selected;
   if (!views[sel.kind]) Object.assign(sel, { kind: kinds[kinds.length - 1], layer: 0, head: 0 });
   const v = views[sel.kind];
@@ -56,6 +67,12 @@ function render() {
   const picked = document.querySelector(
     `.cell[data-kind="${sel.kind}"][data-layer="${sel.layer}"][data-head="${sel.head}"]`);
   if (picked) picked.classList.add("selected");
+  if (captions) {
+    $("panels-title").textContent = `Each word's attention over the image: layer ${sel.layer + 1}, `
+      + `${v.headNames[sel.head]} (each panel shaded from its least to its largest weight; hover a region)`;
+    drawPanels($("panels"), $("panel-tooltip"), v, sel.layer, sel.head, state.image, data.attention.cross.grid);
+    return;
+  }
   $("zoom-title").textContent = `${KIND_TITLES[sel.kind]}: layer ${sel.layer + 1}, ${v.headNames[sel.head]}`;
   drawZoom($("zoom"), $("tooltip"), v, sel.layer, sel.head);
   $("lines-title").textContent = `Lines: ${KIND_TITLES[sel.kind]}, layer ${sel.layer + 1} (hover a token)`;
@@ -64,8 +81,45 @@ function render() {
 
 function show(data) {
   state.data = data;
-  showTranslation(data.translation, null);
+  showTranslation(data.task === "caption" ? data.caption : data.translation, null);
   render();
+}
+
+// Which input the selected model reads: the text box (translation) or an image (captioner).
+function setMode(mode) {
+  if (mode === state.mode) return;
+  state.mode = mode;
+  const captions = mode === "caption";
+  $("text").hidden = captions;
+  $("examples").hidden = captions;
+  $("image-box").hidden = !captions;
+  $("translate").textContent = captions ? "Caption" : "Translate";
+  $("result").hidden = $("view").hidden = true;
+  state.data = null;
+}
+
+async function caption() {
+  const file = $("image").files[0];
+  if (!file) { setStatus("choose an image first", true); return; }
+  const beam = Number($("search").value);
+  const query = new URLSearchParams({ beam, nbest: Math.min(beam, 4), attention: "true" });
+  if ($("model").value) query.set("model", $("model").value);
+  $("translate").disabled = true;
+  setStatus("captioning…");
+  try {
+    const answer = await api("/v1/caption?" + query, file);
+    if (state.image) URL.revokeObjectURL(state.image.src);
+    const url = URL.createObjectURL(file);
+    state.image = await loadImage(url);
+    state.data = captionPayload(answer, null);
+    showTranslation(answer.caption, beam > 1 ? answer.nbest : null);
+    render();
+    setStatus("");
+  } catch (e) {
+    setStatus(e.message, true);
+  } finally {
+    $("translate").disabled = false;
+  }
 }
 
 async function translate() {
@@ -119,7 +173,18 @@ function wireControls() {
   $("export-json").addEventListener("click", () => {
     download("attention.json", new Blob([JSON.stringify(state.data)], { type: "application/json" }));
   });
-  $("translate").addEventListener("click", translate);
+  $("translate").addEventListener("click", () => (state.mode === "caption" ? caption() : translate()));
+  $("model").addEventListener("change", () => setMode($("model").selectedOptions[0].dataset.task));
+  const box = $("image-box");
+  box.addEventListener("dragover", (e) => { e.preventDefault(); box.classList.add("over"); });
+  box.addEventListener("dragleave", () => box.classList.remove("over"));
+  box.addEventListener("drop", (e) => {
+    e.preventDefault();
+    box.classList.remove("over");
+    if (!e.dataTransfer.files.length) return;
+    $("image").files = e.dataTransfer.files;
+    caption();
+  });
   document.querySelectorAll("[data-example]").forEach((b) => b.addEventListener("click", () => {
     $("text").value = b.dataset.example;
     translate();
@@ -133,6 +198,13 @@ async function start() {
   wireControls();
   if (EMBEDDED) { // a static file from `attnkit attention --html`: no server behind it
     document.querySelectorAll(".live-only").forEach((el) => { el.hidden = true; });
+    if (EMBEDDED.task === "caption") {
+      state.mode = "caption";
+      $("text").hidden = true;
+      state.image = await loadImage(EMBEDDED.image);
+      show(captionPayload(EMBEDDED, EMBEDDED.image));
+      return;
+    }
     $("text").value = EMBEDDED.text;
     $("text").readOnly = true;
     show(EMBEDDED);
@@ -140,12 +212,15 @@ async function start() {
   }
   try {
     const { models } = await api("/v1/models");
-    models.filter((m) => m.task === "translate").forEach((m) => {
+    models.filter((m) => m.task === "translate" || m.task === "caption").forEach((m) => {
       const o = document.createElement("option");
       o.value = m.name;
-      o.textContent = m.src_lang && m.tgt_lang ? `${m.name} (${m.src_lang}→${m.tgt_lang})` : m.name;
+      o.dataset.task = m.task;
+      o.textContent = m.task === "caption" ? `${m.name} (image captions)`
+        : m.src_lang && m.tgt_lang ? `${m.name} (${m.src_lang}→${m.tgt_lang})` : m.name;
       $("model").appendChild(o);
     });
+    if ($("model").options.length) setMode($("model").options[0].dataset.task);
     setStatus("ready");
   } catch (e) {
     setStatus("cannot reach the server: " + e.message, true);

@@ -46,7 +46,8 @@ function attentionView(data, kind, state) {
     colIdx = colIdx.filter((i) => !SPECIAL.has(colLabels[i]));
   }
   return {
-    kind, rowLabels: rowIdx.map((i) => rowLabels[i]), colLabels: colIdx.map((i) => colLabels[i]),
+    kind, title: spec.title || KIND_TITLES[kind], stretched: data.task === "caption",
+    rowLabels: rowIdx.map((i) => rowLabels[i]), colLabels: colIdx.map((i) => colLabels[i]),
     rowIdx, colIdx, headNames,
     maps: layers.map((heads) => heads.map((m) => rowIdx.map((r) => colIdx.map((c) => m[r][c])))),
   };
@@ -59,8 +60,16 @@ function colour(w) {
   return `rgb(${r},${g},${b})`;
 }
 
-function paintMap(ctx, map, x0, y0, size) {
-  map.forEach((row, r) => row.forEach((w, c) => {
+// A row's weights spread over 0..1 (its least to its largest), as `attnkit attention --out` shades a
+// caption's panels: over 64 or more image regions even a sharp look is far from 1.
+function stretch(row) {
+  const lo = Math.min(...row), span = Math.max(...row) - lo;
+  return row.map((w) => (span > 0 ? (w - lo) / span : 0));
+}
+
+// Each cell's weight as a colour; with ``stretched``, each row spread over 0..1 first.
+function paintMap(ctx, map, x0, y0, size, stretched) {
+  map.forEach((row, r) => (stretched ? stretch(row) : row).forEach((w, c) => {
     ctx.fillStyle = colour(w);
     ctx.fillRect(x0 + c * size, y0 + r * size, Math.ceil(size), Math.ceil(size));
   }));
@@ -72,7 +81,7 @@ function drawGrid(container, view, onPick) {
   const box = document.createElement("div");
   box.className = "kind";
   box.dataset.kind = view.kind;
-  box.innerHTML = `<h2>${KIND_TITLES[view.kind]} <span>${L} layers × ${H} heads</span></h2>`;
+  box.innerHTML = `<h2>${view.title} <span>${L} layers × ${H} heads</span></h2>`;
   const grid = document.createElement("div");
   grid.className = "grid";
   grid.style.gridTemplateColumns = `56px repeat(${H}, 60px)`;
@@ -92,10 +101,14 @@ function drawGrid(container, view, onPick) {
       const canvas = document.createElement("canvas");
       const n = Math.max(map.length, map[0] ? map[0].length : 0, 1);
       canvas.width = canvas.height = n * 4;
+      if (view.stretched) { // a few words x many regions: filling the square shows each row
+        canvas.width = Math.max(map[0] ? map[0].length : 0, 1) * 4;
+        canvas.height = Math.max(map.length, 1) * 4;
+      }
       canvas.className = "cell";
       Object.assign(canvas.dataset, { kind: view.kind, layer: l, head: h });
-      canvas.title = `${KIND_TITLES[view.kind]}, layer ${l + 1}, ${view.headNames[h]}`;
-      paintMap(canvas.getContext("2d"), map, 0, 0, 4);
+      canvas.title = `${view.title}, layer ${l + 1}, ${view.headNames[h]}`;
+      paintMap(canvas.getContext("2d"), map, 0, 0, 4, view.stretched);
       canvas.addEventListener("click", () => onPick(view.kind, l, h));
       grid.appendChild(canvas);
     });

@@ -1,0 +1,75 @@
+// Captions: the answer of POST /v1/caption?attention=true as a page payload, and one panel per
+// word (or piece): the image with that word's attention over the grid of regions laid over it.
+// Region r covers grid cell (r / gw, r % gw) of the image as the model read it: the whole picture
+// squeezed to a square, so the panels draw it square too.
+"use strict";
+
+const PANEL = 128; // each panel's side in pixels
+
+// The caption answer with what the page's views need: a "regions" sequence (one label per
+// region) beside the caption's own pieces and words, and the image it was drawn from.
+function captionPayload(answer, imageUrl) {
+  const [gh, gw] = answer.attention.cross.grid;
+  const labels = Array.from({ length: gh * gw }, (_, r) => `region ${Math.floor(r / gw) + 1},${(r % gw) + 1}`);
+  const regions = { pieces: labels, words: labels, word_of_piece: labels.map((_, r) => r) };
+  const cross = { ...answer.attention.cross, title: "Cross-attention over the image's regions" };
+  return { ...answer, task: "caption", image: imageUrl, sequences: { ...answer.sequences, regions },
+           attention: { cross } };
+}
+
+function loadImage(url) {
+  const img = new Image();
+  img.src = url;
+  return img.decode().then(() => img);
+}
+
+// Warm where the word looks, darker where it does not; each panel's weights stretched over its own
+// least to largest (heatmaps.js' stretch).
+function paintRegions(ctx, weights, grid) {
+  const [gh, gw] = grid;
+  const cw = PANEL / gw, ch = PANEL / gh;
+  stretch(weights).forEach((t, r) => {
+    const x = (r % gw) * cw, y = Math.floor(r / gw) * ch;
+    ctx.fillStyle = `rgba(0,0,0,${(0.55 * (1 - t)).toFixed(3)})`;
+    ctx.fillRect(x, y, cw, ch);
+    ctx.fillStyle = `rgba(255,${Math.round(60 + 170 * t)},0,${(0.5 * t).toFixed(3)})`;
+    ctx.fillRect(x, y, cw, ch);
+  });
+}
+
+// One panel per row of the view's (layer, head) map; hovering a region shows
+// "word → region row,col: value" in ``tooltip`` (its dataset names the tensor's row and column).
+function drawPanels(container, tooltip, view, layer, head, image, grid) {
+  const map = view.maps[layer][head];
+  const [gh, gw] = grid;
+  container.querySelectorAll(".panel").forEach((el) => el.remove());
+  map.forEach((weights, t) => {
+    const fig = document.createElement("figure");
+    fig.className = "panel";
+    const canvas = document.createElement("canvas");
+    canvas.width = canvas.height = PANEL;
+    Object.assign(canvas.dataset, { row: view.rowIdx[t], layer, head, grid: `${gh}x${gw}` });
+    const ctx = canvas.getContext("2d");
+    ctx.drawImage(image, 0, 0, PANEL, PANEL);
+    paintRegions(ctx, weights, grid);
+    const label = document.createElement("figcaption");
+    label.textContent = view.rowLabels[t];
+    label.title = `weights ${Math.min(...weights).toFixed(3)} to ${Math.max(...weights).toFixed(3)}`;
+    fig.append(canvas, label);
+    container.appendChild(fig);
+
+    canvas.onmousemove = (e) => {
+      const gc = Math.floor((e.offsetX / canvas.clientWidth) * gw); // offsetX: inside the border
+      const gr = Math.floor((e.offsetY / canvas.clientHeight) * gh);
+      if (gc < 0 || gr < 0 || gc >= gw || gr >= gh) { tooltip.hidden = true; return; }
+      const c = gr * gw + gc, w = weights[c];
+      tooltip.textContent = `${view.rowLabels[t]} → ${view.colLabels[c]}: ${w.toFixed(3)}`;
+      Object.assign(tooltip.dataset, { row: view.rowIdx[t], col: view.colIdx[c], value: w.toFixed(3) });
+      const box = container.getBoundingClientRect();
+      tooltip.style.left = (e.clientX - box.left + 14) + "px";
+      tooltip.style.top = (e.clientY - box.top + 14) + "px";
+      tooltip.hidden = false;
+    };
+    canvas.onmouseleave = () => { tooltip.hidden = true; };
+  });
+}
