@@ -355,3 +355,22 @@ def test_the_page_captions_an_uploaded_image_one_panel_per_word_and_each_layer_a
     assert line.text == answer["error"]
     logged = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]  # and empties the log
     assert all("status of 422" in e["message"] for e in logged), logged  # the refusal, nothing else
+
+
+def test_the_static_html_file_of_a_caption_shows_the_same_panels(
+    driver, captioner, caption_server, tmp_path, capsys
+):
+    from selenium.webdriver.common.by import By
+
+    ckpt, image = captioner
+    out = tmp_path / "caption.html"
+    argv = ["attention", "--checkpoint", str(ckpt), "--image", str(image), "--html", str(out)]
+    assert main([*argv, "--beam", "4", "--device", "cpu"]) == 0, capsys.readouterr().err
+    html = out.read_text(encoding="utf-8")
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html), "the file must not load anything"
+    status, data = post_bytes(caption_server + "/v1/caption?beam=4&attention=true", image.read_bytes())
+    assert status == 200, data
+    driver.get(out.as_uri())
+    _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".panel"), what="the embedded panels")
+    assert not driver.find_element(By.ID, "image-box").is_displayed()
+    _check_caption_view(driver, data, tmp_path)

@@ -7,7 +7,8 @@ Language models (``--out``): the causal self-attention of every layer and head o
 Classifiers (``--out``): the seeds' review picture (each word shaded by its pooling weight) as
 OUT.html and OUT.png, and the encoder self-attention beside it.
 Captioners (``--image``, ``--out``): seed 002's caption picture, the image with each word's
-cross-attention over its regions (one panel per word), and OUT_heads.png with every layer and head.
+cross-attention over its regions (one panel per word), and OUT_heads.png with every layer and head;
+``--html`` the server's page of it (every layer and head, a panel per word) with the image embedded.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ def add_parser(sub) -> None:
         "a classifier writes OUT.html and OUT.png",
     )
     p.add_argument(
-        "--html", help="the interactive attention page as one static HTML file (translation models)"
+        "--html",
+        help="the interactive attention page as one static HTML file (translation models, captioners)",
     )
     p.add_argument("--beam", type=int_at_most(256), default=4)
     p.add_argument("--device", type=device, default="auto")
@@ -43,8 +45,8 @@ def run(args) -> None:
 
     state = load_checkpoint(args.checkpoint)
     task = task_of(state, args.checkpoint)
-    if task.name != "translate" and not args.out:
-        raise ConfigError(f"{task.noun} needs --out (--html is for translation models)")
+    if task.name not in ("translate", "caption") and not args.out:
+        raise ConfigError(f"{task.noun} needs --out (--html is for translation models and captioners)")
     needs, other = ("--image", "--text") if task.name == "caption" else ("--text", "--image")
     if getattr(args, needs[2:]) is None or getattr(args, other[2:]) is not None:
         raise ConfigError(f"{task.noun} needs {needs} (not {other})")
@@ -62,13 +64,22 @@ def run_caption(args, state) -> None:
     from ..plotting import plot_caption_attention
     from ..tasks.captioning import Captioner, caption_attention
 
-    out = Path(args.out)
-    if out.suffix.lower() != ".png":
-        raise ConfigError(f"--out {out}: the figures are PNG images; give a path ending in .png")
-    heads = self_attention_path(out, "heads")
-    for path in (out, heads):
-        check_output_path(path, what="--out", make_folders=True)
+    if not args.out and not args.html:
+        raise ConfigError("give --out PNG, --html FILE or both")
+    out = Path(args.out) if args.out else None
+    if out is not None:  # every output checked before the image is captioned
+        if out.suffix.lower() != ".png":
+            raise ConfigError(f"--out {out}: the figures are PNG images; give a path ending in .png")
+        for path in (out, self_attention_path(out, "heads")):
+            check_output_path(path, what="--out", make_folders=True)
+    if args.html:
+        check_output_path(args.html, what="--html")
     captioner = Captioner.from_state(state, device=args.device, path=args.checkpoint)
+    if args.html:
+        _write_caption_html(captioner, state, args)
+    if out is None:
+        return
+    heads = self_attention_path(out, "heads")
     maps = caption_attention(captioner, args.image, beam=args.beam, name=args.image)  # (L, H, T, R)
     print("caption:", maps.caption)
     L, H = maps.cross.shape[:2]
@@ -79,6 +90,33 @@ def run_caption(args, state) -> None:
     rows = maps.cross.flatten(0, 1)  # (L * H, T, R)
     plot_caption_attention(maps.image, maps.pieces, rows, maps.grid, heads, row_labels=labels)
     print(f"wrote {heads}")
+
+
+def _write_caption_html(captioner, state, args) -> None:
+    """The page's payload is ``POST /v1/caption?attention=true``'s answer, the image beside it."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    from ..files import atomic_write
+    from ..serve.page import render_page
+    from ..tasks.captioning import CaptionerServed, read_image
+
+    path = Path(args.image)
+    read_image(path, size=captioner.image_size, name=args.image)  # a bad one: its one line, exit 2
+    data = path.read_bytes()
+    with Image.open(io.BytesIO(data)) as img:
+        mime = Image.MIME.get(img.format or "", "application/octet-stream")
+    served = CaptionerServed(Path(args.checkpoint).stem, state["arch"], captioner)
+    (answer,) = served.caption([data], attention=True, beam=args.beam)
+    image = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+    out = Path(args.html)
+    with atomic_write(out) as f:  # write new, then swap: a failure keeps the old file
+        f.write(render_page({"task": "caption", "model": served.name, **answer, "image": image}))
+    if not args.out:  # --out prints it too
+        print("caption:", answer["caption"])
+    print(f"wrote {out}")
 
 
 def run_lm(args, state) -> None:
