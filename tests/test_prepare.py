@@ -234,3 +234,15 @@ def test_a_manifest_missing_a_key_is_one_line(prepared):
         (folder / "manifest.json").write_text(json.dumps(broken))
         with pytest.raises(DataError, match=key):
             open_prepared(cfg)
+
+
+@pytest.mark.parametrize("arch", ["lm", "classifier", "captioner"])
+def test_tasks_that_do_not_read_text_pairs_refuse_prepared_data_in_one_line(arch, prepared, tmp_path, capsys):
+    _, folder = prepared
+    yaml = tmp_path / "c.yaml"
+    yaml.write_text(
+        f"model: {{arch: {arch}}}\ndata: {{prepared: {folder}}}\noutput_dir: {tmp_path / 'run'}\n"
+    )
+    code, _, err = cli(capsys, "train", "--config", yaml)
+    assert_user_error(code, err, f"model.arch '{arch}' does not train from")
+    assert not (tmp_path / "run").exists()

@@ -51,6 +51,7 @@ class Task(Protocol):
     metrics: tuple[str, ...]  # every key validate() returns, in the metrics CSV's order
     higher_is_better: bool  # of ``metric``
     encodes_valid: bool  # whether validate() reads the encoded valid split (else only its records)
+    prepared: bool  # whether it trains from data.prepared (attnkit prepare's token ids of text pairs)
     subword_sampling: bool  # whether tokenizer.sample_nbest can re-segment its examples
     bidirectional: bool  # whether train.bidirectional_epochs can reverse its examples
 
@@ -111,6 +112,7 @@ class SplitTask:
     # (a new one, COMET say, is one more entry here and one more key of validate())
     choices: ClassVar[dict[str, bool]] = {"loss": False}
     encodes_valid = True
+    prepared = False
     subword_sampling = False
     bidirectional = False
 
@@ -145,7 +147,7 @@ class SplitTask:
         return encoded.examples
 
     def encode_store(self, store: PairStore, counts: Counts, max_len: int, *, split: str) -> Encoded:
-        raise ConfigError(f"prepared data holds sentence pairs; this task reads {self.records}")
+        raise ConfigError("prepared data holds token ids of text pairs; this task does not train from it")
 
 
 def batches(

@@ -244,9 +244,10 @@ def _check_fields(state: dict, task: Task, whose: str, fix: str) -> None:
 
 def _open_prepared(cfg: ExperimentConfig, task: Task, resume_state) -> Prepared:
     """``data.prepared``, checked; a resumed or fine-tuned run must have been trained with its tokenizer."""
-    if task.records != "pairs":
+    if not task.prepared:
         raise ConfigError(
-            f"data.prepared: prepared data holds sentence pairs; model.arch {cfg.arch!r} reads {task.records}"
+            f"data.prepared: prepared data holds token ids of text pairs, which model.arch {cfg.arch!r} "
+            "does not train from; set data.prepared=''"
         )
     if cfg.tokenizer.sample_nbest:
         raise ConfigError(

@@ -40,6 +40,7 @@ class TranslationTask(SplitTask):
     metric = "bleu"
     metrics: tuple[str, ...] = ("loss", "bleu")  # Task.metrics: any length; valid.metric's joins them
     choices: ClassVar[dict[str, bool]] = {"bleu": True, "chrf": True, "ter": False, "loss": False}
+    prepared = True
     subword_sampling = True
     bidirectional = True
 
