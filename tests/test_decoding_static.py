@@ -162,3 +162,58 @@ def test_kv_cache_contract():
     assert isinstance(cache, KVCache)
     k, _ = cache.append(torch.ones(2, 1, 1, 3), torch.ones(2, 1, 1, 3))
     assert k[:, :, 2].eq(1).all() and k[:, :, [0, 1, 3]].eq(0).all()
+
+
+def tiny_lm(**overrides):
+    from attnkit.model import LMConfig, TransformerLM
+
+    torch.manual_seed(0)
+    return TransformerLM(LMConfig.preset("tiny", **overrides)).eval()
+
+
+def eager_continuations(lm, prompt, limit, beam: int = 0, min_len: int = 0):
+    """What the generator runs today: start_from_prompt, then greedy_decode or beam_decode."""
+    from attnkit.decoding import beam_decode, greedy_decode
+    from attnkit.tasks.language_model import start_from_prompt
+
+    state, _ = start_from_prompt(lm, prompt)
+    bos = torch.full((prompt.size(0), 1), lm.config.bos_id)
+    last, limits = torch.cat([bos, prompt], dim=1), torch.full((prompt.size(0),), limit)
+    if beam:
+        return beam_decode(lm, state, last, limits, beam_size=beam, nbest=beam, min_len=min_len)
+    return greedy_decode(lm, state, last, limits, min_len=min_len)
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_language_model_continuations_equal_the_generators(norm):
+    # Prompts of one length (the generator batches them so), the empty prompt included: the prompt's
+    # keys and values are copied into the buffers and the step counts new tokens from its length.
+    lm = tiny_lm(norm=norm)
+    for P, limit, min_len in ((5, 12, 0), (0, 8, 0), (3, 9, 4)):
+        prompt = random_tokens(3, P, seed=P + 1)
+        decoder = StaticDecoder(lm, min_len=min_len)
+        same_hypotheses(
+            decoder.continue_greedy(prompt, limit), eager_continuations(lm, prompt, limit, min_len=min_len)
+        )
+        same_beams(
+            decoder.continue_beam(prompt, limit, beam_size=3, nbest=3),
+            eager_continuations(lm, prompt, limit, beam=3, min_len=min_len),
+        )
+    with pytest.raises(TypeError, match="language model"):
+        decoder.greedy(random_tokens(2, 4))
+    with pytest.raises(TypeError, match="language model"):
+        StaticDecoder(make_model("transformer")).continue_greedy(random_tokens(2, 4), 5)
+
+
+def test_a_compiled_lm_step_is_one_graph_for_every_prompt_length_of_a_bucket():
+    lm = tiny_lm()
+    counter = CompileCounter()
+    decoder = StaticDecoder(lm).compile(backend=counter)
+    for P in (2, 4, 7):  # 3 prompts, 4 rows, 32 positions: the position and the offset are tensors
+        prompt = random_tokens(3, P, seed=P)
+        same_hypotheses(decoder.continue_greedy(prompt, 10), eager_continuations(lm, prompt, 10))
+    assert counter.frame_count == 1
+    kept = StaticDecoder(lm).cuda_graphs(capture=False)  # the CUDA-graph path's buffers take LM caches too
+    for P in (2, 4):
+        prompt = random_tokens(3, P, seed=P)
+        same_beams(kept.continue_beam(prompt, 10, nbest=4), eager_continuations(lm, prompt, 10, beam=4))

@@ -38,8 +38,8 @@ def _bucket_key(caches: StaticCaches) -> tuple:
     return tuple((t.shape, t.dtype) for f in fields(caches) for t in _tensors(getattr(caches, f.name)))
 
 
-def _tensors(value: Tensor | list[Tensor]) -> list[Tensor]:
-    return value if isinstance(value, list) else [value]
+def _tensors(value: Tensor | list[Tensor] | None) -> list[Tensor]:
+    return value if isinstance(value, list) else [] if value is None else [value]
 
 
 class GraphedStep:
@@ -68,8 +68,9 @@ class GraphedStep:
                 self_v=clone(c.self_v),
                 cross_k=clone(c.cross_k),
                 cross_v=clone(c.cross_v),
-                src_mask=c.src_mask.clone(),
+                src_mask=None if c.src_mask is None else c.src_mask.clone(),
                 limits=c.limits.clone(),
+                offset=c.offset.clone(),
             )
             R = caches.limits.size(0)
             self.buckets[key] = _Bucket(kept, caches.limits.new_zeros(R), caches.limits.new_zeros(1))

@@ -1,7 +1,7 @@
 """Greedy and beam search over one fixed layout: a decoding step a compiler can take whole.
 
-An opt-in layer at the edge, as :mod:`attnkit.fast`: the Transformer's files stay as they are, and
-this drives their own modules (embedding, decoder layers, output projection) over buffers of fixed
+An opt-in layer at the edge, as :mod:`attnkit.fast`: the model files stay as they are, and this
+drives their own modules (embedding, decoder layers, output projection) over buffers of fixed
 shape, so that ``torch.compile(step, fullgraph=True)`` traces one graph per shape and reuses it for
 every position and every sentence of the same buckets (gpt-fast's static KV cache):
 
@@ -11,6 +11,9 @@ every position and every sentence of the same buckets (gpt-fast's static KV cach
 - R rows is the live rows rounded up to a power of two (:func:`row_bucket`), Tb the longest length
   limit and Sb the source length rounded up to a multiple of 32 (:func:`length_bucket`);
 - cross-attention keys and values are projected once per sentence and copied to each of its rows;
+- a language model (:class:`~attnkit.model.lm.TransformerLM`) runs its prompts eagerly, as the
+  generator does, and continues from their keys and values copied into the buffers; the step counts
+  new tokens from a position offset (a tensor, so prompts of any length share a graph);
 - the search's moves are index operations on the buffers (:class:`StaticState`): ``select`` only
   forgets rows (they keep decoding, unread), ``reorder`` copies rows in place, ``expand`` too;
 - the step also applies :func:`~.common.step_log_probs`' rules (no pad or bos, eos not before
@@ -37,7 +40,8 @@ from torch import Tensor, nn
 
 from ..attention import KVCache
 from ..model.interface import Seq2SeqModel
-from ..model.layers import DecoderLayer
+from ..model.layers import DecoderLayer, SelfAttentionLayer
+from ..model.lm import TransformerLM
 from ..model.transformer import Transformer, TransformerState
 from ..positional import ABSOLUTE
 from .beam import BeamSearch
@@ -84,10 +88,11 @@ class StaticCaches:
 
     self_k: list[Tensor]  # L x (R, H, Tb, Dh), written in place
     self_v: list[Tensor]
-    cross_k: list[Tensor]  # L x (R, H, Sb, Dh), each row its sentence's
+    cross_k: list[Tensor]  # L x (R, H, Sb, Dh), each row its sentence's; empty for a language model
     cross_v: list[Tensor]
-    src_mask: Tensor  # (R, 1, 1, Sb) True = real source token
-    limits: Tensor  # (R,) most tokens (eos included) each row may produce
+    src_mask: Tensor | None  # (R, 1, 1, Sb) True = real source token; None for a language model
+    limits: Tensor  # (R,) most new tokens (eos included) each row may produce
+    offset: Tensor  # (1,) positions before the first new token: 0 after bos, a prompt's length for an LM
 
 
 class StaticStep(nn.Module):
@@ -97,14 +102,15 @@ class StaticStep(nn.Module):
     ``torch.compile(step, fullgraph=True)`` takes it whole, once per bucket.
 
     Args:
-        model: a Transformer in eval mode with absolute positions (its modules do the math).
-        min_len: eos is banned before this many tokens.
+        model: a Transformer or a TransformerLM in eval mode with absolute positions (its modules do
+            the math: the Transformer's decoder layers with cross-attention, or the LM's causal stack).
+        min_len: eos is banned before this many new tokens.
     """
 
     is_eos: Tensor  # (V,) bool
     banned: Tensor  # (V,) bool: pad and bos, never generated
 
-    def __init__(self, model: Transformer, *, min_len: int = 0):
+    def __init__(self, model: Transformer | TransformerLM, *, min_len: int = 0):
         super().__init__()
         cfg = model.config
         if cfg.positional not in ABSOLUTE:
@@ -112,13 +118,17 @@ class StaticStep(nn.Module):
         if model.training:
             raise ValueError("static decoding needs a model in eval mode")
         self.model, self.min_len = model, min_len
-        vocab = torch.arange(cfg.tgt_vocab_size, device=model.output_proj.weight.device)
+        if isinstance(model, Transformer):
+            self.embedding, self.layers, self.norm = model.tgt_embed, model.decoder_layers, model.decoder_norm
+        else:
+            self.embedding, self.layers, self.norm = model.embed, model.layers, model.final_norm
+        vocab = torch.arange(model.output_proj.out_features, device=model.output_proj.weight.device)
         self.register_buffer("is_eos", vocab == cfg.eos_id, persistent=False)
         self.register_buffer("banned", (vocab == cfg.pad_id) | (vocab == cfg.bos_id), persistent=False)
 
     def embed(self, tokens: Tensor, pos: Tensor) -> Tensor:
         """tokens (R,) at position pos (1,) -> (R, 1, D), as ``TokenEmbedding`` at offset pos."""
-        emb = self.model.tgt_embed
+        emb = self.embedding
         assert emb.positions is not None  # absolute positions (checked in __init__)
         x = emb.embedding(tokens[:, None]) * emb.scale  # (R, 1, D)
         return emb.dropout(x + emb.positions(pos))  # + (1, D)
@@ -128,17 +138,26 @@ class StaticStep(nn.Module):
         y = self.embed(tokens, pos)  # (R, 1, D)
         Tb = caches.self_k[0].size(2)
         written = (torch.arange(Tb, device=pos.device) <= pos)[None, None, None, :]  # (1, 1, 1, Tb)
-        layers = cast(Iterable[DecoderLayer], m.decoder_layers)
-        for layer, k, v, ck, cv in zip(layers, caches.self_k, caches.self_v, caches.cross_k, caches.cross_v):
-            y, _, _ = layer(
-                y, (ck, cv), src_mask=caches.src_mask, self_cache=SlotCache(k, v, pos), self_mask=written
-            )
-        logits = m.output_proj(m.decoder_norm(y))[:, 0].float()  # (R, V)
+        if isinstance(m, Transformer):
+            layers = cast(Iterable[DecoderLayer], self.layers)
+            for layer, k, v, ck, cv in zip(
+                layers, caches.self_k, caches.self_v, caches.cross_k, caches.cross_v
+            ):
+                y, _, _ = layer(
+                    y, (ck, cv), src_mask=caches.src_mask, self_cache=SlotCache(k, v, pos), self_mask=written
+                )
+        else:  # one query over the written positions: the look-ahead mask is ``written``
+            for lm_layer, k, v in zip(
+                cast(Iterable[SelfAttentionLayer], self.layers), caches.self_k, caches.self_v
+            ):
+                y, _ = lm_layer(y, mask=written, cache=SlotCache(k, v, pos))
+        logits = m.output_proj(self.norm(y))[:, 0].float()  # (R, V)
         logp = torch.log_softmax(logits, dim=-1)
         eos = logp[:, m.config.eos_id, None]  # (R, 1) before any ban
         inf = logp.new_full((), float("-inf"))  # a kernel, not a host copy: a CUDA graph can capture it
-        logp = logp.masked_fill(self.banned | (self.is_eos & (pos < self.min_len)), float("-inf"))
-        at_limit = (pos + 1 >= caches.limits)[:, None]  # (R, 1): only eos, at its own log-probability
+        t = pos - caches.offset  # (1,) new tokens chosen so far
+        logp = logp.masked_fill(self.banned | (self.is_eos & (t < self.min_len)), float("-inf"))
+        at_limit = (t + 1 >= caches.limits)[:, None]  # (R, 1): only eos, at its own log-probability
         return torch.where(at_limit, torch.where(self.is_eos, eos, inf), logp)
 
 
@@ -150,9 +169,9 @@ class StaticState:
     needs no new buffers, and rows never move between sentences: cross-attention never moves.
     """
 
-    def __init__(self, caches: StaticCaches, n_sentences: int, spacing: int):
-        self.caches, self.spacing, self.group, self.pos = caches, spacing, 1, 0
-        self.rows = torch.arange(n_sentences, device=caches.src_mask.device) * spacing  # (N,)
+    def __init__(self, caches: StaticCaches, n_sentences: int, spacing: int, pos: int = 0):
+        self.caches, self.spacing, self.group, self.pos = caches, spacing, 1, pos
+        self.rows = torch.arange(n_sentences, device=caches.limits.device) * spacing  # (N,)
 
     def __len__(self) -> int:
         return self.pos
@@ -193,7 +212,7 @@ class StaticState:
 
 
 def start_static(
-    model: Seq2SeqModel,
+    model: Transformer,
     src: Tensor,
     *,
     spacing: int,
@@ -204,7 +223,7 @@ def start_static(
     """Encode src (B, S) as today's searches do; the state over buffers of this batch's buckets,
     the first tokens (B, 1) (bos) and the length limits (B,). ``place`` may move the new caches
     into buffers it keeps (:meth:`~.graphs.GraphedStep.adopt`)."""
-    state, first, limits = start_from_source(model, src, max_len_a, max_len_b)
+    state, first, limits = start_from_source(cast(Seq2SeqModel, model), src, max_len_a, max_len_b)
     assert isinstance(state, TransformerState)
     B, S = src.shape
     R, Tb, Sb = row_bucket(B * spacing), length_bucket(int(limits.max())), length_bucket(S)
@@ -217,8 +236,46 @@ def start_static(
     self_k = [cross_k[0].new_zeros(R, H, Tb, Dh) for _ in range(n_layers)]
     self_v = [cross_k[0].new_zeros(R, H, Tb, Dh) for _ in range(n_layers)]
     src_mask = F.pad(state.src_mask, (0, Sb - S), value=False).index_select(0, sentence)  # (R, 1, 1, Sb)
-    caches = StaticCaches(self_k, self_v, cross_k, cross_v, src_mask, limits.index_select(0, sentence))
+    caches = StaticCaches(
+        self_k, self_v, cross_k, cross_v, src_mask, limits.index_select(0, sentence), src.new_zeros(1)
+    )
     return StaticState(place(caches) if place else caches, B, spacing), first, limits
+
+
+def start_static_lm(
+    lm: TransformerLM,
+    prompt: Tensor,
+    limit: int,
+    *,
+    spacing: int,
+    place: Callable[[StaticCaches], StaticCaches] | None = None,
+) -> tuple[StaticState, Tensor, Tensor]:
+    """Prompts (B, P) of one length through the LM as the generator's ``start_from_prompt`` does (bos
+    and all but the last piece, eagerly), their keys and values copied into buffers of this batch's
+    buckets; the state at position P, bos + prompt (B, P + 1), and the limits (B,)."""
+    cfg = lm.config
+    B, P = prompt.shape
+    bos = torch.full((B, 1), cfg.bos_id, dtype=torch.long, device=prompt.device)
+    state = lm.init_state(B)
+    if P:
+        lm.decode(torch.cat([bos, prompt[:, :-1]], dim=1), state)  # (B, P) positions cached
+    R, Tb = row_bucket(B * spacing), length_bucket(P + limit)
+    sentence = (torch.arange(R, device=prompt.device) // spacing).clamp(max=B - 1)  # (R,)
+    H, Dh = cfg.n_heads, cfg.d_model // cfg.n_heads
+    self_k = [prompt.new_zeros(R, H, Tb, Dh, dtype=lm.output_proj.weight.dtype) for _ in lm.layers]
+    self_v = [torch.zeros_like(k) for k in self_k]
+    for kv, k, v in zip(state.self_kv, self_k, self_v):
+        if kv.k is not None and kv.v is not None:
+            k[:, :, :P] = kv.k.index_select(0, sentence)  # (R, H, P, Dh)
+            v[:, :, :P] = kv.v.index_select(0, sentence)
+    limits = torch.full((B,), limit, dtype=torch.long, device=prompt.device)
+    offset = torch.full((1,), P, dtype=torch.long, device=prompt.device)
+    caches = StaticCaches(self_k, self_v, [], [], None, limits.index_select(0, sentence), offset)
+    return (
+        StaticState(place(caches) if place else caches, B, spacing, pos=P),
+        torch.cat([bos, prompt], 1),
+        limits,
+    )
 
 
 def run_static(run: Callable[[Tensor, Tensor, StaticCaches], Tensor], state: StaticState, strategy: Strategy):
@@ -235,13 +292,14 @@ class StaticDecoder:
     step serves every batch of the same buckets.
 
     Args:
-        model: the Transformer (eval mode, absolute positions).
-        min_len: eos is banned before this many tokens (fixed for the decoder's step).
+        model: the Transformer (``greedy``, ``beam``) or the TransformerLM (``continue_greedy``,
+            ``continue_beam``), in eval mode with absolute positions.
+        min_len: eos is banned before this many new tokens (fixed for the decoder's step).
     """
 
-    def __init__(self, model: Seq2SeqModel, *, min_len: int = 0):
+    def __init__(self, model: Seq2SeqModel | TransformerLM, *, min_len: int = 0):
         self.model = model
-        self.step = StaticStep(_transformer(model), min_len=min_len)
+        self.step = StaticStep(_static_model(model), min_len=min_len)
         self.run: Callable[[Tensor, Tensor, StaticCaches], Tensor] = self.step
         self.place: Callable[[StaticCaches], StaticCaches] | None = None  # where a batch's caches live
 
@@ -266,7 +324,7 @@ class StaticDecoder:
     def greedy(self, src: Tensor, *, max_len_a: float = 1.5, max_len_b: int = 10) -> list[Hypothesis]:
         """As :func:`~.greedy.greedy_search`: one hypothesis per sentence of src (B, S), in order."""
         state, first, limits = start_static(
-            self.model, src, spacing=1, max_len_a=max_len_a, max_len_b=max_len_b, place=self.place
+            self._seq2seq(), src, spacing=1, max_len_a=max_len_a, max_len_b=max_len_b, place=self.place
         )
         return run_static(self.run, state, Greedy(self.model.config.eos_id, first, limits))
 
@@ -283,7 +341,12 @@ class StaticDecoder:
     ) -> list[list[Hypothesis]]:
         """As :func:`~.beam.beam_search`: each sentence's ``nbest`` hypotheses, best first."""
         state, first, limits = start_static(
-            self.model, src, spacing=beam_size, max_len_a=max_len_a, max_len_b=max_len_b, place=self.place
+            self._seq2seq(),
+            src,
+            spacing=beam_size,
+            max_len_a=max_len_a,
+            max_len_b=max_len_b,
+            place=self.place,
         )
         search = BeamSearch(
             self.model.config.eos_id,
@@ -294,10 +357,50 @@ class StaticDecoder:
         search.add(first, limits, list(range(src.size(0))), rows=1)
         return run_static(self.run, state, search)
 
+    @torch.no_grad()
+    def continue_greedy(self, prompt: Tensor, limit: int) -> list[Hypothesis]:
+        """A language model's greedy continuations of prompts (B, P) of one length, at most ``limit``
+        new tokens each (eos included), as :func:`~.greedy.greedy_decode` after ``start_from_prompt``."""
+        state, last, limits = start_static_lm(self._lm(), prompt, limit, spacing=1, place=self.place)
+        return run_static(self.run, state, Greedy(self.model.config.eos_id, last, limits))
 
-def _transformer(model: object) -> Transformer:
-    if not isinstance(model, Transformer):
-        raise TypeError(f"static decoding serves the Transformer, not {type(model).__name__}")
+    @torch.no_grad()
+    def continue_beam(
+        self,
+        prompt: Tensor,
+        limit: int,
+        *,
+        beam_size: int = 4,
+        length_penalty_alpha: float = 0.6,
+        nbest: int = 1,
+    ) -> list[list[Hypothesis]]:
+        """As :meth:`continue_greedy` with :func:`~.beam.beam_decode`: each prompt's ``nbest``, best first."""
+        state, last, limits = start_static_lm(self._lm(), prompt, limit, spacing=beam_size, place=self.place)
+        search = BeamSearch(
+            self.model.config.eos_id,
+            beam_size=beam_size,
+            length_penalty_alpha=length_penalty_alpha,
+            nbest=nbest,
+        )
+        search.add(last[:, -1:], limits, list(range(prompt.size(0))), rows=1)
+        return run_static(self.run, state, search)
+
+    def _seq2seq(self) -> Transformer:
+        if not isinstance(self.model, Transformer):
+            raise TypeError(
+                "greedy and beam translate with a Transformer; a language model continues prompts"
+            )
+        return self.model
+
+    def _lm(self) -> TransformerLM:
+        if not isinstance(self.model, TransformerLM):
+            raise TypeError("continue_greedy and continue_beam continue a language model's prompts")
+        return self.model
+
+
+def _static_model(model: object) -> Transformer | TransformerLM:
+    if not isinstance(model, Transformer | TransformerLM):
+        raise TypeError(f"static decoding serves the Transformer and the LM, not {type(model).__name__}")
     return model
 
 
