@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
-if TYPE_CHECKING:  # static.py imports this module (StaticDecoder.cuda_graphs)
-    from .static import StaticCaches, StaticStep
+from .fixed_layout import StaticCaches, StaticStep
 
 
 @dataclass
