@@ -114,6 +114,28 @@ def test_compiled_step_is_one_graph_for_every_position_and_sentence_of_a_bucket(
     assert counter.frame_count == 2
 
 
+def test_beams_rank_inside_one_graph_per_bucket():
+    # The ranking and the beam moves are in the compiled beam step: one graph serves every position,
+    # sentence and beam reorder of a bucket, the first step (one live row per sentence) included.
+    model = make_model("transformer-pre")
+    counter = CompileCounter()
+    decoder = StaticDecoder(model).compile(backend=counter)
+    for seed in range(3):  # 3 sentences x beam 4 in 16 rows: 4 spare rows decode unread
+        src = padded_source(3, 6, seed=seed)
+        same_beams(decoder.beam(src, nbest=4), beam_search(model, src, nbest=4))
+    assert counter.frame_count == 1
+    same_beams(decoder.beam(src, beam_size=1), beam_search(model, src, beam_size=1))
+    assert counter.frame_count == 2  # another beam size: another shape of the running scores
+
+
+def test_inductor_beam_step_gives_the_same_beams():
+    # Inductor, not only a tracer: the cache moves and writes of one graph must keep their order.
+    model = make_model("transformer")
+    decoder = StaticDecoder(model).compile()
+    src = padded_source(3, 5)
+    same_beams(decoder.beam(src, beam_size=3, nbest=3), beam_search(model, src, beam_size=3, nbest=3))
+
+
 def test_aot_eager_graph_gives_the_same_searches():
     # A real graph: in-place cache writes go through functionalization and are written back.
     model = make_model("transformer-pre")

@@ -41,6 +41,7 @@ from ..model.interface import Seq2SeqModel
 from ..model.lm import TransformerLM
 from ..model.transformer import Transformer, TransformerState
 from .beam import BeamSearch
+from .beam_step import BeamStep, Moves, run_beam_step
 from .common import Hypothesis, start_from_source
 from .fixed_layout import (
     LENGTH_MULTIPLE,
@@ -162,6 +163,8 @@ class StaticDecoder:
         self.model = model
         self.step = StaticStep(_static_model(model), min_len=min_len)
         self.run: Callable[[Tensor, Tensor, StaticCaches], Tensor] = self.step
+        self.beam_step = BeamStep(self.step)
+        self.run_beam: Callable[..., Moves] | None = self.beam_step  # None: beams through ``run``
         self.place: Callable[[StaticCaches], StaticCaches] | None = None  # where a batch's caches live
 
     def compile(self, **options: Any) -> StaticDecoder:
@@ -170,6 +173,7 @@ class StaticDecoder:
             Callable[[Tensor, Tensor, StaticCaches], Tensor],
             torch.compile(self.step, fullgraph=True, **options),
         )
+        self.run_beam = cast(Callable[..., Moves], torch.compile(self.beam_step, fullgraph=True, **options))
         return self
 
     def cuda_graphs(self, *, capture: bool = True) -> StaticDecoder:
@@ -179,6 +183,7 @@ class StaticDecoder:
 
         graphed = GraphedStep(self.step, capture=capture)
         self.run, self.place = graphed, graphed.adopt
+        self.run_beam = None  # the graph replays the decoder; the beams rank around it (BeamSearch)
         return self
 
     @torch.no_grad()
@@ -209,14 +214,7 @@ class StaticDecoder:
             max_len_b=max_len_b,
             place=self.place,
         )
-        search = BeamSearch(
-            self.model.config.eos_id,
-            beam_size=beam_size,
-            length_penalty_alpha=length_penalty_alpha,
-            nbest=nbest,
-        )
-        search.add(first, limits, list(range(src.size(0))), rows=1)
-        return run_static(self.run, state, search)
+        return self._beams(state, first, limits, beam_size, length_penalty_alpha, nbest)
 
     @torch.no_grad()
     def continue_greedy(self, prompt: Tensor, limit: int) -> list[Hypothesis]:
@@ -237,13 +235,26 @@ class StaticDecoder:
     ) -> list[list[Hypothesis]]:
         """As :meth:`continue_greedy` with :func:`~.beam.beam_decode`: each prompt's ``nbest``, best first."""
         state, last, limits = start_static_lm(self._lm(), prompt, limit, spacing=beam_size, place=self.place)
-        search = BeamSearch(
-            self.model.config.eos_id,
-            beam_size=beam_size,
-            length_penalty_alpha=length_penalty_alpha,
-            nbest=nbest,
-        )
-        search.add(last[:, -1:], limits, list(range(prompt.size(0))), rows=1)
+        return self._beams(state, last[:, -1:], limits, beam_size, length_penalty_alpha, nbest)
+
+    def _beams(
+        self, state: StaticState, last: Tensor, limits: Tensor, K: int, alpha: float, nbest: int
+    ) -> list[list[Hypothesis]]:
+        """Beam search from the newest tokens ``last`` (B, 1): ranked inside the step
+        (:class:`~.beam_step.BeamStep`), or by :class:`~.beam.BeamSearch` around a replayed graph."""
+        if self.run_beam is not None:
+            return run_beam_step(
+                self.run_beam,
+                state.caches,
+                last[:, 0],
+                limits,
+                beam_size=K,
+                length_penalty_alpha=alpha,
+                nbest=nbest,
+                pos=state.pos,
+            )
+        search = BeamSearch(self.model.config.eos_id, beam_size=K, length_penalty_alpha=alpha, nbest=nbest)
+        search.add(last, limits, list(range(last.size(0))), rows=1)
         return run_static(self.run, state, search)
 
     def _seq2seq(self) -> Transformer:
