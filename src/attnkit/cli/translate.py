@@ -61,6 +61,12 @@ def add_parser(sub) -> None:
         help="what decodes: torch (default) or CTranslate2 (exported once into CHECKPOINT.ct2/ beside "
         "the checkpoint; greedy, or beam search with --length-penalty 0)",
     )
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch: greedy and beam search through one decoding step compiled by torch.compile (faster "
+        "one sentence at a time, as lines arrive on stdin; each new size compiles once, tens of seconds)",
+    )
     add_decoding_flags(p)
     p.add_argument(
         "--max-len-a",
@@ -104,6 +110,8 @@ def run(args) -> None:
         )
     else:
         translator = Translator.from_checkpoints(args.checkpoint, device=args.device, quantize=args.quantize)
+        if args.compile:
+            translator.compile()
     stream_fd = None if args.input or prefixes is not None else _stream_fd()
     lines = read_input(args.input) if stream_fd is None else []
     if prefixes is not None and len(prefixes) != len(lines):
@@ -147,6 +155,8 @@ def _check_ct2(args, sampling) -> None:
 
     if len(args.checkpoint) > 1:
         raise ConfigError("--engine ctranslate2 decodes one checkpoint, not an ensemble (use --engine torch)")
+    if args.compile:
+        raise ConfigError("--compile is for --engine torch (CTranslate2 runs its own kernels)")
     check_options(
         beam=args.beam,
         length_penalty=args.length_penalty,

@@ -1,0 +1,80 @@
+"""``Translator.compile()`` and ``attnkit translate --compile``: the fixed-layout step compiled whole
+gives the eager searches' translations, falls back to them for what it does not do, and refuses
+models it cannot decode in one line."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+from torch._dynamo.testing import CompileCounter
+
+from attnkit.errors import ConfigError
+from attnkit.tasks.translation import Translator
+from cli_helpers import SENTENCES, assert_user_error, cli_stdin
+
+MORE = [*SENTENCES, "Ein kleines Mädchen klettert in ein Spielhaus aus Holz.", "Ein Hund rennt."]
+
+
+def same_translations(got, want) -> None:
+    assert [t.text for t in got] == [t.text for t in want]
+    assert [t.tokens for t in got] == [t.tokens for t in want]
+    for g, w in zip(got, want, strict=True):
+        assert g.score == pytest.approx(w.score, abs=1e-5)
+        assert [s for _, s in g.nbest] == pytest.approx([s for _, s in w.nbest], abs=1e-5)
+
+
+def test_compiled_translations_equal_the_eager_ones(runs):
+    eager = Translator.from_checkpoint(runs.ckpt, device="cpu")
+    counter = CompileCounter()
+    compiled = Translator.from_checkpoint(runs.ckpt, device="cpu").compile(backend=counter)
+    for kwargs in (dict(beam=4), dict(beam=4, nbest=3, length_penalty=1.0), dict(beam=1)):
+        same_translations(compiled.translate(MORE, **kwargs), eager.translate(MORE, **kwargs))
+        for sentence in MORE[:2]:  # one at a time, as an interactive user sends them
+            same_translations(compiled.translate(sentence, **kwargs), eager.translate(sentence, **kwargs))
+    assert counter.frame_count > 0  # the compiled step ran
+    # What the fixed-layout step does not do runs eagerly: no new graph, the eager results.
+    frames = counter.frame_count
+    for kwargs in (
+        dict(beam=4, no_repeat_ngram_size=2),
+        dict(beam=4, min_length=3),
+        dict(beam=2, prefix="A"),
+        dict(beam=1, return_attention=True),
+    ):
+        same_translations(compiled.translate(MORE, **kwargs), eager.translate(MORE, **kwargs))
+    assert counter.frame_count == frames
+
+
+def test_compile_refuses_what_the_step_cannot_decode(runs):
+    with pytest.raises(ConfigError, match="Transformer with sinusoidal or learned positions"):
+        Translator.from_checkpoint(runs.rnn_ckpt, device="cpu").compile()
+    with pytest.raises(ConfigError, match="int8"):
+        Translator.from_checkpoint(runs.ckpt, device="cpu", quantize="int8").compile()
+    with pytest.raises(ConfigError, match="ensemble"):
+        Translator.from_checkpoints([runs.ckpt, runs.ckpt], device="cpu").compile()
+
+
+def test_cli_compile_streams_the_same_lines(capsys, monkeypatch, runs):
+    # Inductor would compile for tens of seconds here: the same graphs through aot_eager.
+    import attnkit.decoding.static as static
+
+    monkeypatch.setattr(static.torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
+    data = "\n".join(MORE).encode() + b"\n"
+    args = ("translate", "--checkpoint", runs.ckpt, "--device", "cpu", "--beam", "3")
+    code, plain, err = cli_stdin(capsys, monkeypatch, data, *args)
+    assert code == 0, err
+    code, compiled, err = cli_stdin(capsys, monkeypatch, data, *args, "--compile")
+    assert code == 0, err
+    assert compiled == plain and len(plain.splitlines()) == len(MORE)
+
+
+@pytest.mark.parametrize(
+    ("extra", "fragment"),
+    [(("--engine", "ctranslate2"), "--compile is for --engine torch"), (("--quantize", "int8"), "int8")],
+)
+def test_cli_compile_refusals_are_one_line(capsys, monkeypatch, runs, extra, fragment):
+    code, _, err = cli_stdin(
+        capsys, monkeypatch, b"Ein Hund.\n", "translate", "--checkpoint", runs.ckpt, "--compile", *extra
+    )
+    assert_user_error(code, err, fragment)
