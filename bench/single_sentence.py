@@ -6,9 +6,9 @@ percentile of wall-clock and process CPU milliseconds per sentence. Engines:
 
 - ``attnkit``: ``Translator.translate([s], beam=4)``, what ``attnkit translate`` and the server's
   one-request path run (eager, packed decoding weights);
-- ``attnkit-compiled``: the fixed-layout step through ``torch.compile`` (Inductor, ``cpp_wrapper``,
-  ``freezing``), ``StaticDecoder.beam`` on the encoded sentence (compiles once per bucket inside the
-  warm-up, which is timed apart);
+- ``attnkit-compiled``: ``Translator.compile()`` then the same call: the fixed-layout beam step
+  through ``torch.compile`` (Inductor, ``cpp_wrapper``, ``freezing``), ranking and beam moves inside
+  the graph (compiles once per bucket inside the warm-up, which is timed apart);
 - ``ctranslate2``: ``CT2Translator.translate([s], beam=4)`` (``translate_batch`` of one sentence)
   on the checkpoint's CTranslate2 export, ``intra_threads=1``.
 
@@ -42,16 +42,8 @@ def engine(name: str, checkpoint: str) -> Callable[[str], object]:
     if name == "attnkit":
         return lambda text: translator.translate([text], beam=4)
     if name == "attnkit-compiled":
-        from attnkit.decoding.static import StaticDecoder
-
-        decoder = StaticDecoder(translator.model).compile(options={"cpp_wrapper": True, "freezing": True})
-        tok = translator.tokenizer
-
-        def translate(text: str) -> str:
-            src = torch.tensor([tok.encode(text, side="src")[: translator.max_src_len]])
-            return tok.decode(decoder.beam(src, beam_size=4)[0][0].tokens, side="tgt")
-
-        return translate
+        translator.compile()  # Inductor with cpp_wrapper and freezing on a CPU
+        return lambda text: translator.translate([text], beam=4)
     from attnkit.tasks.translation.ct2_engine import CT2Translator
 
     ct2 = CT2Translator.from_checkpoint(checkpoint, device="cpu", threads=1, log=lambda message: None)
