@@ -136,6 +136,18 @@ def test_inductor_beam_step_gives_the_same_beams():
     same_beams(decoder.beam(src, beam_size=3, nbest=3), beam_search(model, src, beam_size=3, nbest=3))
 
 
+def test_more_buckets_than_dynamos_default_limit_of_eight_graphs():
+    # Batches of 1 to 33 sentences and two source lengths: 12 buckets, one graph each, all served.
+    model = make_model("transformer")
+    counter = CompileCounter()
+    decoder = StaticDecoder(model).compile(backend=counter)
+    for B in (1, 2, 3, 5, 9, 17):
+        for S in (5, 40):
+            src = random_tokens(B, S, seed=B + S)
+            same_hypotheses(decoder.greedy(src, max_len_b=4), greedy_search(model, src, max_len_b=4))
+    assert counter.frame_count == 12
+
+
 def test_aot_eager_graph_gives_the_same_searches():
     # A real graph: in-place cache writes go through functionalization and are written back.
     model = make_model("transformer-pre")

@@ -4,8 +4,6 @@ models it cannot decode in one line."""
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 import torch
 from torch._dynamo.testing import CompileCounter
@@ -15,6 +13,16 @@ from attnkit.tasks.translation import Translator
 from cli_helpers import SENTENCES, assert_user_error, cli_stdin
 
 MORE = [*SENTENCES, "Ein kleines Mädchen klettert in ein Spielhaus aus Holz.", "Ein Hund rennt."]
+
+
+def compile_with(backend):
+    """``torch.compile`` through ``backend``, whatever Inductor options the caller passes."""
+    original = torch.compile
+
+    def compile(fn, *, fullgraph: bool = False, dynamic: bool | None = None, **_):
+        return original(fn, fullgraph=fullgraph, dynamic=dynamic, backend=backend)
+
+    return compile
 
 
 def same_translations(got, want) -> None:
@@ -59,7 +67,7 @@ def test_cli_compile_streams_the_same_lines(capsys, monkeypatch, runs):
     # Inductor would compile for tens of seconds here: the same graphs through aot_eager.
     import attnkit.decoding.static as static
 
-    monkeypatch.setattr(static.torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
+    monkeypatch.setattr(static.torch, "compile", compile_with("aot_eager"))
     data = "\n".join(MORE).encode() + b"\n"
     args = ("translate", "--checkpoint", runs.ckpt, "--device", "cpu", "--beam", "3")
     code, plain, err = cli_stdin(capsys, monkeypatch, data, *args)
@@ -78,3 +86,37 @@ def test_cli_compile_refusals_are_one_line(capsys, monkeypatch, runs, extra, fra
         capsys, monkeypatch, b"Ein Hund.\n", "translate", "--checkpoint", runs.ckpt, "--compile", *extra
     )
     assert_user_error(code, err, fragment)
+
+
+def test_served_compiled_model_batches_whole_requests_without_recompiling(runs, monkeypatch):
+    # attnkit serve --compile: requests decode as whole batches through the compiled step; after
+    # the first batch of each bucket of rows and lengths, later requests compile nothing more.
+    import attnkit.decoding.static as static
+    from attnkit.serve.decoder import Call, functions
+    from attnkit.serve.tasks import load_models
+
+    counter = CompileCounter()
+    monkeypatch.setattr(static.torch, "compile", compile_with(counter))
+    (served,) = load_models([str(runs.ckpt)], device="cpu", compile=True)
+    eager = Translator.from_checkpoint(runs.ckpt, device="cpu")
+    call = Call.of(served.name, "translate", beam=4, nbest=1, length_penalty=0.6)
+    batch_fn, stream = functions(served, call, max_batch_tokens=4000)
+    assert batch_fn is not None and stream is None  # no continuous batching under --compile
+    # 3, 2 and 1 sentences, then 1 and 3 other short ones: the buckets of the first and the third
+    requests = [MORE[:3], MORE[3:], [MORE[1]], [MORE[4]], [MORE[4], MORE[2], MORE[0]]]
+    for texts in requests[:3]:
+        same_translations(batch_fn(texts), eager.translate(texts, beam=4))
+    frames = counter.frame_count
+    assert frames >= 1
+    for texts in requests[3:]:  # the same buckets (1 and 3 sentences), other sentences
+        same_translations(batch_fn(texts), eager.translate(texts, beam=4))
+    assert counter.frame_count == frames
+
+
+def test_serve_compile_refusals_are_one_line(capsys, runs):
+    from cli_helpers import cli
+
+    code, _, err = cli(capsys, "serve", "--checkpoint", runs.ckpt, "--compile", "--engine", "ctranslate2")
+    assert_user_error(code, err, "--compile is for --engine torch")
+    code, _, err = cli(capsys, "serve", "--checkpoint", runs.rnn_ckpt, "--compile", "--port", "1")
+    assert_user_error(code, err, "--compile", "sinusoidal or learned positions")

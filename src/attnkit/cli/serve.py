@@ -98,6 +98,12 @@ def add_parser(sub) -> None:
         "CHECKPOINT.ct2/ beside each translation checkpoint; /v1/attention and the page stay on torch)",
     )
     p.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch: translation models decode through one step compiled by torch.compile (lower latency "
+        "one request at a time; requests decode as whole batches, and each new size compiles once)",
+    )
+    p.add_argument(
         "--decoder",
         choices=("process", "thread"),
         default="process",
@@ -139,6 +145,8 @@ def run(args) -> None:
         raise ConfigError(f"--request-timeout must be a positive number, got {args.request_timeout}")
     if args.workers != "auto" and args.workers > 1 and args.decoder != "process":
         raise ConfigError("--workers needs --decoder process (the thread decoder is one worker)")
+    if args.compile and args.engine != "torch":
+        raise ConfigError("--compile is for --engine torch (CTranslate2 runs its own kernels)")
     _check_address(args.host, args.port)
     import torch
 
@@ -160,14 +168,26 @@ def run(args) -> None:
     if args.decoder == "process":  # the decoding process loads the models on the device; here they
         # only check requests (names, tasks, token counts), so they load on the CPU and drop their weights
         models = load_models(
-            args.checkpoint, device="cpu", contents=contents, engine=args.engine, load_engine=False
+            args.checkpoint,
+            device="cpu",
+            contents=contents,
+            engine=args.engine,
+            load_engine=False,
+            compile=args.compile,  # refused here, in one line, for a model the step cannot decode
         )  # exported here, once, before the decoding processes load the export
         release_weights(models)
-        spec = WorkerSpec(tuple(args.checkpoint), args.device, threads, contents, engine=args.engine)
+        spec = WorkerSpec(
+            tuple(args.checkpoint), args.device, threads, contents, engine=args.engine, compile=args.compile
+        )
         decoder = ProcessDecoder(spec, workers=n_workers, **batching)
     else:
         models = load_models(
-            args.checkpoint, device=args.device, contents=contents, engine=args.engine, threads=args.threads
+            args.checkpoint,
+            device=args.device,
+            contents=contents,
+            engine=args.engine,
+            threads=args.threads,
+            compile=args.compile,
         )
     del contents  # the decoding processes have their copies (the spec keeps one for restarts)
     limits = Limits(max_body_bytes=args.max_body_bytes, max_sentences=args.max_sentences)

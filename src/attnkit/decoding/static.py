@@ -73,6 +73,9 @@ __all__ = [
 ]
 
 
+GRAPHS_PER_STEP = 256  # buckets a process may compile: 9 row buckets to 256 x lengths x sources
+
+
 def start_static(
     model: Transformer,
     src: Tensor,
@@ -168,7 +171,20 @@ class StaticDecoder:
         self.place: Callable[[StaticCaches], StaticCaches] | None = None  # where a batch's caches live
 
     def compile(self, **options: Any) -> StaticDecoder:
-        """Run the step through ``torch.compile(step, fullgraph=True, **options)`` from now on."""
+        """Run the step through ``torch.compile(step, fullgraph=True, dynamic=False, **options)`` from
+        now on: one graph of fixed shapes per bucket (Dynamo would otherwise trace a graph of symbolic
+        sizes once a second bucket comes, and guard on them).
+
+        Each bucket of rows and lengths is one graph of the same ``forward``, and Dynamo refuses
+        more than ``recompile_limit`` graphs per function (8 by default; with ``fullgraph`` an
+        error): the limit is raised to :data:`GRAPHS_PER_STEP` for the process.
+        """
+        dynamo_config = torch._dynamo.config
+        dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, GRAPHS_PER_STEP)
+        dynamo_config.accumulated_recompile_limit = max(
+            dynamo_config.accumulated_recompile_limit, 4 * GRAPHS_PER_STEP
+        )
+        options = {"dynamic": False, **options}
         self.run = cast(
             Callable[[Tensor, Tensor, StaticCaches], Tensor],
             torch.compile(self.step, fullgraph=True, **options),

@@ -271,6 +271,7 @@ def decoding_process(conn, spec: WorkerSpec, batching: dict[str, Any]) -> None:
             contents=spec.contents,
             engine=spec.engine,
             threads=spec.threads,
+            compile=spec.compile,
         )
         decoder = ThreadDecoder(models, **batching)
     except BaseException as e:  # noqa: BLE001 - reported to the server, which exits with it

@@ -87,13 +87,15 @@ def load_models(
     engine: str = "torch",
     threads: int | None = None,
     load_engine: bool = True,
+    compile: bool = False,
 ) -> list[ServedModel]:
     """Load every ``--checkpoint`` spec (from ``contents``, the files' bytes as
     :func:`read_checkpoints` read them; else from the files); names must be unique, tasks servable.
 
     engine="ctranslate2": translation checkpoints translate with CTranslate2 (:mod:`.ct2`), exported
     now unless cached, with ``threads`` CPU threads (``load_engine=False``: exported, not loaded);
-    other tasks keep torch."""
+    other tasks keep torch. ``compile``: torch translation models decode through the compiled
+    fixed-layout step (:meth:`~attnkit.tasks.translation.served.TranslationModel.compile`)."""
     contents = read_checkpoints(specs) if contents is None else contents
     if len(contents) != len(specs):
         raise ValueError(f"{len(specs)} checkpoint specs but {len(contents)} contents")
@@ -112,7 +114,10 @@ def load_models(
             )
             models.append(served)
         else:
-            models.append(task.serve(name, state, device))
+            served = task.serve(name, state, device)
+            if compile and task.name == "translate":
+                served.compile()
+            models.append(served)
     if not models:
         raise ConfigError("no checkpoint to serve: give --checkpoint PATH")
     return models

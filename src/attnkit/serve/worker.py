@@ -42,6 +42,7 @@ class WorkerSpec:
     threads: int | None = None
     contents: tuple[bytes, ...] | None = field(default=None, repr=False)
     engine: str = "torch"  # or "ctranslate2": translation checkpoints decode with CTranslate2
+    compile: bool = False  # torch translation models decode through the compiled fixed-layout step
 
 
 OnEvent = Callable[[Any], None]

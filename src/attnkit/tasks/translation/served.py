@@ -7,6 +7,7 @@ from typing import Any
 
 from ...checkpoint import model_from_checkpoint
 from ...data.tokenizer import SubwordTokenizer
+from ...errors import ConfigError
 from ...fast import packed_linears
 from ..base import parameter_count
 from .translator import Translation, TranslationStream, Translator
@@ -27,6 +28,15 @@ class TranslationModel:
         self._packing.enter_context(packed_linears(translator.model))
         data = (experiment or {}).get("data", {})
         self.src_lang, self.tgt_lang = data.get("src_lang"), data.get("tgt_lang")
+
+    def compile(self) -> None:
+        """Translate through the compiled fixed-layout step (:meth:`Translator.compile`) from now on:
+        requests then decode as whole batches (a sentence cannot join a compiled search midway)."""
+        self._packing.close()  # the step is compiled from the readable modules, not packed ones
+        try:
+            self.translator.compile()
+        except ConfigError as e:
+            raise ConfigError(f"--compile: model {self.name!r}: {e}") from None
 
     @classmethod
     def load(cls, name: str, state: dict[str, Any], device: str) -> TranslationModel:
@@ -69,9 +79,14 @@ class TranslationModel:
 
     def streams(self, *, beam: int, nbest: int, prefix: str | tuple[str, ...] | None = None) -> bool:
         """Whether requests with these options decode by continuous batching (:meth:`stream`); the
-        RNN, relative or rotary positions, greedy search and a prefix per sentence run as whole
-        batches instead."""
-        return not isinstance(prefix, tuple) and TranslationStream.supports(self.translator, beam)
+        RNN, relative or rotary positions, greedy search, a prefix per sentence and a compiled step
+        run as whole batches instead."""
+        compiled = self.translator.static is not None
+        return (
+            not compiled
+            and not isinstance(prefix, tuple)
+            and TranslationStream.supports(self.translator, beam)
+        )
 
     def stream(
         self,
