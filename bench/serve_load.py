@@ -3,8 +3,9 @@
 Each client sends one test_2016_flickr sentence per request (beam 4) and waits for the answer
 before sending the next (on a keep-alive connection of bench/http_client.py, the lean client, or
 httpx with --client httpx); the server's dynamic batching groups concurrent requests. Beside it, the
-offline throughput of ``Translator.translate`` (what ``attnkit translate`` runs) on the same
-sentences in the same process setup, measured before the load levels and again after them (on a
+offline throughput of ``Translator.translate`` (what ``attnkit translate`` runs; with ``--engine
+ctranslate2`` the server and offline both decode with CTranslate2) on the same sentences in the same
+process setup, measured before the load levels and again after them (on a
 shared machine the two bound the drift; each level's ratio is given against both). Optionally a
 soak: 16 clients for N minutes, the server's resident memory sampled, every error counted.
 Bounded: at most --sentences requests and --max-seconds per level; the server binds 127.0.0.1 only
@@ -62,11 +63,20 @@ def source_lang(checkpoint: str, given: str | None) -> str:
     return data.get("src_lang") or "de"
 
 
-def offline_throughput(checkpoint: str, texts: list[str], beam: int, threads: int) -> dict:
+def offline_throughput(
+    checkpoint: str, texts: list[str], beam: int, threads: int, engine: str = "torch"
+) -> dict:
+    """``attnkit translate``'s throughput: ``Translator.translate``, or with ``engine="ctranslate2"``
+    the same call on CTranslate2 (``CT2Translator``, the checkpoint's cached export)."""
     from attnkit.tasks.translation import Translator
+    from attnkit.tasks.translation.ct2_engine import CT2Translator
 
     torch.set_num_threads(threads)
-    translator = Translator.from_checkpoint(checkpoint, device="cpu")
+    translator: Translator | CT2Translator
+    if engine == "ctranslate2":
+        translator = CT2Translator.from_checkpoint(checkpoint, device="cpu", threads=threads)
+    else:
+        translator = Translator.from_checkpoint(checkpoint, device="cpu")
     translator.translate(texts[:16], beam=beam)  # warm-up
     start, cpu = time.perf_counter(), time.process_time()
     translator.translate(texts, beam=beam)
@@ -228,6 +238,8 @@ def start_server(args) -> tuple[subprocess.Popen, str]:
         args.decoder,
         "--workers",
         str(args.workers),
+        "--engine",
+        args.engine,
     ]
     proc = subprocess.Popen(cmd, env=env)
     url = f"http://127.0.0.1:{port}"
@@ -297,6 +309,12 @@ def main() -> None:
         default="lean",
         help="the load generator's HTTP client (lean: bench.http_client)",
     )
+    p.add_argument(
+        "--engine",
+        choices=("torch", "ctranslate2"),
+        default="torch",
+        help="the server's --engine; offline runs the same engine",
+    )
     p.add_argument("--soak-minutes", type=float, default=0)
     p.add_argument("--out", help="write the results here as JSON")
     args = p.parse_args()
@@ -307,10 +325,11 @@ def main() -> None:
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible",
         "server": (
-            f"{args.workers} decoding worker(s) x {args.threads} torch thread(s), --decoder {args.decoder}"
+            f"{args.workers} decoding worker(s) x {args.threads} thread(s), --decoder {args.decoder}, "
+            f"--engine {args.engine}"
         ),
         "offline_threads": offline_threads,
-        "offline": offline_throughput(args.checkpoint, texts, args.beam, offline_threads),
+        "offline": offline_throughput(args.checkpoint, texts, args.beam, offline_threads, args.engine),
         "levels": [],
     }
     print("offline Translator.translate:", result["offline"], flush=True)
@@ -359,7 +378,9 @@ def main() -> None:
         proc.terminate()
         proc.wait(60)
     if result["levels"]:  # again after the levels: the spread of the two shows the machine's drift
-        result["offline_after"] = offline_throughput(args.checkpoint, texts, args.beam, offline_threads)
+        result["offline_after"] = offline_throughput(
+            args.checkpoint, texts, args.beam, offline_threads, args.engine
+        )
         print("offline Translator.translate, after:", result["offline_after"], flush=True)
         after = result["offline_after"]["sentences_per_s"]
         for level in result["levels"]:
