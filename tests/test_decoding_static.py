@@ -120,12 +120,15 @@ def test_beams_rank_inside_one_graph_per_bucket():
     model = make_model("transformer-pre")
     counter = CompileCounter()
     decoder = StaticDecoder(model).compile(backend=counter)
-    for seed in range(3):  # 3 sentences x beam 4 in 16 rows: 4 spare rows decode unread
-        src = padded_source(3, 6, seed=seed)
+    for B in (3, 4, 3):  # 3 or 4 sentences x beam 4: 16 rows, 4 sentence places, one graph
+        src = padded_source(B, 6, seed=B)
         same_beams(decoder.beam(src, nbest=4), beam_search(model, src, nbest=4))
     assert counter.frame_count == 1
+    src = padded_source(3, 6, seed=7)  # beam 5: 16 rows hold 3 places and one spare row
+    same_beams(decoder.beam(src, beam_size=5, nbest=2), beam_search(model, src, beam_size=5, nbest=2))
+    assert counter.frame_count == 2
     same_beams(decoder.beam(src, beam_size=1), beam_search(model, src, beam_size=1))
-    assert counter.frame_count == 2  # another beam size: another shape of the running scores
+    assert counter.frame_count == 3  # another beam size: another shape of the running scores
 
 
 def test_inductor_beam_step_gives_the_same_beams():

@@ -50,7 +50,18 @@ def test_compiled_translations_equal_the_eager_ones(runs):
         dict(beam=2, prefix="A"),
         dict(beam=1, return_attention=True),
     ):
-        same_translations(compiled.translate(MORE, **kwargs), eager.translate(MORE, **kwargs))
+        got = compiled.translate(MORE, **kwargs)
+        same_translations(got, eager.translate(MORE, **kwargs))
+        if "min_length" in kwargs:
+            assert all(len(t.tokens) >= 3 for t in got)
+        if "return_attention" in kwargs:
+            assert all(t.attention is not None for t in got)
+        if "prefix" in kwargs:
+            assert all(t.text.startswith("A") for t in got)
+        if "no_repeat_ngram_size" in kwargs:
+            for t in got:
+                bigrams = list(zip(t.tokens, t.tokens[1:]))
+                assert len(bigrams) == len(set(bigrams))
     assert counter.frame_count == frames
 
 
@@ -102,8 +113,9 @@ def test_served_compiled_model_batches_whole_requests_without_recompiling(runs, 
     call = Call.of(served.name, "translate", beam=4, nbest=1, length_penalty=0.6)
     batch_fn, stream = functions(served, call, max_batch_tokens=4000)
     assert batch_fn is not None and stream is None  # no continuous batching under --compile
-    # 3, 2 and 1 sentences, then 1 and 3 other short ones: the buckets of the first and the third
-    requests = [MORE[:3], MORE[3:], [MORE[1]], [MORE[4]], [MORE[4], MORE[2], MORE[0]]]
+    # 3, 2 and 1 sentences, then 1 and 4 other short ones: the buckets of the third and the first
+    # (3 or 4 sentences x beam 4 fill the same 16 rows)
+    requests = [MORE[:3], MORE[3:], [MORE[1]], [MORE[4]], [MORE[4], MORE[2], MORE[0], MORE[1]]]
     for texts in requests[:3]:
         same_translations(batch_fn(texts), eager.translate(texts, beam=4))
     frames = counter.frame_count
@@ -120,3 +132,16 @@ def test_serve_compile_refusals_are_one_line(capsys, runs):
     assert_user_error(code, err, "--compile is for --engine torch")
     code, _, err = cli(capsys, "serve", "--checkpoint", runs.rnn_ckpt, "--compile", "--port", "1")
     assert_user_error(code, err, "--compile", "sinusoidal or learned positions")
+
+
+def test_a_compiler_failure_is_one_line(runs, monkeypatch):
+    import attnkit.decoding.static as static
+
+    def no_compiler(gm, inputs):
+        raise RuntimeError("no C++ compiler found\nand a long compiler log")
+
+    monkeypatch.setattr(static.torch, "compile", compile_with(no_compiler))
+    translator = Translator.from_checkpoint(runs.ckpt, device="cpu").compile()
+    with pytest.raises(ConfigError, match="compiled decoding failed .*no C.. compiler") as e:
+        translator.translate(MORE[:2], beam=4)
+    assert "\n" not in str(e.value) and "without --compile" in str(e.value)

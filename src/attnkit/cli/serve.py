@@ -100,8 +100,9 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--compile",
         action="store_true",
-        help="torch: translation models decode through one step compiled by torch.compile (lower latency "
-        "one request at a time; requests decode as whole batches, and each new size compiles once)",
+        help="torch: translation models decode greedy and beam requests through one step compiled by "
+        "torch.compile (lower latency one request at a time; requests decode as whole batches, and the "
+        "first request of each new size waits for its compile, tens of seconds)",
     )
     p.add_argument(
         "--decoder",

@@ -65,7 +65,8 @@ def add_parser(sub) -> None:
         "--compile",
         action="store_true",
         help="torch: greedy and beam search through one decoding step compiled by torch.compile (faster "
-        "one sentence at a time, as lines arrive on stdin; each new size compiles once, tens of seconds)",
+        "one sentence at a time, as lines arrive on stdin; each new size compiles once, tens of seconds); "
+        "--sample, --min-length, prefixes and the repetition controls still decode eagerly",
     )
     add_decoding_flags(p)
     p.add_argument(

@@ -54,7 +54,8 @@ class BeamStep(nn.Module):
 
     Rows first take the keys and values of ``origin`` (the previous step's moves, which ``history``
     already follows; ``arange`` before the first), then the step decodes ``tokens`` at ``pos`` and
-    the 2K best extensions per sentence are ranked. B * K <= R: rows beyond them decode, unread.
+    the 2K best extensions per sentence are ranked. B sentence places (R // K, whatever the batch:
+    places without a sentence are -inf) of K rows each; rows beyond B * K decode, unread.
     """
 
     def __init__(self, step: StaticStep):
@@ -109,13 +110,17 @@ def run_beam_step(
 ) -> list[list[Hypothesis]]:
     """Beam search of B sentences from their newest tokens ``first`` (B,) at position ``pos``, with
     length limits (B,), through ``run`` (a :class:`BeamStep`, compiled or not) over ``caches`` (rows
-    sentence-major, ``beam_size`` each): each sentence's ``nbest`` hypotheses, best first."""
+    sentence-major, ``beam_size`` each): each sentence's ``nbest`` hypotheses, best first.
+
+    The step ranks R // K sentence places whatever B, so every batch of a row bucket has the same
+    shapes (one graph): places beyond B hold no live hypothesis (-inf) and never finish."""
     K, alpha = beam_size, length_penalty_alpha
     B = first.size(0)
     R, Tb = caches.limits.size(0), caches.self_k[0].size(2)
+    places = R // K
     device = first.device
-    scores = torch.full((B, K), float("-inf"), device=device)
-    scores[:, 0] = 0.0  # one live row per sentence before the first step
+    scores = torch.full((places, K), float("-inf"), device=device)
+    scores[:B, 0] = 0.0  # one live row per sentence before the first step
     tokens = torch.cat([first.repeat_interleave(K), first.new_zeros(R - B * K)])  # (R,)
     origin = torch.arange(R, device=device)
     history = torch.zeros(R, Tb, dtype=torch.long, device=device)
@@ -134,7 +139,7 @@ def run_beam_step(
                     hyp = Hypothesis(tokens_so_far, log_p / length_penalty(t + 1, alpha), log_p, None)
                     keep_best(finished[b], hyp, K)
         tokens, origin, scores, history = moves.tokens, moves.origin, moves.scores, moves.history
-        best = scores.max(dim=1).values.tolist()  # (B,) a live hypothesis's log P only falls
+        best = scores[:B].max(dim=1).values.tolist()  # (B,) a live hypothesis's log P only falls
         for b in range(B):
             if not done[b]:
                 done[b] = is_done(finished[b], best[b] / ((5.0 + limit_list[b]) / 6.0) ** alpha, K)

@@ -30,6 +30,7 @@ positions, S/Sb source length (bucketed), V vocabulary.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Hashable
 from typing import Any, cast
 
@@ -73,7 +74,7 @@ __all__ = [
 ]
 
 
-GRAPHS_PER_STEP = 256  # buckets a process may compile: 9 row buckets to 256 x lengths x sources
+GRAPHS_PER_STEP = 256  # graphs one compiled step may hold: row buckets x length and source buckets
 
 
 def start_static(
@@ -177,14 +178,10 @@ class StaticDecoder:
 
         Each bucket of rows and lengths is one graph of the same ``forward``, and Dynamo refuses
         more than ``recompile_limit`` graphs per function (8 by default; with ``fullgraph`` an
-        error): the limit is raised to :data:`GRAPHS_PER_STEP` for the process.
+        error): this decoder's steps may hold :data:`GRAPHS_PER_STEP` each, kept apart from other
+        decoders' (``isolate_recompiles``; torch versions without them raise the process's limit).
         """
-        dynamo_config = torch._dynamo.config
-        dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, GRAPHS_PER_STEP)
-        dynamo_config.accumulated_recompile_limit = max(
-            dynamo_config.accumulated_recompile_limit, 4 * GRAPHS_PER_STEP
-        )
-        options = {"dynamic": False, **options}
+        options = {"dynamic": False, **options, **_graph_limits()}
         self.run = cast(
             Callable[[Tensor, Tensor, StaticCaches], Tensor],
             torch.compile(self.step, fullgraph=True, **options),
@@ -284,6 +281,16 @@ class StaticDecoder:
         if not isinstance(self.model, TransformerLM):
             raise TypeError("continue_greedy and continue_beam continue a language model's prompts")
         return self.model
+
+
+def _graph_limits() -> dict[str, Any]:
+    """``torch.compile`` arguments that let one compiled step hold a graph per bucket."""
+    if "recompile_limit" in inspect.signature(torch.compile).parameters:
+        return {"recompile_limit": GRAPHS_PER_STEP, "isolate_recompiles": True}
+    config = torch._dynamo.config  # older torch: one limit per process (``cache_size_limit`` before 2.7)
+    name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+    setattr(config, name, max(getattr(config, name), GRAPHS_PER_STEP))
+    return {}
 
 
 def _static_model(model: object) -> Transformer | TransformerLM:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -36,6 +37,8 @@ from ...quantize import check_quantize, quantize_int8
 from .attention_maps import AttentionMaps as AttentionMaps  # re-exported: its home before
 from .attention_maps import attention_maps as attention_maps
 from .inputs import check_search, check_sentences, length_batches
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -239,9 +242,11 @@ class Translator:
                         prefix=forced,
                     )
                 elif static is not None and beam == 1 and nbest == 1:
-                    found = [[h] for h in static.greedy(src, max_len_a=max_len_a, max_len_b=max_len_b)]
+                    greedy = compiled(static.greedy, src, max_len_a=max_len_a, max_len_b=max_len_b)
+                    found = [[h] for h in greedy]
                 elif static is not None:
-                    found = static.beam(
+                    found = compiled(
+                        static.beam,
                         src,
                         beam_size=beam,
                         nbest=nbest,
@@ -348,6 +353,20 @@ class Translator:
             controls=Controls(no_repeat_ngram_size, repetition_penalty),
         )
         return TranslationStream(self, pool, prefix=prefix)
+
+
+def compiled(search: Callable[..., T], *args, **kwargs) -> T:
+    """A compiled search; a compiler's failure (no C++ compiler, more graphs than the limit) as a
+    one-line :class:`ConfigError` instead of a compiler's traceback."""
+    from torch._dynamo.exc import FailOnRecompileLimitHit, TorchDynamoException
+
+    try:
+        return search(*args, **kwargs)
+    except (TorchDynamoException, FailOnRecompileLimitHit) as e:
+        cause = getattr(e, "inner_exception", None) or e  # a backend's own error, where it raised one
+        lines = str(cause).strip().splitlines()
+        reason = f"{type(cause).__name__}: {lines[0]}" if lines else type(cause).__name__
+        raise ConfigError(f"compiled decoding failed ({reason}); translate without --compile") from None
 
 
 class TranslationStream:
