@@ -7,8 +7,9 @@ attention maps); metrics and the one evaluation: :mod:`.scoring`; the server's m
 from ..base import TaskInfo
 from .scoring import Evaluation, Scores, corpus_scores, evaluate
 from .served import TranslationModel
+from .stream import TranslationStream
 from .training import TranslationTask
-from .translator import AttentionMaps, Translation, TranslationStream, Translator, attention_maps
+from .translator import AttentionMaps, Translation, Translator, attention_maps
 
 TASK = TaskInfo(
     name="translate",

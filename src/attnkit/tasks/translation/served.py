@@ -10,7 +10,8 @@ from ...data.tokenizer import SubwordTokenizer
 from ...errors import ConfigError
 from ...fast import packed_linears
 from ..base import parameter_count
-from .translator import Translation, TranslationStream, Translator
+from .stream import TranslationStream
+from .translator import Translation, Translator
 
 
 class TranslationModel:

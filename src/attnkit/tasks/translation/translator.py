@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -37,6 +37,9 @@ from ...quantize import check_quantize, quantize_int8
 from .attention_maps import AttentionMaps as AttentionMaps  # re-exported: its home before
 from .attention_maps import attention_maps as attention_maps
 from .inputs import check_search, check_sentences, length_batches
+
+if TYPE_CHECKING:
+    from .stream import TranslationStream
 
 T = TypeVar("T")
 
@@ -352,6 +355,8 @@ class Translator:
             min_len=min_length,
             controls=Controls(no_repeat_ngram_size, repetition_penalty),
         )
+        from .stream import TranslationStream
+
         return TranslationStream(self, pool, prefix=prefix)
 
 
@@ -367,53 +372,3 @@ def compiled(search: Callable[..., T], *args, **kwargs) -> T:
         lines = str(cause).strip().splitlines()
         reason = f"{type(cause).__name__}: {lines[0]}" if lines else type(cause).__name__
         raise ConfigError(f"compiled decoding failed ({reason}); translate without --compile") from None
-
-
-class TranslationStream:
-    """Sentences translated by one running beam search (:class:`~attnkit.decoding.continuous.BeamPool`):
-    ``add`` starts (tag, text) pairs, ``step`` decodes one token for all of them and returns
-    (tag, :class:`Translation`) for those finished. Each result is what ``translate`` gives for the
-    sentence alone, with the same options (float rounding aside). Made by :meth:`Translator.stream`."""
-
-    def __init__(self, translator: Translator, pool: BeamPool, *, prefix: str | None = None):
-        if prefix is not None and not isinstance(prefix, str):
-            raise DataError(f"a stream's prefix is one str, got {type(prefix).__name__}")
-        self.translator, self.pool, self.prefix = translator, pool, prefix
-        self.nbest = pool.search.nbest
-        self.src_ids: dict[Hashable, list[int]] = {}
-
-    @staticmethod
-    def supports(translator: Translator, beam: int) -> bool:
-        """Whether the model's decoder state can take sentences mid-decoding, for this beam."""
-        model: nn.Module = translator.model  # as a module: its class decides, not the search contract
-        return (
-            isinstance(model, Transformer)
-            and model.config.positional in ABSOLUTE
-            and 2 <= beam <= model.config.tgt_vocab_size // 2
-        )
-
-    def __len__(self) -> int:
-        return len(self.pool)
-
-    def add(self, items: list[tuple[Hashable, str]]) -> list[tuple[Hashable, Translation]]:
-        tags, texts = zip(*items) if items else ((), ())
-        ids, _ = self.translator._encode(check_sentences(list(texts)))  # the server checks lengths first
-        done = [
-            (t, Translation("", 0.0, [("", 0.0)] * self.nbest, [], [], []))
-            for t, seq in zip(tags, ids)
-            if not seq
-        ]
-        new = [(t, seq) for t, seq in zip(tags, ids) if seq]
-        if new:
-            src = pad_sequences([seq for _, seq in new], self.translator.model.config.pad_id)  # (B, S)
-            p = self.pool
-            ids = [seq for _, seq in new]
-            prefix = self.translator._prefixes(self.prefix, ids, p.max_len_a, p.max_len_b)
-            p.add(src.to(self.translator.device), [t for t, _ in new], prefix=prefix)
-            self.src_ids.update(new)
-        return done
-
-    def step(self) -> list[tuple[Hashable, Translation]]:
-        return [
-            (tag, self.translator._translation(self.src_ids.pop(tag), hyps)) for tag, hyps in self.pool.step()
-        ]

@@ -1,0 +1,65 @@
+"""Continuous batching for translation: sentences join and leave one running beam search."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+from torch import nn
+
+from ...data.batching import pad_sequences
+from ...decoding.continuous import BeamPool
+from ...errors import DataError
+from ...model.transformer import Transformer
+from ...positional import ABSOLUTE
+from .inputs import check_sentences
+from .translator import Translation, Translator
+
+
+class TranslationStream:
+    """Sentences translated by one running beam search (:class:`~attnkit.decoding.continuous.BeamPool`):
+    ``add`` starts (tag, text) pairs, ``step`` decodes one token for all of them and returns
+    (tag, :class:`Translation`) for those finished. Each result is what ``translate`` gives for the
+    sentence alone, with the same options (float rounding aside). Made by :meth:`Translator.stream`."""
+
+    def __init__(self, translator: Translator, pool: BeamPool, *, prefix: str | None = None):
+        if prefix is not None and not isinstance(prefix, str):
+            raise DataError(f"a stream's prefix is one str, got {type(prefix).__name__}")
+        self.translator, self.pool, self.prefix = translator, pool, prefix
+        self.nbest = pool.search.nbest
+        self.src_ids: dict[Hashable, list[int]] = {}
+
+    @staticmethod
+    def supports(translator: Translator, beam: int) -> bool:
+        """Whether the model's decoder state can take sentences mid-decoding, for this beam."""
+        model: nn.Module = translator.model  # as a module: its class decides, not the search contract
+        return (
+            isinstance(model, Transformer)
+            and model.config.positional in ABSOLUTE
+            and 2 <= beam <= model.config.tgt_vocab_size // 2
+        )
+
+    def __len__(self) -> int:
+        return len(self.pool)
+
+    def add(self, items: list[tuple[Hashable, str]]) -> list[tuple[Hashable, Translation]]:
+        tags, texts = zip(*items) if items else ((), ())
+        ids, _ = self.translator._encode(check_sentences(list(texts)))  # the server checks lengths first
+        done = [
+            (t, Translation("", 0.0, [("", 0.0)] * self.nbest, [], [], []))
+            for t, seq in zip(tags, ids)
+            if not seq
+        ]
+        new = [(t, seq) for t, seq in zip(tags, ids) if seq]
+        if new:
+            src = pad_sequences([seq for _, seq in new], self.translator.model.config.pad_id)  # (B, S)
+            p = self.pool
+            ids = [seq for _, seq in new]
+            prefix = self.translator._prefixes(self.prefix, ids, p.max_len_a, p.max_len_b)
+            p.add(src.to(self.translator.device), [t for t, _ in new], prefix=prefix)
+            self.src_ids.update(new)
+        return done
+
+    def step(self) -> list[tuple[Hashable, Translation]]:
+        return [
+            (tag, self.translator._translation(self.src_ids.pop(tag), hyps)) for tag, hyps in self.pool.step()
+        ]
