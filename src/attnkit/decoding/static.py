@@ -14,13 +14,16 @@ every position and every sentence of the same buckets (gpt-fast's static KV cach
 - a language model (:class:`~attnkit.model.lm.TransformerLM`) runs its prompts eagerly, as the
   generator does, and continues from their keys and values copied into the buffers; the step counts
   new tokens from a position offset (a tensor, so prompts of any length share a graph);
-- the search's moves are index operations on the buffers (:class:`StaticState`): ``select`` only
-  forgets rows (they keep decoding, unread), ``reorder`` copies rows in place, ``expand`` too;
+- beam search ranks its extensions and moves its beams inside the step
+  (:class:`~.beam_step.BeamStep`), so a compiled beam step is one graph; around a CUDA graph the
+  moves are index operations on the buffers (:class:`StaticState`): ``select`` only forgets rows
+  (they keep decoding, unread), ``reorder`` copies rows in place, ``expand`` too;
 - the step also applies :func:`~.common.step_log_probs`' rules (no pad or bos, eos not before
   ``min_len``, only eos at a row's length limit) with ``torch.where``, never a Python branch on data.
 
-The searches are today's strategies (:class:`~.search.Greedy`, :class:`~.beam.BeamSearch`) over this
-state; tests/test_decoding_static.py checks they give today's tokens and scores. Absolute positions
+Greedy search is today's strategy (:class:`~.search.Greedy`) over this state, beam search
+:class:`~.beam_step.BeamStep` (or :class:`~.beam.BeamSearch` around a CUDA graph);
+tests/test_decoding_static.py checks they give today's tokens and scores. Absolute positions
 only (sinusoidal, learned): relative and rotary self-attention count positions from the cache's
 length. No controls, forced prefixes or attention outputs.
 
