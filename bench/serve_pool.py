@@ -28,7 +28,7 @@ import torch
 import torch._dynamo.utils
 
 from attnkit.fast import packed_linears
-from attnkit.tasks.translation import Translator
+from attnkit.tasks.translation import TranslationStream, Translator
 
 from .decode_step import inductor_options
 from .serve_load import sentences, source_lang
@@ -78,7 +78,7 @@ def closed_loop(
     translator: Translator, texts: list[str], clients: int, group: int, wait: int, beam: int
 ) -> dict:
     """Decode ``texts`` with ``clients`` in flight; returns the translations and the pool's counts."""
-    stream = translator.stream(beam=beam, nbest=1, length_penalty=0.6)
+    stream = TranslationStream.start(translator, beam=beam, nbest=1, length_penalty=0.6)
     waiting = [(i, texts[i]) for i in range(min(clients, len(texts)))]
     nxt, out, steps, joins, rows, held_since = len(waiting), {}, 0, 0, 0, 0
     while len(out) < len(texts):

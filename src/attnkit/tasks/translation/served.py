@@ -101,7 +101,8 @@ class TranslationModel:
         repetition_penalty: float = 1.0,
     ) -> TranslationStream:
         """A running beam search; ``prefix`` starts every sentence of it."""
-        return self.translator.stream(
+        return TranslationStream.start(
+            self.translator,
             beam=beam,
             nbest=nbest,
             length_penalty=length_penalty,

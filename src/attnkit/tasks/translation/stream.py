@@ -8,10 +8,11 @@ from torch import nn
 
 from ...data.batching import pad_sequences
 from ...decoding.continuous import BeamPool
+from ...decoding.controls import Controls, check_lengths
 from ...errors import DataError
 from ...model.transformer import Transformer
 from ...positional import ABSOLUTE
-from .inputs import check_sentences
+from .inputs import check_search, check_sentences
 from .translator import Translation, Translator
 
 
@@ -19,7 +20,7 @@ class TranslationStream:
     """Sentences translated by one running beam search (:class:`~attnkit.decoding.continuous.BeamPool`):
     ``add`` starts (tag, text) pairs, ``step`` decodes one token for all of them and returns
     (tag, :class:`Translation`) for those finished. Each result is what ``translate`` gives for the
-    sentence alone, with the same options (float rounding aside). Made by :meth:`Translator.stream`."""
+    sentence alone, with the same options (float rounding aside). Made by :meth:`start`."""
 
     def __init__(self, translator: Translator, pool: BeamPool, *, prefix: str | None = None):
         if prefix is not None and not isinstance(prefix, str):
@@ -27,6 +28,38 @@ class TranslationStream:
         self.translator, self.pool, self.prefix = translator, pool, prefix
         self.nbest = pool.search.nbest
         self.src_ids: dict[Hashable, list[int]] = {}
+
+    @classmethod
+    def start(
+        cls,
+        translator: Translator,
+        *,
+        beam: int = 4,
+        nbest: int = 1,
+        length_penalty: float = 0.6,
+        max_len_a: float = 1.5,
+        max_len_b: int = 10,
+        min_length: int = 0,
+        prefix: str | None = None,
+        no_repeat_ngram_size: int = 0,
+        repetition_penalty: float = 1.0,
+    ) -> TranslationStream:
+        """A beam search that sentences join and leave step by step (continuous batching, for a
+        server). The options are ``Translator.translate``'s; ``prefix`` (one str) starts every
+        sentence of the stream."""
+        check_search(beam, nbest, length_penalty, 1, searching=True)
+        check_lengths(min_length, max_len_a, max_len_b)
+        pool = BeamPool(
+            translator.model,
+            beam_size=beam,
+            nbest=nbest,
+            length_penalty_alpha=length_penalty,
+            max_len_a=max_len_a,
+            max_len_b=max_len_b,
+            min_len=min_length,
+            controls=Controls(no_repeat_ngram_size, repetition_penalty),
+        )
+        return cls(translator, pool, prefix=prefix)
 
     @staticmethod
     def supports(translator: Translator, beam: int) -> bool:

@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -22,7 +22,6 @@ from ...data.batching import pad_sequences
 from ...data.tokenizer import SubwordTokenizer
 from ...decoding import beam_search, greedy_search, length_limits
 from ...decoding.common import Hypothesis
-from ...decoding.continuous import BeamPool
 from ...decoding.controls import Controls, check_lengths
 from ...decoding.ensemble import Ensemble
 from ...decoding.sampling import SamplingConfig, sample_search
@@ -37,9 +36,6 @@ from ...quantize import check_quantize, quantize_int8
 from .attention_maps import AttentionMaps as AttentionMaps  # re-exported: its home before
 from .attention_maps import attention_maps as attention_maps
 from .inputs import check_search, check_sentences, length_batches
-
-if TYPE_CHECKING:
-    from .stream import TranslationStream
 
 T = TypeVar("T")
 
@@ -326,38 +322,6 @@ class Translator:
             tokens=best.tokens,
             attention=attention,
         )
-
-    def stream(
-        self,
-        *,
-        beam: int = 4,
-        nbest: int = 1,
-        length_penalty: float = 0.6,
-        max_len_a: float = 1.5,
-        max_len_b: int = 10,
-        min_length: int = 0,
-        prefix: str | None = None,
-        no_repeat_ngram_size: int = 0,
-        repetition_penalty: float = 1.0,
-    ) -> TranslationStream:
-        """Beam search that sentences join and leave step by step (continuous batching, for a
-        server): see :class:`TranslationStream`. The options are ``translate``'s; ``prefix`` (one
-        str) starts every sentence of the stream."""
-        check_search(beam, nbest, length_penalty, 1, searching=True)
-        check_lengths(min_length, max_len_a, max_len_b)
-        pool = BeamPool(
-            self.model,
-            beam_size=beam,
-            nbest=nbest,
-            length_penalty_alpha=length_penalty,
-            max_len_a=max_len_a,
-            max_len_b=max_len_b,
-            min_len=min_length,
-            controls=Controls(no_repeat_ngram_size, repetition_penalty),
-        )
-        from .stream import TranslationStream
-
-        return TranslationStream(self, pool, prefix=prefix)
 
 
 def compiled(search: Callable[..., T], *args, **kwargs) -> T:
