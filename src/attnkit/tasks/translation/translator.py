@@ -83,7 +83,7 @@ class Translator:
         ``torch.compile(fullgraph=True, **options)`` from now on (:mod:`attnkit.decoding.static`).
 
         Same translations as the eager searches. On a CPU it pays one sentence at a time (an
-        interactive user, a stream of lines): beam 4's median latency fell by about a third in
+        interactive user, a stream of lines): beam 4's median latency fell by a fifth to a third in
         docs/BENCHMARKS.md. Large batches decode faster eagerly (finished rows are not dropped), and
         each new bucket of rows and lengths compiles once (tens of seconds on a CPU; Inductor keeps
         its artefacts on disk for the next run). Sampling, controls, prefixes, ``min_length`` > 0
