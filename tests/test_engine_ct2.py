@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
+import torch
 
 from cli_helpers import assert_user_error, cli
 from export_helpers import flickr_sentences, require, trained_checkpoint, workdir
@@ -52,8 +53,6 @@ def test_ctranslate2_engine_translates_as_torch_and_exports_once(setup, capsys, 
 
 
 def test_changed_checkpoint_exports_again(setup, capsys):
-    import torch
-
     from attnkit.checkpoint import load_checkpoint, save_checkpoint
 
     ckpt, src = setup
@@ -127,3 +126,28 @@ def test_the_default_command_works_with_ctranslate2s_length_penalty(setup, capsy
     code, out, err = cli(capsys, "translate", "--checkpoint", ckpt, "--input", src, "--engine", "ctranslate2")
     assert code == 0, err
     assert len(out.splitlines()) == N_SENTENCES and all(line.strip() for line in out.splitlines())
+
+
+def test_each_sentence_keeps_its_own_length_limit(setup):
+    """CTranslate2 decodes a call at its widest limit; a sentence that reaches its own smaller limit
+    is decoded again at that limit. With limits so tight that most sentences reach them, greedy gives
+    torch's tokens (a greedy search cut at its limit is the same search), and beam 4 keeps every
+    answer within its limit."""
+    from attnkit.decoding import length_limits
+    from attnkit.tasks.translation import Translator
+    from attnkit.tasks.translation.ct2_engine import CT2Translator
+
+    ckpt, _ = setup
+    sentences = flickr_sentences(N_SENTENCES)[0]
+    engine = CT2Translator.from_checkpoint(ckpt, device="cpu", threads=1, log=lambda _: None)
+    torch_side = Translator.from_checkpoint(ckpt, device="cpu")
+    tight = {"max_len_a": 0.5, "max_len_b": 2}
+    loose = [t.tokens for t in torch_side.translate(sentences, beam=1)]
+    expected = [t.tokens for t in torch_side.translate(sentences, beam=1, **tight)]
+    assert sum(a != b for a, b in zip(loose, expected)) >= N_SENTENCES // 2  # the limits bind
+    assert [t.tokens for t in engine.translate(sentences, beam=1, **tight)] == expected
+    ids, _ = torch_side._encode(sentences)
+    limits = length_limits(torch.tensor([len(s) for s in ids]), 0.5, 2, torch_side.max_src_len - 1)
+    assert len(set(limits.tolist())) > 3  # several limits in one call
+    beams = engine.translate(sentences, beam=4, length_penalty=0, **tight)
+    assert all(len(t.tokens) <= limit - 1 for t, limit in zip(beams, limits.tolist()))
