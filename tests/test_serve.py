@@ -226,7 +226,8 @@ def test_attention_of_empty_text_is_refused(client):
 
 
 def test_sigterm_finishes_in_flight_requests_then_exits(ckpt):
-    with live_server(ckpt, extra=("--max-wait-ms", "1500", "--workers", "2")) as (url, proc):
+    waiting = ("--max-wait-ms", "1500", "--max-gap-ms", "1500")  # the request waits in the batcher
+    with live_server(ckpt, extra=(*waiting, "--workers", "2")) as (url, proc):
         health = json.loads(urllib.request.urlopen(url + "/health").read())
         assert (health["workers"], health["workers_up"]) == (2, 2)  # --workers reached the decoder
         answer = {}
@@ -257,6 +258,8 @@ def test_serve_command_errors_are_one_line(capsys, ckpt, tmp_path):
     assert code == 2 and len(err) == 1 and "checkpoint not found" in err[0], err
     code, err = run("--checkpoint", ckpt, "--port", free_port(), "--decoder", "thread", "--workers", 2)
     assert code == 2 and len(err) == 1 and "--workers needs --decoder process" in err[0], err
+    code, err = run("--checkpoint", ckpt, "--port", free_port(), "--max-gap-ms", -1)
+    assert code == 2 and len(err) == 1 and "--max-gap-ms must not be negative" in err[0], err
     with pytest.raises(SystemExit) as bad:  # argparse: a usage line and exit 2
         main(["serve", "--checkpoint", str(ckpt), "--workers", "0"])
     assert bad.value.code == 2 and "expected auto or a positive integer, got '0'" in capsys.readouterr().err

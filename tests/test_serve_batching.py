@@ -50,7 +50,7 @@ def test_concurrent_requests_share_model_calls_and_answer_as_alone(models):
     with TestClient(create_app(models, max_wait_ms=0)) as c:
         for b in bodies:
             alone.append(c.post("/v1/translate", json=b).json())
-    together, stats = _concurrently(create_app(models, max_wait_ms=300), bodies)
+    together, stats = _concurrently(create_app(models, max_wait_ms=300, max_gap_ms=None), bodies)
     assert all(r.status_code == 200 for r in together)
     assert stats.model_calls < len(bodies), stats
     assert stats.decode_steps > 0  # beam 2 decodes in one running search (continuous batching)
@@ -67,7 +67,7 @@ def test_requests_with_other_options_are_not_mixed(models):
         {"text": SENTENCES[0], "beam": 2},
         {"text": SENTENCES[1], "beam": 1},
     ]
-    responses, stats = _concurrently(create_app(models, max_wait_ms=300), bodies)
+    responses, stats = _concurrently(create_app(models, max_wait_ms=300, max_gap_ms=None), bodies)
     assert all(r.status_code == 200 for r in responses)
     assert stats.model_calls == 2  # beam 1 together, beam 2 alone
 
@@ -82,7 +82,7 @@ def test_batcher_respects_the_budget_and_survives_errors():
     def broken(items):
         raise RuntimeError("boom")
 
-    b = Batcher(max_batch_tokens=10, max_wait_ms=200)
+    b = Batcher(max_batch_tokens=10, max_wait_ms=200, max_gap_ms=None)
     try:
         futures = [b.submit("k", [i], 4, double) for i in range(5)]  # 4 tokens each: two fit in 10
         bad = b.submit("other", [1], 1, broken)
@@ -93,6 +93,41 @@ def test_batcher_respects_the_budget_and_survives_errors():
     finally:
         b.close(10)
     assert all(sum(4 for _ in c) <= 10 for c in calls) and len(calls) >= 3
+
+
+def test_a_quiet_gap_ends_the_wait_for_company():
+    """A burst of jobs (each within ``max_gap_ms`` of the last) shares one call, and the wait ends a
+    gap after the burst instead of at ``max_wait_ms``; without a gap the full wait is kept."""
+    calls = []
+
+    def record(items):
+        calls.append((time.monotonic(), list(items)))
+        return items
+
+    def burst(b: Batcher) -> float:
+        start = time.monotonic()
+        futures = []
+        for i in range(4):
+            futures.append(b.submit("k", [i], 1, record))
+            time.sleep(0.02)  # well inside the gap
+        assert [f.result(30) for f in futures] == [[0], [1], [2], [3]]
+        return calls[-1][0] - start
+
+    gapped = Batcher(max_wait_ms=20_000, max_gap_ms=500)
+    try:
+        assert burst(gapped) < 10  # a gap (0.5 s) after the burst, not the 20 s wait
+        assert [items for _, items in calls] == [[0, 1, 2, 3]]
+    finally:
+        gapped.close(10)
+    calls.clear()
+    waiting = Batcher(max_wait_ms=1_500, max_gap_ms=None)
+    try:
+        assert burst(waiting) >= 1.4  # the whole wait, though nothing came after the burst
+        assert [items for _, items in calls] == [[0, 1, 2, 3]]
+    finally:
+        waiting.close(10)
+    with pytest.raises(ValueError, match="max_gap_ms"):
+        Batcher(max_gap_ms=-1)
 
 
 class _Countdown:

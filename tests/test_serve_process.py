@@ -76,8 +76,9 @@ def test_concurrent_requests_share_model_calls_in_the_process(spec, front):
                     *(c.post("/v1/translate", json=b) for b in bodies)
                 ), app.state.decoder
 
+    waiting = {"max_wait_ms": 300, "max_gap_ms": None}  # the whole wait: every request in one call
     responses, decoder = asyncio.run(
-        go(create_app(front, max_wait_ms=300, decoder=ProcessDecoder(spec, max_wait_ms=300)))
+        go(create_app(front, **waiting, decoder=ProcessDecoder(spec, **waiting)))
     )
     assert [r.status_code for r in responses] == [200] * len(bodies)
     assert 0 < decoder.stats.model_calls < len(bodies)
@@ -110,8 +111,9 @@ def test_errors_come_back_and_a_dead_process_is_replaced(spec):
 
 
 def test_requests_in_flight_when_the_process_dies_fail_with_a_clear_error(spec, front):
-    decoder = ProcessDecoder(spec, max_wait_ms=5000)  # the request waits in the child's batcher
-    with TestClient(create_app(front, max_wait_ms=5000, decoder=decoder), raise_server_exceptions=False) as c:
+    waiting = {"max_wait_ms": 5000, "max_gap_ms": None}  # the request waits in the child's batcher
+    decoder = ProcessDecoder(spec, **waiting)
+    with TestClient(create_app(front, **waiting, decoder=decoder), raise_server_exceptions=False) as c:
 
         def kill_once_sent():
             _wait_for(lambda: decoder.workers[0].pending)

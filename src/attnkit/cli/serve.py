@@ -57,6 +57,12 @@ def add_parser(sub) -> None:
         help="how long a request waits for others to share its model call (default 5)",
     )
     p.add_argument(
+        "--max-gap-ms",
+        type=float,
+        default=1.0,
+        help="... but no longer once this long passes with no other request arriving (default 1)",
+    )
+    p.add_argument(
         "--join-group",
         type=positive_int,
         default=4,
@@ -142,6 +148,8 @@ def run(args) -> None:
         raise ConfigError(f"--join-wait-steps must not be negative, got {args.join_wait_steps}")
     if args.max_wait_ms < 0:
         raise ConfigError(f"--max-wait-ms must not be negative, got {args.max_wait_ms}")
+    if args.max_gap_ms is not None and not args.max_gap_ms >= 0:  # NaN fails this too
+        raise ConfigError(f"--max-gap-ms must not be negative, got {args.max_gap_ms}")
     if not 0 < args.request_timeout < float("inf"):  # NaN fails this too
         raise ConfigError(f"--request-timeout must be a positive number, got {args.request_timeout}")
     if args.workers != "auto" and args.workers > 1 and args.decoder != "process":
@@ -159,6 +167,7 @@ def run(args) -> None:
     batching = dict(
         max_batch_tokens=args.max_batch_tokens,
         max_wait_ms=args.max_wait_ms,
+        max_gap_ms=args.max_gap_ms,
         join_group=args.join_group,
         join_wait_steps=args.join_wait_steps,
     )

@@ -52,6 +52,7 @@ def create_app(
     *,
     max_batch_tokens: int = 4000,
     max_wait_ms: float = 5.0,
+    max_gap_ms: float | None = 1.0,
     join_group: int = 4,
     join_wait_steps: int = 4,
     limits: Limits | None = None,
@@ -82,6 +83,7 @@ def create_app(
             models,
             max_batch_tokens=max_batch_tokens,
             max_wait_ms=max_wait_ms,
+            max_gap_ms=max_gap_ms,
             join_group=join_group,
             join_wait_steps=join_wait_steps,
         )

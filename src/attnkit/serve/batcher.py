@@ -2,7 +2,8 @@
 
 Requests are queued as jobs; one worker thread owns the model. Two kinds of jobs:
 
-- A *batch* job: the worker takes the oldest job, waits at most ``max_wait_ms`` for more, and runs
+- A *batch* job: the worker takes the oldest job, waits at most ``max_wait_ms`` for more (and no
+  longer once ``max_gap_ms`` pass without a newcomer: a burst of requests has arrived), and runs
   every queued job with the same *key* (same model, same decoding options) whose source tokens
   still fit ``max_batch_tokens`` as ONE call of the job's function. The function maps a list of
   items (sentences) to a list of results in the same order. A job whose key is unique (attention
@@ -100,6 +101,10 @@ class Batcher:
     Args:
         max_batch_tokens: source tokens in one call or in one stream; a single larger job runs alone.
         max_wait_ms: how long the first job waits for company when the worker is idle.
+        max_gap_ms: the wait ends sooner once this long passes with no newcomer (None: never).
+            Closed-loop clients answered together send their next requests as one burst, so a
+            quiet gap says the company has come; the rest of ``max_wait_ms`` would leave the
+            worker idle (measured at 16 clients, docs/BENCHMARKS.md, "Serving").
         join_group, join_wait_steps: newcomers to a running stream join once ``join_group`` of its
             items wait, or once the oldest has waited ``join_wait_steps`` steps (default: at once).
     """
@@ -109,15 +114,17 @@ class Batcher:
         *,
         max_batch_tokens: int = 4000,
         max_wait_ms: float = 5.0,
+        max_gap_ms: float | None = 1.0,
         join_group: int = 1,
         join_wait_steps: int = 0,
     ):
-        if max_batch_tokens <= 0 or max_wait_ms < 0:
-            raise ValueError("max_batch_tokens must be positive and max_wait_ms not negative")
+        if max_batch_tokens <= 0 or max_wait_ms < 0 or (max_gap_ms is not None and max_gap_ms < 0):
+            raise ValueError("max_batch_tokens must be positive, max_wait_ms and max_gap_ms not negative")
         if join_group < 1 or join_wait_steps < 0:
             raise ValueError("join_group must be positive and join_wait_steps not negative")
         self.max_batch_tokens = max_batch_tokens
         self.max_wait = max_wait_ms / 1000.0
+        self.max_gap = self.max_wait if max_gap_ms is None else min(max_gap_ms / 1000.0, self.max_wait)
         self.join_group, self.join_wait_steps = join_group, join_wait_steps
         self.stats = BatchStats()
         self._queue: queue.Queue[Job | None] = queue.Queue()
@@ -190,10 +197,12 @@ class Batcher:
                 self._step(key)
 
     def _gather(self, first: Job) -> bool:
-        """Collect company for the oldest job until the wait or the budget runs out; True on stop."""
-        deadline = time.monotonic() + self.max_wait
+        """Collect company for the oldest job until the wait, a quiet gap or the budget runs out;
+        True on stop."""
+        now = time.monotonic()
+        deadline, quiet = now + self.max_wait, now + self.max_gap
         while self._budget_left(first) > 0:
-            remaining = deadline - time.monotonic()
+            remaining = min(deadline, quiet) - time.monotonic()
             if remaining <= 0:
                 break
             try:
@@ -203,6 +212,7 @@ class Batcher:
             if job is None:
                 return True
             self._hold(job)
+            quiet = time.monotonic() + self.max_gap
         return False
 
     def _drain(self) -> bool:
