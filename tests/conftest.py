@@ -24,6 +24,16 @@ from helpers import make_model
 FALLBACK_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
+def pytest_xdist_auto_num_workers(config) -> int:
+    """``-n auto`` (pyproject's addopts): a worker per core, at most 4, since many tests start
+    processes or threads of their own (servers, two-process training, the GPU suite's smoke run)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(4, cores))
+
+
 def find_data_dir() -> Path:
     """``$ATTNKIT_DATA`` if set, else ``shared/data`` beside the repository."""
     env = os.environ.get("ATTNKIT_DATA")
