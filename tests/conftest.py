@@ -26,7 +26,10 @@ FALLBACK_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 def pytest_xdist_auto_num_workers(config) -> int:
     """``-n auto`` (pyproject's addopts): a worker per core, at most 4, since many tests start
-    processes or threads of their own (servers, two-process training, the GPU suite's smoke run)."""
+    processes or threads of their own (servers, two-process training, the GPU suite's smoke run).
+    ``$PYTEST_XDIST_AUTO_NUM_WORKERS`` overrides it, as it does xdist's own count."""
+    if given := os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return int(given)
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux

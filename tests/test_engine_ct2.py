@@ -146,8 +146,11 @@ def test_each_sentence_keeps_its_own_length_limit(setup):
     expected = [t.tokens for t in torch_side.translate(sentences, beam=1, **tight)]
     assert sum(a != b for a, b in zip(loose, expected)) >= N_SENTENCES // 2  # the limits bind
     assert [t.tokens for t in engine.translate(sentences, beam=1, **tight)] == expected
+    prefixed = [t.tokens for t in torch_side.translate(sentences, beam=1, prefix="A", **tight)]
+    assert [t.tokens for t in engine.translate(sentences, beam=1, prefix="A", **tight)] == prefixed
     ids, _ = torch_side._encode(sentences)
     limits = length_limits(torch.tensor([len(s) for s in ids]), 0.5, 2, torch_side.max_src_len - 1)
     assert len(set(limits.tolist())) > 3  # several limits in one call
-    beams = engine.translate(sentences, beam=4, length_penalty=0, **tight)
+    beams = engine.translate(sentences, beam=4, nbest=2, length_penalty=0, **tight)
     assert all(len(t.tokens) <= limit - 1 for t, limit in zip(beams, limits.tolist()))
+    assert all(len(t.nbest) == 2 for t in beams)

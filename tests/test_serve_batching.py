@@ -96,38 +96,46 @@ def test_batcher_respects_the_budget_and_survives_errors():
 
 
 def test_a_quiet_gap_ends_the_wait_for_company():
-    """A burst of jobs (each within ``max_gap_ms`` of the last) shares one call, and the wait ends a
-    gap after the burst instead of at ``max_wait_ms``; without a gap the full wait is kept."""
+    """Jobs arriving within ``max_gap_ms`` of the last one share one call even when the burst lasts
+    longer than the gap, and the wait ends a gap after the burst instead of at ``max_wait_ms``; without
+    a gap the full wait is kept, and a gap longer than the wait is cut to it."""
     calls = []
 
     def record(items):
         calls.append((time.monotonic(), list(items)))
         return items
 
-    def burst(b: Batcher) -> float:
+    def burst(b: Batcher, n: int, every: float) -> float:
         start = time.monotonic()
         futures = []
-        for i in range(4):
+        for i in range(n):
             futures.append(b.submit("k", [i], 1, record))
-            time.sleep(0.02)  # well inside the gap
-        assert [f.result(30) for f in futures] == [[0], [1], [2], [3]]
+            time.sleep(every)
+        assert [f.result(60) for f in futures] == [[i] for i in range(n)]
         return calls[-1][0] - start
 
-    gapped = Batcher(max_wait_ms=20_000, max_gap_ms=500)
+    gapped = Batcher(max_wait_ms=30_000, max_gap_ms=600)
     try:
-        assert burst(gapped) < 10  # a gap (0.5 s) after the burst, not the 20 s wait
-        assert [items for _, items in calls] == [[0, 1, 2, 3]]
+        assert burst(gapped, 5, 0.2) < 15  # 1 s of burst, then a 0.6 s gap: not the 30 s wait
+        assert [items for _, items in calls] == [[0, 1, 2, 3, 4]]  # one call, longer than one gap
     finally:
         gapped.close(10)
     calls.clear()
     waiting = Batcher(max_wait_ms=1_500, max_gap_ms=None)
     try:
-        assert burst(waiting) >= 1.4  # the whole wait, though nothing came after the burst
-        assert [items for _, items in calls] == [[0, 1, 2, 3]]
+        assert burst(waiting, 2, 0.02) >= 1.4  # the whole wait, though nothing came after the burst
+        assert [items for _, items in calls] == [[0, 1]]
     finally:
         waiting.close(10)
-    with pytest.raises(ValueError, match="max_gap_ms"):
-        Batcher(max_gap_ms=-1)
+    calls.clear()
+    capped = Batcher(max_wait_ms=300, max_gap_ms=600_000)
+    try:
+        assert burst(capped, 1, 0) < 60  # the gap (10 minutes) is cut to the wait (0.3 s)
+    finally:
+        capped.close(10)
+    for bad in (-1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="max_gap_ms"):
+            Batcher(max_gap_ms=bad)
 
 
 class _Countdown:

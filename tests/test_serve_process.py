@@ -138,8 +138,9 @@ def test_two_workers_share_the_requests_and_one_dying_leaves_the_other_serving(s
         expected = [r.text for s in SENTENCES for r in one.submit(call, [s], 5).result(60)]
     finally:
         one.close(30)
-    decoder = ProcessDecoder(spec, workers=2, max_wait_ms=200)
-    with TestClient(create_app(front, max_wait_ms=200, decoder=decoder)) as c:
+    waiting = {"max_wait_ms": 200, "max_gap_ms": None}  # each job waits: the least loaded takes the next
+    decoder = ProcessDecoder(spec, workers=2, **waiting)
+    with TestClient(create_app(front, **waiting, decoder=decoder)) as c:
         futures = [decoder.submit(call, [s], 5) for s in SENTENCES]  # at once: the least loaded takes each
         assert [r.text for f in futures for r in f.result(60)] == expected
         assert [w.stats.jobs for w in decoder.workers] == [2, 2] and decoder.stats.jobs == 4

@@ -60,7 +60,8 @@ def add_parser(sub) -> None:
         "--max-gap-ms",
         type=float,
         default=1.0,
-        help="... but no longer once this long passes with no other request arriving (default 1)",
+        help="... but no longer once this long passes with no other request arriving (default 1; "
+        "a gap as long as --max-wait-ms keeps the whole wait)",
     )
     p.add_argument(
         "--join-group",
@@ -146,10 +147,9 @@ def run(args) -> None:
         raise ConfigError(f"--port must be between 1 and 65535, got {args.port}")
     if args.join_wait_steps < 0:
         raise ConfigError(f"--join-wait-steps must not be negative, got {args.join_wait_steps}")
-    if args.max_wait_ms < 0:
-        raise ConfigError(f"--max-wait-ms must not be negative, got {args.max_wait_ms}")
-    if args.max_gap_ms is not None and not args.max_gap_ms >= 0:  # NaN fails this too
-        raise ConfigError(f"--max-gap-ms must not be negative, got {args.max_gap_ms}")
+    for flag, ms in (("--max-wait-ms", args.max_wait_ms), ("--max-gap-ms", args.max_gap_ms)):
+        if not 0 <= ms < float("inf"):  # NaN fails this too
+            raise ConfigError(f"{flag} must be a number of milliseconds, not negative, got {ms}")
     if not 0 < args.request_timeout < float("inf"):  # NaN fails this too
         raise ConfigError(f"--request-timeout must be a positive number, got {args.request_timeout}")
     if args.workers != "auto" and args.workers > 1 and args.decoder != "process":

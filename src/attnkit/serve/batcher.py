@@ -118,8 +118,9 @@ class Batcher:
         join_group: int = 1,
         join_wait_steps: int = 0,
     ):
-        if max_batch_tokens <= 0 or max_wait_ms < 0 or (max_gap_ms is not None and max_gap_ms < 0):
-            raise ValueError("max_batch_tokens must be positive, max_wait_ms and max_gap_ms not negative")
+        finite = (max_wait_ms,) if max_gap_ms is None else (max_wait_ms, max_gap_ms)
+        if max_batch_tokens <= 0 or not all(0 <= ms < float("inf") for ms in finite):  # NaN fails too
+            raise ValueError("max_batch_tokens must be positive; max_wait_ms and max_gap_ms finite, >= 0")
         if join_group < 1 or join_wait_steps < 0:
             raise ValueError("join_group must be positive and join_wait_steps not negative")
         self.max_batch_tokens = max_batch_tokens

@@ -291,12 +291,12 @@ class CT2Translator:
         # two sentences for a small request. A sentence whose answer reaches its own, smaller limit
         # is decoded again at that limit (the module doc says what this can change).
         todo = [i for i, seq in enumerate(ids) if seq]
-        answers: dict[int, Any] = {}
-        if todo:
-            widest = max(limits[i] for i in todo)
-            answers = {i: a.result() for i, a in zip(todo, submit(todo, widest), strict=True)}
+        widest = max((limits[i] for i in todo), default=0)
+        answers = {i: a.result() for i, a in zip(todo, submit(todo, widest) if todo else [], strict=True)}
         groups: dict[int, list[int]] = {}
         for i in todo:
+            # L - 2 tokens or fewer fit the limit's L - 1 whether or not CTranslate2 counts eos in it;
+            # from L - 2 on a sentence may have been cut, so it is decoded again (one to spare).
             if limits[i] < widest and max(map(len, answers[i].hypotheses)) >= limits[i] - 2:
                 groups.setdefault(limits[i], []).append(i)
         pending = [(group, submit(group, limit)) for limit, group in groups.items()]  # all at once
