@@ -138,6 +138,31 @@ def test_a_quiet_gap_ends_the_wait_for_company():
             Batcher(max_gap_ms=bad)
 
 
+def test_jobs_queued_while_the_worker_was_busy_share_one_call_without_a_wait():
+    """With no wait at all (``max_wait_ms=0``), the jobs that queued up during a call still go
+    together into the next one, not one call each."""
+    release, calls = threading.Event(), []
+
+    def run(items):
+        calls.append(list(items))
+        if items == [0]:
+            release.wait(30)  # the worker is busy while the others queue
+        return items
+
+    b = Batcher(max_wait_ms=0)
+    try:
+        first = b.submit("k", [0], 1, run)
+        deadline = time.monotonic() + 30
+        while not calls and time.monotonic() < deadline:
+            time.sleep(0.01)
+        rest = [b.submit("k", [i], 1, run) for i in (1, 2, 3)]
+        release.set()
+        assert first.result(30) == [0] and [f.result(30) for f in rest] == [[1], [2], [3]]
+    finally:
+        b.close(10)
+    assert calls == [[0], [1, 2, 3]]
+
+
 class _Countdown:
     """A fake stream: item n finishes after n steps (0 at once); steps wait for ``gate``."""
 

@@ -203,13 +203,16 @@ class Batcher:
         now = time.monotonic()
         deadline, quiet = now + self.max_wait, now + self.max_gap
         while self._budget_left(first) > 0:
-            remaining = min(deadline, quiet) - time.monotonic()
-            if remaining <= 0:
-                break
             try:
-                job = self._queue.get(timeout=remaining)
+                job = self._queue.get_nowait()  # queued already: it joins however short the wait
             except queue.Empty:
-                break
+                remaining = min(deadline, quiet) - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    job = self._queue.get(timeout=remaining)
+                except queue.Empty:
+                    break
             if job is None:
                 return True
             self._hold(job)
