@@ -99,9 +99,23 @@ def test_cli_compile_refusals_are_one_line(capsys, monkeypatch, runs, extra, fra
     assert_user_error(code, err, fragment)
 
 
-def test_served_compiled_model_batches_whole_requests_without_recompiling(runs, monkeypatch):
-    # attnkit serve --compile: requests decode as whole batches through the compiled step; after
-    # the first batch of each bucket of rows and lengths, later requests compile nothing more.
+def _stream_all(stream, requests):
+    """Each request's texts join the running stream before a step; every result by request."""
+    got, pending, n = {}, list(enumerate(requests)), 0
+    while pending or len(stream):
+        if pending:
+            i, texts = pending.pop(0)
+            stream.add([((i, j), t) for j, t in enumerate(texts)])
+        got.update(stream.step())
+        n += 1
+        assert n < 1000
+    return [[got[(i, j)] for j in range(len(texts))] for i, texts in enumerate(requests)]
+
+
+def test_served_compiled_model_streams_without_recompiling(runs, monkeypatch):
+    # attnkit serve --compile: beam requests join one running search through the compiled step
+    # (continuous batching over its buffers); once a bucket's graph exists, joins, leaves and
+    # later requests compile nothing more. Greedy requests decode as whole batches.
     import attnkit.decoding.static as static
     from attnkit.serve.decoder import Call, functions
     from attnkit.serve.tasks import load_models
@@ -111,18 +125,29 @@ def test_served_compiled_model_batches_whole_requests_without_recompiling(runs, 
     (served,) = load_models([str(runs.ckpt)], device="cpu", compile=True)
     eager = Translator.from_checkpoint(runs.ckpt, device="cpu")
     call = Call.of(served.name, "translate", beam=4, nbest=1, length_penalty=0.6)
-    batch_fn, stream = functions(served, call, max_batch_tokens=4000)
-    assert batch_fn is not None and stream is None  # no continuous batching under --compile
-    # 3, 2 and 1 sentences, then 1 and 4 other short ones: the buckets of the third and the first
-    # (3 or 4 sentences x beam 4 fill the same 16 rows)
+    batch_fn, start = functions(served, call, max_batch_tokens=4000)
+    assert batch_fn is None and start is not None  # continuous batching under --compile
     requests = [MORE[:3], MORE[3:], [MORE[1]], [MORE[4]], [MORE[4], MORE[2], MORE[0], MORE[1]]]
-    for texts in requests[:3]:
-        same_translations(batch_fn(texts), eager.translate(texts, beam=4))
+    for texts, got in zip(requests, _stream_all(start(), requests), strict=True):
+        same_translations(got, eager.translate(texts, beam=4))
     frames = counter.frame_count
     assert frames >= 1
-    for texts in requests[3:]:  # the same buckets (1 and 3 sentences), other sentences
-        same_translations(batch_fn(texts), eager.translate(texts, beam=4))
+    again = [texts[::-1] for texts in requests]  # each in another order: the same buckets
+    for texts, got in zip(again, _stream_all(start(), again), strict=True):
+        same_translations(got, eager.translate(texts, beam=4))
     assert counter.frame_count == frames
+    greedy = Call.of(served.name, "translate", beam=1, nbest=1, length_penalty=0.6)
+    batch_fn, start = functions(served, greedy, max_batch_tokens=4000)
+    assert batch_fn is not None and start is None
+    same_translations(batch_fn(MORE), eager.translate(MORE, beam=1))
+    # What the compiled step does not do streams eagerly, with the eager answers.
+    options = dict(beam=4, nbest=1, length_penalty=0.6, min_length=3)
+    _, start = functions(served, Call.of(served.name, "translate", **options), max_batch_tokens=4000)
+    assert start is not None
+    (got,) = _stream_all(start(), [MORE])
+    same_translations(got, eager.translate(MORE, beam=4, min_length=3))
+    prefixed = Call.of(served.name, "translate", beam=4, nbest=1, length_penalty=0.6, prefix="A")
+    assert functions(served, prefixed, max_batch_tokens=4000)[1] is None  # a whole batch, eagerly
 
 
 def test_serve_compile_refusals_are_one_line(capsys, runs):

@@ -50,7 +50,7 @@ class Moves(NamedTuple):
 
 
 class BeamStep(nn.Module):
-    """(tokens (R,), origin (R,), pos (1,), caches, scores (B, K), history (R, Tb)) -> :class:`Moves`.
+    """(tokens (R,), origin (R,), pos (1,) or (R,), caches, scores (B, K), history (R, Tb)) -> :class:`Moves`.
 
     Rows first take the keys and values of ``origin`` (the previous step's moves, which ``history``
     already follows; ``arange`` before the first), then the step decodes ``tokens`` at ``pos`` and
@@ -92,8 +92,12 @@ class BeamStep(nn.Module):
         spare = torch.arange(B * K, R, device=top.device)  # rows beyond the sentences' keep their place
         new_origin = torch.cat([rows.view(-1), spare])  # (R,)
         new_tokens = torch.cat([tok.gather(1, keep).view(-1), tokens[B * K :]])  # (R,)
-        t = pos - caches.offset  # (1,) new tokens chosen before this one
-        history = history.index_select(0, new_origin).index_copy(1, t, new_tokens[:, None])  # (R, Tb)
+        t = pos - caches.offset  # (1 or R,) new tokens chosen before this one
+        history = history.index_select(0, new_origin)  # (R, Tb)
+        if t.size(0) == 1:
+            history = history.index_copy(1, t, new_tokens[:, None])
+        else:  # each row at its own step
+            history = history.scatter(1, t[:, None], new_tokens[:, None])
         return Moves(new_tokens, new_origin, new_scores, top, beam, eos, history)
 
 

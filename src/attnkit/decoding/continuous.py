@@ -143,7 +143,7 @@ class BeamPool:
         controls: Controls | None = None,
     ):
         check_nbest(beam_size, nbest)
-        self.model, self.K = model, beam_size
+        self.model, self.K, self.nbest = model, beam_size, nbest
         self.max_len_a, self.max_len_b, self.min_len = max_len_a, max_len_b, min_len
         self.controls = controls if controls is not None and controls.active else None
         self.search = BeamSearch(

@@ -43,19 +43,25 @@ def length_bucket(n: int, multiple: int = LENGTH_MULTIPLE) -> int:
 
 class SlotCache(KVCache):
     """A self-attention cache of fixed size: ``append`` writes the step's keys and values in place at
-    position ``pos`` (1,) and returns the whole buffers, positions not yet written included (the
-    caller masks them). Its length is no position: absolute positions only."""
+    position ``pos``, (1,) for every row or (R,) one per row, and returns the whole buffers, positions
+    not yet written included (the caller masks them). Its length is no position: absolute positions
+    only."""
 
     def __init__(self, k: Tensor, v: Tensor, pos: Tensor):
         super().__init__()
-        self.k_buf, self.v_buf, self.pos = k, v, pos  # (R, H, Tb, Dh) x 2, (1,)
+        self.k_buf, self.v_buf, self.pos = k, v, pos  # (R, H, Tb, Dh) x 2, (1,) or (R,)
 
     def __len__(self) -> int:
         raise TypeError("a SlotCache has no length: the step's position is explicit")
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        self.k_buf.index_copy_(2, self.pos, k)  # (R, H, Tb, Dh) <- (R, H, 1, Dh) at pos
-        self.v_buf.index_copy_(2, self.pos, v)
+        if self.pos.size(0) == 1:  # one position for all rows (a shape, fixed per graph)
+            self.k_buf.index_copy_(2, self.pos, k)  # (R, H, Tb, Dh) <- (R, H, 1, Dh) at pos
+            self.v_buf.index_copy_(2, self.pos, v)
+        else:  # each row at its own position (sentences that joined at different steps)
+            at = self.pos.view(-1, 1, 1, 1).expand_as(k)  # (R, H, 1, Dh)
+            self.k_buf.scatter_(2, at, k)
+            self.v_buf.scatter_(2, at, v)
         return self.k_buf, self.v_buf
 
 
@@ -73,7 +79,10 @@ class StaticCaches:
 
 
 class StaticStep(nn.Module):
-    """(tokens (R,) at position ``pos`` (1,), caches) -> log-probabilities (R, V) of the next token.
+    """(tokens (R,) at position ``pos``, caches) -> log-probabilities (R, V) of the next token.
+
+    ``pos`` is (1,), one position for every row, or (R,), each row's own (continuous batching,
+    :mod:`.static_pool`); each is one graph per bucket.
 
     Writes the keys and values of ``pos`` into ``caches``. No Python branch depends on data, so
     ``torch.compile(step, fullgraph=True)`` takes it whole, once per bucket.
@@ -104,17 +113,18 @@ class StaticStep(nn.Module):
         self.register_buffer("banned", (vocab == cfg.pad_id) | (vocab == cfg.bos_id), persistent=False)
 
     def embed(self, tokens: Tensor, pos: Tensor) -> Tensor:
-        """tokens (R,) at position pos (1,) -> (R, 1, D), as ``TokenEmbedding`` at offset pos."""
+        """tokens (R,) at position pos (1,) or (R,) -> (R, 1, D), as ``TokenEmbedding`` at offset pos."""
         emb = self.embedding
         assert emb.positions is not None  # absolute positions (checked in __init__)
         x = emb.embedding(tokens[:, None]) * emb.scale  # (R, 1, D)
-        return emb.dropout(x + emb.positions(pos))  # + (1, D)
+        return emb.dropout(x + emb.positions(pos[:, None]))  # + (1 or R, 1, D)
 
     def forward(self, tokens: Tensor, pos: Tensor, caches: StaticCaches) -> Tensor:
         m = self.model
         y = self.embed(tokens, pos)  # (R, 1, D)
         Tb = caches.self_k[0].size(2)
-        written = (torch.arange(Tb, device=pos.device) <= pos)[None, None, None, :]  # (1, 1, 1, Tb)
+        written = torch.arange(Tb, device=pos.device) <= pos[:, None]  # (1 or R, Tb)
+        written = written[:, None, None, :]  # (1 or R, 1, 1, Tb)
         if isinstance(m, Transformer):
             layers = cast(Iterable[DecoderLayer], self.layers)
             for layer, k, v, ck, cv in zip(
@@ -132,8 +142,8 @@ class StaticStep(nn.Module):
         logp = torch.log_softmax(logits, dim=-1)
         eos = logp[:, m.config.eos_id, None]  # (R, 1) before any ban
         inf = logp.new_full((), float("-inf"))  # a kernel, not a host copy: a CUDA graph can capture it
-        t = pos - caches.offset  # (1,) new tokens chosen so far
-        logp = logp.masked_fill(self.banned | (self.is_eos & (t < self.min_len)), float("-inf"))
+        t = pos - caches.offset  # (1 or R,) new tokens chosen so far
+        logp = logp.masked_fill(self.banned | (self.is_eos & (t < self.min_len)[:, None]), float("-inf"))
         at_limit = (t + 1 >= caches.limits)[:, None]  # (R, 1): only eos, at its own log-probability
         return torch.where(at_limit, torch.where(self.is_eos, eos, inf), logp)
 

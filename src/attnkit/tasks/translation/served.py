@@ -32,7 +32,8 @@ class TranslationModel:
 
     def compile(self) -> None:
         """Translate through the compiled fixed-layout step (:meth:`Translator.compile`) from now on:
-        requests then decode as whole batches (a sentence cannot join a compiled search midway)."""
+        beam search by continuous batching over its buffers (:mod:`attnkit.decoding.static_pool`),
+        greedy search as whole batches."""
         self._packing.close()  # the step is compiled from the readable modules, not packed ones
         try:
             self.translator.compile()
@@ -80,14 +81,11 @@ class TranslationModel:
 
     def streams(self, *, beam: int, nbest: int, prefix: str | tuple[str, ...] | None = None) -> bool:
         """Whether requests with these options decode by continuous batching (:meth:`stream`); the
-        RNN, relative or rotary positions, greedy search, a prefix per sentence and a compiled step
-        run as whole batches instead."""
-        compiled = self.translator.static is not None
-        return (
-            not compiled
-            and not isinstance(prefix, tuple)
-            and TranslationStream.supports(self.translator, beam)
-        )
+        RNN, relative or rotary positions, greedy search and a prefix per sentence (or any prefix,
+        under a compiled step: it would decode eagerly) run as whole batches instead."""
+        if self.translator.static is not None and prefix is not None:
+            return False
+        return not isinstance(prefix, tuple) and TranslationStream.supports(self.translator, beam)
 
     def stream(
         self,
