@@ -12,10 +12,11 @@ keeps the buffers of :mod:`.fixed_layout` instead:
   place; leaving only marks the place free: its rows decode on, unread, scored -inf;
 - the step is :class:`~.beam_step.BeamStep`, compiled or not: decoder, ranking and beam moves in one
   graph per bucket (R rows, Tb cache positions, Sb source positions), whatever joins or leaves;
-- the buckets follow the load: a join that finds no free place, or brings a source or a length
-  limit beyond the buffers, moves the live places into buffers of a larger bucket; once the live
-  sentences fill a quarter of the rows or less, they move, packed, into the smallest bucket that
-  holds them, so finished sentences stop costing.
+- the buckets follow the load: a join that finds no free place or brings a longer source, or a
+  hypothesis about to outgrow the cache, moves the live places into buffers of a larger bucket
+  (the cache grows with the longest hypothesis, not to the largest length limit: most sentences end
+  far below theirs); once the live sentences fill a quarter of the rows or less, they move, packed,
+  into the smallest bucket that holds them, so finished sentences stop costing.
 
 Each sentence gets :func:`~.beam.beam_search`'s ranking, length limit and stopping rule, alone,
 (the host keeps each sentence's finished hypotheses, as :func:`~.beam_step.run_beam_step` does),
@@ -110,9 +111,9 @@ class StaticBeamPool:
         assert isinstance(state, TransformerState)
         src_len = (src != cfg.pad_id).sum(dim=1).tolist()
         new = [_Place(tag, n, s) for tag, n, s in zip(tags, limits.tolist(), src_len, strict=True)]
-        live = [i for i, p in enumerate(self.places) if p is not None]
+        live = self._live()
         free = [i for i, p in enumerate(self.places) if p is None]
-        R, Tb, Sb = self._buckets([*(self.places[i] for i in live), *new])
+        R, Tb, Sb = self._buckets([*(p for p in self.places if p is not None), *new])
         _, Tb_now, Sb_now = self.buckets
         if len(free) < len(new) or Tb > Tb_now or Sb > Sb_now:
             self._relayout(live, R, max(Tb, Tb_now), max(Sb, Sb_now))
@@ -168,8 +169,7 @@ class StaticBeamPool:
             moves.history,
         )
         R, Tb, _ = self.buckets
-        last = min(Tb, self.model.config.max_len) - 1  # free rows' positions stop at the last embedded one
-        self.pos = (self.pos + 1).clamp_(max=last)
+        self.pos = self.pos + 1
         best = self.scores.max(dim=1).values.tolist()  # (P,) a live hypothesis's log P only falls
         out, freed = [], []
         for b, place in enumerate(self.places):
@@ -186,18 +186,26 @@ class StaticBeamPool:
             self.scores = self.scores.index_fill(
                 0, torch.tensor(freed, device=self.scores.device), float("-inf")
             )
-            live = [i for i, p in enumerate(self.places) if p is not None]
-            if not live:
-                self._relayout([], 0, 0, 0)  # an empty pool holds no buffers
-            elif 4 * row_bucket(len(live) * K) <= R:
-                self._relayout(live, *self._buckets([self.places[i] for i in live]))
+        live = [p for p in self.places if p is not None]
+        if not live:
+            self._relayout([], 0, 0, 0)  # an empty pool holds no buffers
+        elif freed and 4 * row_bucket(len(live) * K) <= R:
+            self._relayout(self._live(), *self._buckets(live))
+        elif max(p.t for p in live) >= Tb:  # the next step writes past the cache: a longer one
+            self._relayout(self._live(), R, *self._buckets(live)[1:])
+        if live:  # free rows' positions stop at the cache's (and the embeddings') last one
+            self.pos.clamp_(max=min(self.buckets[1], self.model.config.max_len) - 1)
         return out
 
-    def _buckets(self, places: list) -> tuple[int, int, int]:
-        """(R, Tb, Sb) that hold ``places``."""
+    def _live(self) -> list[int]:
+        return [i for i, p in enumerate(self.places) if p is not None]
+
+    def _buckets(self, places: list[_Place]) -> tuple[int, int, int]:
+        """(R, Tb, Sb) that hold ``places`` for their next step: the cache grows with the longest
+        hypothesis, not to the longest length limit (most sentences end far below theirs)."""
         return (
             row_bucket(len(places) * self.K),
-            length_bucket(max(p.limit for p in places)),
+            length_bucket(max(p.t for p in places) + 1),
             length_bucket(max(p.src_len for p in places)),
         )
 
