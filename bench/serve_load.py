@@ -262,6 +262,7 @@ def start_server(args) -> tuple[subprocess.Popen, str]:
         "--engine",
         args.engine,
         *(["--max-gap-ms", str(args.max_gap_ms)] if args.max_gap_ms is not None else []),
+        *(["--compile"] if args.compile else []),
     ]
     proc = subprocess.Popen(cmd, env=env)
     url = f"http://127.0.0.1:{port}"
@@ -338,6 +339,12 @@ def main() -> None:
         default="torch",
         help="the server's --engine; offline runs the same engine",
     )
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="the server's --compile; each level runs once untimed first (each new bucket compiles); "
+        "offline stays eager, the fastest offline path",
+    )
     p.add_argument("--soak-minutes", type=float, default=0)
     p.add_argument("--out", help="write the results here as JSON")
     args = p.parse_args()
@@ -349,7 +356,7 @@ def main() -> None:
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible",
         "server": (
             f"{args.workers} decoding worker(s) x {args.threads} thread(s), --decoder {args.decoder}, "
-            f"--engine {args.engine}"
+            f"--engine {args.engine}{' --compile' if args.compile else ''}"
         ),
         "offline_threads": offline_threads,
         "offline": offline_throughput(args.checkpoint, texts, args.beam, offline_threads, args.engine),
@@ -361,6 +368,10 @@ def main() -> None:
     try:
         run_async(load(url, texts, 4, args.beam, count=32, seconds=60, client=args.client))  # warm-up
         for clients in (int(c) for c in args.clients.split(",")):
+            if args.compile:  # untimed: this level's buckets compile
+                run_async(
+                    load(url, texts, clients, args.beam, count=len(texts), seconds=600, client=args.client)
+                )
             cpu, http_cpu = cpu_seconds(proc.pid), cpu_seconds(proc.pid, descendants=False)
             level = run_async(
                 load(

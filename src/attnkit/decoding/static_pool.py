@@ -12,11 +12,12 @@ keeps the buffers of :mod:`.fixed_layout` instead:
   place; leaving only marks the place free: its rows decode on, unread, scored -inf;
 - the step is :class:`~.beam_step.BeamStep`, compiled or not: decoder, ranking and beam moves in one
   graph per bucket (R rows, Tb cache positions, Sb source positions), whatever joins or leaves;
-- the buckets follow the load: a join that finds no free place or brings a longer source, or a
-  hypothesis about to outgrow the cache, moves the live places into buffers of a larger bucket
-  (the cache grows with the longest hypothesis, not to the largest length limit: most sentences end
-  far below theirs); once the live sentences fill a quarter of the rows or less, they move, packed,
-  into the smallest bucket that holds them, so finished sentences stop costing.
+- the buckets follow the live sentences: a join that finds no free place or brings a longer
+  source, or a hypothesis about to outgrow the cache, moves the live places into buffers of a
+  larger bucket (the cache grows with the longest hypothesis, not to the largest length limit: most
+  sentences end far below theirs); once the longest source or hypothesis has left, the buffers
+  shrink to the longest left, and once the live sentences fill a quarter of the rows or less, they
+  move, packed, into the smallest bucket that holds them: finished sentences stop costing.
 
 Each sentence gets :func:`~.beam.beam_search`'s ranking, length limit and stopping rule, alone,
 (the host keeps each sentence's finished hypotheses, as :func:`~.beam_step.run_beam_step` does),
@@ -168,7 +169,7 @@ class StaticBeamPool:
             moves.scores,
             moves.history,
         )
-        R, Tb, _ = self.buckets
+        R, Tb, Sb = self.buckets
         self.pos = self.pos + 1
         best = self.scores.max(dim=1).values.tolist()  # (P,) a live hypothesis's log P only falls
         out, freed = [], []
@@ -189,11 +190,12 @@ class StaticBeamPool:
         live = [p for p in self.places if p is not None]
         if not live:
             self._relayout([], 0, 0, 0)  # an empty pool holds no buffers
-        elif freed and 4 * row_bucket(len(live) * K) <= R:
-            self._relayout(self._live(), *self._buckets(live))
-        elif max(p.t for p in live) >= Tb:  # the next step writes past the cache: a longer one
-            self._relayout(self._live(), R, *self._buckets(live)[1:])
-        if live:  # free rows' positions stop at the cache's (and the embeddings') last one
+        else:  # rows shrink at a quarter full; the cache and the source follow the longest live
+            rows, Tb_live, Sb_live = self._buckets(live)
+            rows = rows if 4 * rows <= R else R
+            if (rows, Tb_live, Sb_live) != (R, Tb, Sb):
+                self._relayout(self._live(), rows, Tb_live, Sb_live)
+            # free rows' positions stop at the cache's (and the embeddings') last one
             self.pos.clamp_(max=min(self.buckets[1], self.model.config.max_len) - 1)
         return out
 
