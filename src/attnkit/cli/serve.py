@@ -108,8 +108,9 @@ def add_parser(sub) -> None:
         "--compile",
         action="store_true",
         help="torch: translation models decode greedy and beam requests through one step compiled by "
-        "torch.compile (lower latency one request at a time; requests decode as whole batches, and the "
-        "first request of each new size waits for its compile, tens of seconds)",
+        "torch.compile (lower latency one request at a time; beam requests join one running search "
+        "over its buffers, greedy ones decode as whole batches; the first step of each new bucket of "
+        "rows and lengths waits for its compile, seconds to tens of seconds)",
     )
     p.add_argument(
         "--decoder",
