@@ -22,7 +22,8 @@ every position and every sentence of the same buckets (gpt-fast's static KV cach
   ``min_len``, only eos at a row's length limit) with ``torch.where``, never a Python branch on data.
 
 Greedy search is today's strategy (:class:`~.search.Greedy`) over this state, beam search
-:class:`~.beam_step.BeamStep` (or :class:`~.beam.BeamSearch` around a CUDA graph);
+:class:`~.beam_step.BeamStep` (or :class:`~.beam.BeamSearch` around a CUDA graph); sentences join
+and leave a running beam search over these buffers in :mod:`.static_pool` (continuous batching);
 tests/test_decoding_static.py checks they give today's tokens and scores. Absolute positions
 only (sinusoidal, learned): relative and rotary self-attention count positions from the cache's
 length. No controls, forced prefixes or attention outputs.
