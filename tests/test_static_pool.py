@@ -64,10 +64,11 @@ def _same_as_alone(model, srcs, got, opts) -> None:
 
 
 @pytest.mark.parametrize(
-    ("kind", "beam", "nbest", "alpha"), [("transformer", 4, 1, 0.6), ("transformer-pre", 3, 2, 1.0)]
+    ("kind", "positional", "beam", "nbest", "alpha"),
+    [("transformer", "sinusoidal", 4, 1, 0.6), ("transformer-pre", "learned", 3, 2, 1.0)],
 )
-def test_each_sentence_gets_what_beam_search_gives_it_alone(kind, beam, nbest, alpha):
-    model = make_model(kind)
+def test_each_sentence_gets_what_beam_search_gives_it_alone(kind, positional, beam, nbest, alpha):
+    model = make_model(kind, positional=positional)
     srcs = _sources(14)
     srcs[9:9] = [random_tokens(1, 36, seed=40), random_tokens(1, 34, seed=41)]  # a larger source bucket
     opts = dict(beam_size=beam, nbest=nbest, length_penalty_alpha=alpha, max_len_a=1.0, max_len_b=4)
@@ -99,6 +100,34 @@ def test_joins_and_leaves_reuse_each_buckets_graph():
     assert set(again) <= set(buckets)
     _same_as_alone(model, more, got, opts)
     assert counter.frame_count == frames
+
+
+def test_free_rows_stay_within_the_cache():
+    # A place left free for more than a cache's length keeps decoding, unread: its rows' positions
+    # stop at the cache's last one (and the embeddings'), never past the buffers.
+    model = make_model("transformer")
+    opts = dict(beam_size=4, max_len_a=1.0, max_len_b=4)
+    srcs = [random_tokens(1, 3, seed=100 + i) for i in range(30)]
+    schedule = [3, 0, 0] + [1, 0, 0] * 30  # two or three live: the fourth place stays free
+    got, buckets = _run(StaticBeamPool(StaticDecoder(model), **opts), srcs, schedule)
+    _same_as_alone(model, srcs, got, opts)
+    assert len(buckets) > 40 and {Tb for _, Tb, _ in buckets} == {32}
+
+
+def test_a_step_out_of_graphs_decodes_eagerly(monkeypatch):
+    # A long-lived server may meet more buckets than one compiled step may hold: the pool warns and
+    # goes on with the same step uncompiled, with the same results.
+    import attnkit.decoding.static as static
+
+    monkeypatch.setattr(static, "GRAPHS_PER_STEP", 1)
+    model = make_model("transformer")
+    opts = dict(beam_size=2, max_len_a=1.0, max_len_b=3)
+    pool = StaticBeamPool(StaticDecoder(model).compile(backend=CompileCounter()), **opts)
+    srcs = _sources(6, seed=5)
+    with pytest.warns(UserWarning, match="most graphs"):
+        got, buckets = _run(pool, srcs, [1, 2, 3])
+    assert len(set(buckets)) > 1
+    _same_as_alone(model, srcs, got, opts)
 
 
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])

@@ -8,8 +8,9 @@ import pytest
 import torch
 from torch._dynamo.testing import CompileCounter
 
+from attnkit.decoding.continuous import BeamPool
 from attnkit.errors import ConfigError
-from attnkit.tasks.translation import Translator
+from attnkit.tasks.translation import TranslationStream, Translator
 from cli_helpers import SENTENCES, assert_user_error, cli_stdin
 
 MORE = [*SENTENCES, "Ein kleines Mädchen klettert in ein Spielhaus aus Holz.", "Ein Hund rennt."]
@@ -140,14 +141,32 @@ def test_served_compiled_model_streams_without_recompiling(runs, monkeypatch):
     batch_fn, start = functions(served, greedy, max_batch_tokens=4000)
     assert batch_fn is not None and start is None
     same_translations(batch_fn(MORE), eager.translate(MORE, beam=1))
-    # What the compiled step does not do streams eagerly, with the eager answers.
-    options = dict(beam=4, nbest=1, length_penalty=0.6, min_length=3)
-    _, start = functions(served, Call.of(served.name, "translate", **options), max_batch_tokens=4000)
-    assert start is not None
-    (got,) = _stream_all(start(), [MORE])
-    same_translations(got, eager.translate(MORE, beam=4, min_length=3))
-    prefixed = Call.of(served.name, "translate", beam=4, nbest=1, length_penalty=0.6, prefix="A")
-    assert functions(served, prefixed, max_batch_tokens=4000)[1] is None  # a whole batch, eagerly
+    frames = counter.frame_count  # the greedy step's graphs
+    # What the compiled step does not do streams eagerly, with the eager answers, and no graph.
+    for extra in (dict(min_length=3), dict(prefix="A")):
+        options = dict(beam=4, nbest=1, length_penalty=0.6, **extra)
+        _, start = functions(served, Call.of(served.name, "translate", **options), max_batch_tokens=4000)
+        assert start is not None
+        stream = start()
+        assert isinstance(stream.pool, BeamPool)
+        (got,) = _stream_all(stream, [MORE])
+        same_translations(got, eager.translate(MORE, beam=4, **extra))
+    assert counter.frame_count == frames
+
+
+def test_a_compiler_failure_in_a_stream_is_one_line(runs, monkeypatch):
+    import attnkit.decoding.static as static
+
+    def no_compiler(gm, inputs):
+        raise RuntimeError("no C++ compiler found\nand a long compiler log")
+
+    monkeypatch.setattr(static.torch, "compile", compile_with(no_compiler))
+    translator = Translator.from_checkpoint(runs.ckpt, device="cpu").compile()
+    stream = TranslationStream.start(translator, beam=4)
+    stream.add([("a", MORE[0])])
+    with pytest.raises(ConfigError, match="compiled decoding failed .*no C.. compiler") as e:
+        stream.step()
+    assert "\n" not in str(e.value)
 
 
 def test_serve_compile_refusals_are_one_line(capsys, runs):

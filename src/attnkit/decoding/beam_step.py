@@ -23,13 +23,13 @@ Legend: B sentences, K beam, R buffer rows (B * K plus spare rows), V vocabulary
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
 
-from .beam import is_done, keep_best, length_penalty
+from .beam import is_done, keep_best, length_penalty, score_bounds
 from .common import Hypothesis
 from .fixed_layout import StaticCaches, StaticStep
 
@@ -101,6 +101,30 @@ class BeamStep(nn.Module):
         return Moves(new_tokens, new_origin, new_scores, top, beam, eos, history)
 
 
+def record_ended(
+    moves: Moves,
+    history: Tensor,
+    K: int,
+    alpha: float,
+    sentences: Sequence[tuple[list[Hypothesis], int] | None],
+) -> None:
+    """Keep each sentence's eos candidates among its top K in its finished hypotheses (the K best).
+
+    ``history`` (R, Tb): the rows' tokens before this step; ``sentences[b]``: sentence place b's
+    finished list and its tokens chosen before this step, or None for a place not followed."""
+    ended = moves.eos[:, :K].nonzero().tolist()  # (b, j) of the eos candidates among the top K
+    if not ended:
+        return
+    top, beam = moves.top.tolist(), moves.beam.tolist()
+    for b, j in ended:
+        followed = sentences[b] if b < len(sentences) else None
+        if followed is not None:
+            finished, t = followed
+            log_p = top[b][j]
+            tokens = history[b * K + beam[b][j], :t].tolist()
+            keep_best(finished, Hypothesis(tokens, log_p / length_penalty(t + 1, alpha), log_p, None), K)
+
+
 def run_beam_step(
     run: Callable[..., Moves],
     caches: StaticCaches,
@@ -128,25 +152,16 @@ def run_beam_step(
     tokens = torch.cat([first.repeat_interleave(K), first.new_zeros(R - B * K)])  # (R,)
     origin = torch.arange(R, device=device)
     history = torch.zeros(R, Tb, dtype=torch.long, device=device)
-    limit_list = limits.tolist()
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     done = [False] * B
     for t in range(Tb - pos):
         moves = run(tokens, origin, torch.tensor([pos + t], device=device), caches, scores, history)
-        ended = moves.eos[:, :K].nonzero().tolist()  # eos candidates among each sentence's top K
-        if ended:
-            top, beam = moves.top.tolist(), moves.beam.tolist()
-            for b, j in ended:
-                if not done[b]:
-                    tokens_so_far = history[b * K + beam[b][j], :t].tolist()
-                    log_p = top[b][j]
-                    hyp = Hypothesis(tokens_so_far, log_p / length_penalty(t + 1, alpha), log_p, None)
-                    keep_best(finished[b], hyp, K)
+        record_ended(moves, history, K, alpha, [None if done[b] else (finished[b], t) for b in range(B)])
         tokens, origin, scores, history = moves.tokens, moves.origin, moves.scores, moves.history
-        best = scores[:B].max(dim=1).values.tolist()  # (B,) a live hypothesis's log P only falls
+        bounds = score_bounds(scores[:B], limits, alpha)  # (B,)
         for b in range(B):
             if not done[b]:
-                done[b] = is_done(finished[b], best[b] / ((5.0 + limit_list[b]) / 6.0) ** alpha, K)
+                done[b] = is_done(finished[b], bounds[b], K)
         if all(done):
             break
     return [sorted(f, key=lambda h: h.score, reverse=True)[:nbest] for f in finished]

@@ -207,7 +207,7 @@ class StaticDecoder:
     def greedy(self, src: Tensor, *, max_len_a: float = 1.5, max_len_b: int = 10) -> list[Hypothesis]:
         """As :func:`~.greedy.greedy_search`: one hypothesis per sentence of src (B, S), in order."""
         state, first, limits = start_static(
-            self._seq2seq(), src, spacing=1, max_len_a=max_len_a, max_len_b=max_len_b, place=self.place
+            self.seq2seq(), src, spacing=1, max_len_a=max_len_a, max_len_b=max_len_b, place=self.place
         )
         return run_static(self.run, state, Greedy(self.model.config.eos_id, first, limits))
 
@@ -224,7 +224,7 @@ class StaticDecoder:
     ) -> list[list[Hypothesis]]:
         """As :func:`~.beam.beam_search`: each sentence's ``nbest`` hypotheses, best first."""
         state, first, limits = start_static(
-            self._seq2seq(),
+            self.seq2seq(),
             src,
             spacing=beam_size,
             max_len_a=max_len_a,
@@ -274,7 +274,8 @@ class StaticDecoder:
         search.add(last, limits, list(range(last.size(0))), rows=1)
         return run_static(self.run, state, search)
 
-    def _seq2seq(self) -> Transformer:
+    def seq2seq(self) -> Transformer:
+        """The model, which translates (a TypeError for a language model)."""
         if not isinstance(self.model, Transformer):
             raise TypeError(
                 "greedy and beam translate with a Transformer; a language model continues prompts"

@@ -29,7 +29,8 @@ H heads, Dh head size, Tb cache positions, Sb source positions (bucketed), V voc
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import warnings
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -39,7 +40,8 @@ from torch import Tensor
 
 from ..model.interface import Seq2SeqModel
 from ..model.transformer import TransformerState
-from .beam import is_done, keep_best, length_penalty
+from .beam import is_done, score_bounds
+from .beam_step import Moves, record_ended
 from .common import Hypothesis, check_nbest, start_from_source
 from .fixed_layout import StaticCaches, length_bucket, row_bucket
 from .static import StaticDecoder
@@ -67,6 +69,14 @@ class StaticBeamPool:
         beam_size, length_penalty_alpha, nbest, max_len_a, max_len_b: as :func:`~.beam.beam_search`.
     """
 
+    # The step's inputs beside the caches: each row's newest token, origin and position (R,),
+    # each place's running log P (P, K), each row's chosen tokens (R, Tb).
+    tokens: Tensor
+    origin: Tensor
+    pos: Tensor
+    scores: Tensor
+    history: Tensor
+
     def __init__(
         self,
         decoder: StaticDecoder,
@@ -78,18 +88,20 @@ class StaticBeamPool:
         max_len_b: int = 10,
     ):
         check_nbest(beam_size, nbest)
-        self.model = decoder._seq2seq()
+        self.model = decoder.seq2seq()
         if decoder.run_beam is None:
             raise ValueError("a CUDA-graph step ranks its beams around the graph: use BeamPool")
         if 2 * beam_size > self.model.config.tgt_vocab_size:
             raise ValueError(f"beam {beam_size} is over half the vocabulary: use beam_search")
-        self.run_beam = decoder.run_beam
+        self.run_beam: Callable[..., Moves] = decoder.run_beam
+        self.eager_beam: Callable[..., Moves] = (
+            decoder.beam_step
+        )  # the same step uncompiled: when no graph may be added
         self.K, self.alpha, self.nbest = beam_size, length_penalty_alpha, nbest
         self.max_len_a, self.max_len_b = max_len_a, max_len_b
         self.places: list[_Place | None] = []  # P entries once buffers exist; None: a free place
         self.caches: StaticCaches | None = None
-        # The step's other inputs: tokens, origin, pos (R,), scores (P, K), history (R, Tb).
-        self.tokens = self.origin = self.pos = self.scores = self.history = torch.empty(0)
+        self._clear()  # and the step's other inputs
 
     def __len__(self) -> int:
         return sum(p is not None for p in self.places)
@@ -126,9 +138,11 @@ class StaticBeamPool:
         rows = (at[:, None] * K + torch.arange(K, device=src.device)).view(-1)  # (B * K,)
         which = torch.arange(B, device=src.device).repeat_interleave(K)  # (B * K,) each row's sentence
         S = min(src.size(1), Sb)  # columns past the real tokens are padding either way
-        for buf, (k, v), cv in zip(caches.cross_k, state.cross_kv, caches.cross_v, strict=True):
-            buf.index_copy_(0, rows, F.pad(k[:, :, :S], (0, 0, 0, Sb - S)).index_select(0, which))
+        for ck, cv, (k, v) in zip(caches.cross_k, caches.cross_v, state.cross_kv, strict=True):
+            ck.index_copy_(0, rows, F.pad(k[:, :, :S], (0, 0, 0, Sb - S)).index_select(0, which))
             cv.index_copy_(0, rows, F.pad(v[:, :, :S], (0, 0, 0, Sb - S)).index_select(0, which))
+        for buf in (*caches.self_k, *caches.self_v):  # a reused row's old keys: masked, but never NaN
+            buf.index_fill_(0, rows, 0.0)
         assert caches.src_mask is not None
         mask = F.pad(state.src_mask[..., :S], (0, Sb - S), value=False)  # (B, 1, 1, Sb)
         caches.src_mask.index_copy_(0, rows, mask.index_select(0, which))
@@ -149,20 +163,9 @@ class StaticBeamPool:
         if self.caches is None or not len(self):
             return []
         K, alpha = self.K, self.alpha
-        moves = self.run_beam(self.tokens, self.origin, self.pos, self.caches, self.scores, self.history)
-        ended = moves.eos[:, :K].nonzero().tolist()  # eos candidates among each sentence's top K
-        if ended:
-            top, beam = moves.top.tolist(), moves.beam.tolist()
-            for b, j in ended:
-                place = self.places[b]
-                if place is not None:
-                    tokens = self.history[b * K + beam[b][j], : place.t].tolist()
-                    log_p = top[b][j]
-                    keep_best(
-                        place.finished,
-                        Hypothesis(tokens, log_p / length_penalty(place.t + 1, alpha), log_p, None),
-                        K,
-                    )
+        moves = self._run()
+        followed = [None if p is None else (p.finished, p.t) for p in self.places]
+        record_ended(moves, self.history, K, alpha, followed)
         self.tokens, self.origin, self.scores, self.history = (
             moves.tokens,
             moves.origin,
@@ -171,13 +174,14 @@ class StaticBeamPool:
         )
         R, Tb, Sb = self.buckets
         self.pos = self.pos + 1
-        best = self.scores.max(dim=1).values.tolist()  # (P,) a live hypothesis's log P only falls
+        limits = torch.tensor([1 if p is None else p.limit for p in self.places])  # (P,)
+        bounds = score_bounds(self.scores, limits, alpha)  # (P,) free places: -inf
         out, freed = [], []
         for b, place in enumerate(self.places):
             if place is None:
                 continue
             place.t += 1
-            if is_done(place.finished, best[b] / ((5.0 + place.limit) / 6.0) ** alpha, K):
+            if is_done(place.finished, bounds[b], K):
                 out.append(
                     (place.tag, sorted(place.finished, key=lambda h: h.score, reverse=True)[: self.nbest])
                 )
@@ -199,8 +203,32 @@ class StaticBeamPool:
             self.pos.clamp_(max=min(self.buckets[1], self.model.config.max_len) - 1)
         return out
 
+    def _run(self) -> Moves:
+        """One beam step; once the compiled step may hold no more graphs (a long-lived server meeting
+        more buckets than ``GRAPHS_PER_STEP``), the step runs eagerly from then on, with a warning."""
+        from torch._dynamo.exc import FailOnRecompileLimitHit
+
+        args = (self.tokens, self.origin, self.pos, self.caches, self.scores, self.history)
+        try:
+            return self.run_beam(*args)
+        except FailOnRecompileLimitHit:
+            if self.run_beam is self.eager_beam:
+                raise
+            warnings.warn(
+                f"the compiled decoding step holds its most graphs; buckets {self.buckets} and later "
+                "new ones decode eagerly",
+                stacklevel=2,
+            )
+            self.run_beam = self.eager_beam
+            return self.run_beam(*args)
+
     def _live(self) -> list[int]:
         return [i for i, p in enumerate(self.places) if p is not None]
+
+    def _clear(self) -> None:
+        self.places, self.caches = [], None
+        self.tokens, self.origin, self.pos = torch.empty(0), torch.empty(0), torch.empty(0)  # (R,) each
+        self.scores, self.history = torch.empty(0), torch.empty(0)  # (P, K), (R, Tb)
 
     def _buckets(self, places: list[_Place]) -> tuple[int, int, int]:
         """(R, Tb, Sb) that hold ``places`` for their next step: the cache grows with the longest
@@ -215,8 +243,7 @@ class StaticBeamPool:
         """Move the places ``keep`` (in order) to the first places of new buffers (R, Tb, Sb)."""
         old, K = self.caches, self.K
         if R == 0:
-            self.places, self.caches = [], None
-            self.tokens = self.origin = self.pos = self.scores = self.history = torch.empty(0)
+            self._clear()
             return
         cfg, weight = self.model.config, self.model.output_proj.weight
         H, Dh, L = cfg.n_heads, cfg.d_model // cfg.n_heads, len(self.model.decoder_layers)

@@ -81,10 +81,8 @@ class TranslationModel:
 
     def streams(self, *, beam: int, nbest: int, prefix: str | tuple[str, ...] | None = None) -> bool:
         """Whether requests with these options decode by continuous batching (:meth:`stream`); the
-        RNN, relative or rotary positions, greedy search and a prefix per sentence (or any prefix,
-        under a compiled step: it would decode eagerly) run as whole batches instead."""
-        if self.translator.static is not None and prefix is not None:
-            return False
+        RNN, relative or rotary positions, greedy search and a prefix per sentence run as whole
+        batches instead."""
         return not isinstance(prefix, tuple) and TranslationStream.supports(self.translator, beam)
 
     def stream(
