@@ -26,6 +26,8 @@ import argparse
 import contextlib
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -36,7 +38,8 @@ from attnkit.fast import packed_linears
 from attnkit.tasks.translation import TranslationStream, Translator
 
 from .decode_step import inductor_options
-from .serve_load import sentences, source_lang
+from .report import machine_info
+from .serve_load import ROOT, sentences, source_lang
 
 
 class ModelCalls:
@@ -181,7 +184,12 @@ def main() -> None:
         if args.compile or args.static:
             graphs.append(torch._dynamo.utils.counters["stats"]["unique_graphs"])
     n = len(texts) * args.rounds
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
     result = {
+        "command": " ".join(["python -m bench.serve_pool", *sys.argv[1:]]),
+        "machine": machine_info("cpu"),
+        "commit": head.stdout.strip() or None,
+        "load_average_1min": round(os.getloadavg()[0], 2),
         "sentences": len(texts),
         "clients": args.clients,
         "rounds": args.rounds,
@@ -201,6 +209,8 @@ def main() -> None:
                 "cpu_efficiency_vs_offline": round(cpu["offline"] / cpu[arm], 3),
             }
         )
+    if args.static:  # Translator.compile()'s own options on a CPU
+        result["static_inductor"] = {"cpp_wrapper": True, "freezing": True}
     if args.compile or args.static:
         result["inductor"] = options
         result["compilations"] = dict(torch._dynamo.utils.counters["stats"])
