@@ -9,7 +9,8 @@ every position and every sentence of the same buckets (gpt-fast's static KV cach
   written in place at the step's position (:class:`SlotCache`); attention reads the whole buffer
   through a mask of the positions written so far;
 - R rows is the live rows rounded up to a power of two (:func:`row_bucket`), Tb the longest length
-  limit and Sb the source length rounded up to a multiple of 32 (:func:`length_bucket`);
+  limit (in :mod:`.static_pool`, the longest live hypothesis) and Sb the source length rounded up to
+  a multiple of 32 (:func:`length_bucket`);
 - cross-attention keys and values are projected once per sentence and copied to each of its rows;
 - a language model (:class:`~attnkit.model.lm.TransformerLM`) runs its prompts eagerly, as the
   generator does, and continues from their keys and values copied into the buffers; the step counts
