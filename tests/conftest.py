@@ -53,6 +53,17 @@ def require_multi30k(path: Path, ci: bool) -> Path:
     pytest.skip(reason)
 
 
+@pytest.fixture
+def one_thread():
+    """Tiny models on a shared CPU: one torch thread is faster (more only contend), and results do not
+    depend on how many threads the host gives (another summation order can change a training path).
+    A module opts in with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The data folder holding ``multi30k/``."""

@@ -16,13 +16,7 @@ from attnkit.decoding.continuous import BeamPool, join_states, trim
 from attnkit.model import TransformerState
 from helpers import make_model, random_tokens
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _sources(n: int, seed: int = 7) -> list[torch.Tensor]:

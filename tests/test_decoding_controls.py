@@ -25,12 +25,7 @@ from helpers import make_model, random_tokens
 PREFIXES = [[5, 6, 7], [], [9], [4, 4, 4, 4], [3], [10, 11]]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny models: more threads only contend
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -21,13 +21,7 @@ from cli_helpers import assert_user_error
 from decoding_helpers import cli, save_translation, tiny_tokenizer
 from helpers import make_model, random_tokens
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -10,14 +10,7 @@ from attnkit.model import RNNConfig, RNNSeq2Seq, Transformer, TransformerConfig
 PAD, BOS, EOS, FIRST = 0, 1, 2, 3
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models on a shared CPU: one thread is faster, and the result does not depend on how many
-    threads the host happens to give (a different summation order sends training down another path)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def task_batch(task: str, B: int, g: torch.Generator, vocab: int, max_len: int = 8):

@@ -15,13 +15,7 @@ from attnkit.model.config import LMConfig
 from attnkit.model.lm import TransformerLM
 from helpers import make_model, random_tokens
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _sources(n: int, seed: int = 7, longest: int = 9) -> list[torch.Tensor]:
