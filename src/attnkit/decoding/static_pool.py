@@ -94,9 +94,8 @@ class StaticBeamPool:
         if 2 * beam_size > self.model.config.tgt_vocab_size:
             raise ValueError(f"beam {beam_size} is over half the vocabulary: use beam_search")
         self.run_beam: Callable[..., Moves] = decoder.run_beam
-        self.eager_beam: Callable[..., Moves] = (
-            decoder.beam_step
-        )  # the same step uncompiled: when no graph may be added
+        # The same step uncompiled, for when the compiled one may hold no more graphs.
+        self.eager_beam: Callable[..., Moves] = decoder.beam_step
         self.K, self.alpha, self.nbest = beam_size, length_penalty_alpha, nbest
         self.max_len_a, self.max_len_b = max_len_a, max_len_b
         self.places: list[_Place | None] = []  # P entries once buffers exist; None: a free place
