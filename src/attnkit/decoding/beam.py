@@ -130,6 +130,11 @@ def score_bounds(scores: Tensor, limits: Tensor, alpha: float) -> list[float]:
     return (alive / ((5.0 + limits.double()) / 6.0) ** alpha).tolist()
 
 
+def score_bound(log_p: float, limit: int, alpha: float) -> float:
+    """:func:`score_bounds` for one sentence whose best live hypothesis has log P ``log_p``."""
+    return log_p / length_penalty(limit, alpha)
+
+
 def is_done(finished: list[Hypothesis], bound: float, K: int) -> bool:
     """A sentence is done when no live hypothesis can reach its K best finished ones."""
     return bound == float("-inf") or (len(finished) >= K and bound <= min(h.score for h in finished))

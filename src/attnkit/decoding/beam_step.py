@@ -29,7 +29,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from .beam import is_done, keep_best, length_penalty, score_bounds
+from .beam import is_done, keep_best, length_penalty, score_bound
 from .common import Hypothesis
 from .fixed_layout import StaticCaches, StaticStep
 
@@ -152,16 +152,17 @@ def run_beam_step(
     tokens = torch.cat([first.repeat_interleave(K), first.new_zeros(R - B * K)])  # (R,)
     origin = torch.arange(R, device=device)
     history = torch.zeros(R, Tb, dtype=torch.long, device=device)
+    limit_list = limits.tolist()
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     done = [False] * B
     for t in range(Tb - pos):
         moves = run(tokens, origin, torch.tensor([pos + t], device=device), caches, scores, history)
         record_ended(moves, history, K, alpha, [None if done[b] else (finished[b], t) for b in range(B)])
         tokens, origin, scores, history = moves.tokens, moves.origin, moves.scores, moves.history
-        bounds = score_bounds(scores[:B], limits, alpha)  # (B,)
+        best = scores[:B].max(dim=1).values.tolist()  # (B,) a live hypothesis's log P only falls
         for b in range(B):
             if not done[b]:
-                done[b] = is_done(finished[b], bounds[b], K)
+                done[b] = is_done(finished[b], score_bound(best[b], limit_list[b], alpha), K)
         if all(done):
             break
     return [sorted(f, key=lambda h: h.score, reverse=True)[:nbest] for f in finished]

@@ -40,7 +40,7 @@ from torch import Tensor
 
 from ..model.interface import Seq2SeqModel
 from ..model.transformer import TransformerState
-from .beam import is_done, score_bounds
+from .beam import is_done, score_bound
 from .beam_step import Moves, record_ended
 from .common import Hypothesis, check_nbest, start_from_source
 from .fixed_layout import StaticCaches, length_bucket, row_bucket
@@ -173,14 +173,13 @@ class StaticBeamPool:
         )
         R, Tb, Sb = self.buckets
         self.pos = self.pos + 1
-        limits = torch.tensor([1 if p is None else p.limit for p in self.places])  # (P,)
-        bounds = score_bounds(self.scores, limits, alpha)  # (P,) free places: -inf
+        best = self.scores.max(dim=1).values.tolist()  # (P,) a live hypothesis's log P only falls
         out, freed = [], []
         for b, place in enumerate(self.places):
             if place is None:
                 continue
             place.t += 1
-            if is_done(place.finished, bounds[b], K):
+            if is_done(place.finished, score_bound(best[b], place.limit, alpha), K):
                 out.append(
                     (place.tag, sorted(place.finished, key=lambda h: h.score, reverse=True)[: self.nbest])
                 )
