@@ -328,40 +328,49 @@ def main_job_model(ctx: Context) -> tuple[dict, int, object, str]:
     return dims, cfg.tokenizer.vocab_size, None, "random init (configs/multi30k_de_en_tiny.yaml)"
 
 
+def compiled_layout(model, *, capture: bool):
+    """What ``attnkit translate --compile`` decodes through: the model's step over a fixed layout,
+    compiled with CUDA graphs (``capture``, on a GPU); on a CPU the same layout, eagerly."""
+    from attnkit.attention import FixedLayout
+    from attnkit.decoding.compiled import CompiledDecoding
+
+    return CompiledDecoding(model) if capture else FixedLayout
+
+
 def graphs_adapter(model, *, capture: bool):
-    """attnkit's searches over the fixed-layout step replayed from CUDA graphs (``capture``), as a peer."""
-    from attnkit.decoding.static import StaticDecoder
+    """attnkit's searches over the compiled fixed-layout step (``capture``: CUDA graphs), as a peer."""
+    from attnkit.decoding import beam_search, greedy_search
 
     from .peers.common import PeerAdapter
 
-    decoders: dict[int, StaticDecoder] = {}  # n_tokens -> decoder (min_len is fixed per step)
+    layouts: dict[str, object] = {}  # made once, so every batch of a bucket replays one graph
 
     def decode(src, beam_size: int = 1, n_tokens: int = 30):
         model.eval()
-        if n_tokens not in decoders:
-            decoders[n_tokens] = StaticDecoder(model, min_len=n_tokens).cuda_graphs(capture=capture)
-        dec, limit = decoders[n_tokens], dict(max_len_a=0, max_len_b=n_tokens + 1)
+        layout = layouts.setdefault("layout", compiled_layout(model, capture=capture))
+        limit = dict(max_len_a=0, max_len_b=n_tokens + 1, min_len=n_tokens, layout=layout)
         if beam_size == 1:
-            hyps = dec.greedy(src, **limit)
+            hyps = greedy_search(model, src, **limit)
         else:
-            hyps = [nbest[0] for nbest in dec.beam(src, beam_size=beam_size, **limit)]
+            hyps = [nbest[0] for nbest in beam_search(model, src, beam_size=beam_size, **limit)]
         return torch.tensor([h.tokens for h in hyps], dtype=torch.long)  # (B, n_tokens)
 
-    notes = "attnkit.decoding.static.StaticDecoder(...).cuda_graphs(): one captured step per bucket"
+    notes = "attnkit.decoding.compiled.CompiledDecoding: the model's step compiled, CUDA graphs per bucket"
     return PeerAdapter("attnkit-graphs", "", model, 0, notes, None, decode, (1, 4))
 
 
 def same_tokens_as_eager(model, src) -> dict:
-    """Float32 greedy and beam 4 (free lengths, EOS allowed) of the CUDA-graph step against today's
+    """Float32 greedy and beam 4 (free lengths, EOS allowed) through the compiled step against the
     eager searches: the share of sentences with identical tokens, and the largest score difference."""
     from attnkit.decoding import beam_search, greedy_search
-    from attnkit.decoding.static import StaticDecoder
 
     model.eval()
-    dec = StaticDecoder(model).cuda_graphs(capture=src.is_cuda)
+    layout = compiled_layout(model, capture=src.is_cuda)
     with torch.no_grad():
-        pairs = [(dec.greedy(src), greedy_search(model, src))]
-        pairs.append(([b[0] for b in dec.beam(src)], [b[0] for b in beam_search(model, src)]))
+        pairs = [(greedy_search(model, src, layout=layout), greedy_search(model, src))]
+        pairs.append(
+            ([b[0] for b in beam_search(model, src, layout=layout)], [b[0] for b in beam_search(model, src)])
+        )
     same = [[g.tokens == w.tokens for g, w in zip(got, want)] for got, want in pairs]
     gaps = [abs(g.score - w.score) for got, want in pairs for g, w in zip(got, want) if g.tokens == w.tokens]
     gap = max(gaps, default=float("nan"))
@@ -373,8 +382,8 @@ def same_tokens_as_eager(model, src) -> dict:
 
 
 def decode(ctx: Context, emit: Emit) -> None:
-    """Greedy and beam 4 sentences/s, fixed length with EOS masked: attnkit eager, attnkit's static
-    step from CUDA graphs, HF generate."""
+    """Greedy and beam 4 sentences/s, fixed length with EOS masked: attnkit eager, attnkit through
+    the code ``--compile`` runs (CUDA graphs), HF generate."""
     s, dev, amp = ctx.sizes, ctx.device, autocast(ctx.device)
     dims, vocab, model, weights = main_job_model(ctx)
     models = {
@@ -386,8 +395,9 @@ def decode(ctx: Context, emit: Emit) -> None:
         batch=s.decode_batch,
         source_length=20,
         precision="bf16 autocast",
-        graphs="attnkit CUDA graphs: attnkit.decoding.static's fixed-layout step replayed from one CUDA "
-        "graph per bucket (StaticDecoder.cuda_graphs()); the same searches' Python between steps. "
+        graphs="attnkit CUDA graphs: what translate --compile runs (attnkit.decoding.compiled: the "
+        "model's fixed-layout step through torch.compile(mode='reduce-overhead'), one graph per bucket); "
+        "the same searches' Python between steps. "
         "Same tokens: 64 sentences in float32 without autocast, free lengths, against greedy_search / "
         "beam_search.",
         models={name: {**d, "vocab": v, "weights": w} for name, (d, v, _, w) in models.items()},
@@ -399,7 +409,7 @@ def decode(ctx: Context, emit: Emit) -> None:
         src = random_batch(s.decode_batch, 20, seed=1, vocab=v).src.to(dev)
         engines = {
             "attnkit": "attnkit eager",
-            "attnkit-graphs": "attnkit CUDA graphs" if dev == "cuda" else "attnkit static (CPU: no capture)",
+            "attnkit-graphs": "attnkit CUDA graphs" if dev == "cuda" else "attnkit fixed layout (CPU: eager)",
             "transformers-marian": "HF generate eager",
         }
         cells = {n: {"model": name, "engine": engines[n], "status": "ok"} for n in adapters}

@@ -16,7 +16,7 @@ Parts (bench/gpu_parts.py, bench/gpu_train.py; the time box on the GPU in second
   decode (90)           greedy and beam 4 sentences/s (30 tokens each, EOS masked) of the main job's
                         model (configs/multi30k_de_en_tiny.yaml, random init or --checkpoint) and of
                         the base model: attnkit eager, attnkit's fixed-layout step replayed from
-                        CUDA graphs (decoding/graphs.py) and HF generate
+                        CUDA graphs (decoding/compiled.py) and HF generate
   train_multi30k (235)  configs/multi30k_de_en_best.yaml trained by attnkit's trainer for 3 minutes
                         (train.max_minutes=3), then its test_2016_flickr BLEU with beam 4
   train_fp16 (120)      train.precision=fp16 (loss scaling) beside bf16 on the main job's config for

@@ -11,13 +11,9 @@ time inside those calls (the rest is the search around the model).
 Each rule's translations are checked against offline's. With --compile each rule also runs with
 ``torch.compile(model.decode, dynamic=True)`` (plain weights: compile cannot trace the packed
 products; --inductor cpp_wrapper,freezing as in bench.decode_step), its compilations counted.
-With --static each rule also runs through ``Translator.compile()``: the fixed-layout step compiled
-whole (Inductor, ``cpp_wrapper`` and ``freezing``), sentences joining its buffers
-(:class:`~attnkit.decoding.static_pool.StaticBeamPool`), after an untimed pass of every rule that
-compiles its buckets; its decoder calls are not counted (the step does not call ``model.decode``).
 
     python -m bench.serve_pool --checkpoint CKPT --data-dir ../shared/data --rules 1/0,4/4 \
-        [--compile] [--static]
+        [--compile]
 """
 
 from __future__ import annotations
@@ -124,11 +120,6 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--compile", action="store_true", help="also run each rule with model.decode compiled")
     p.add_argument(
-        "--static",
-        action="store_true",
-        help="also run each rule through Translator.compile() (StaticBeamPool)",
-    )
-    p.add_argument(
         "--inductor", default="", help="with --compile: Inductor options to switch on (cpp_wrapper,freezing)"
     )
     p.add_argument("--out")
@@ -139,7 +130,6 @@ def main() -> None:
     rules = [tuple(int(x) for x in r.split("/")) for r in args.rules.split(",")]
     arms = [(r, "eager") for r in rules]
     arms += [(r, "compiled decode") for r in rules if args.compile]
-    arms += [(r, "static") for r in rules if args.static]
     calls = ModelCalls(translator.model)  # the last round's counts are reported
     eager, compiled, options = calls.decode, None, inductor_options(p, args)
     graphs: list[int] = []  # Dynamo's compiled graphs after the warm-up and after each round
@@ -152,20 +142,12 @@ def main() -> None:
         calls.decode = eager
         calls.take(len(texts))
         graphs.append(torch._dynamo.utils.counters["stats"]["unique_graphs"])
-    static = None
-    if args.static:
-        static = translator.compile().static
-        for rule in rules:  # untimed: every rule's buckets compile
-            closed_loop(translator, texts, args.clients, *rule, args.beam)
-        translator.static = None
-        graphs.append(torch._dynamo.utils.counters["stats"]["unique_graphs"])
     cpu = {"offline": 0.0, **{arm: 0.0 for arm in arms}}
     info: dict = {}
     for _ in range(args.rounds):
         for arm in [None, *arms]:
             use_compiled = arm is not None and arm[1] != "eager"
             calls.decode = compiled if arm is not None and arm[1] == "compiled decode" else eager
-            translator.static = static if arm is not None and arm[1] == "static" else None
             # as the server: weights packed once for its life (plain for compile, which cannot trace them)
             with contextlib.nullcontext() if use_compiled else packed_linears(translator.model):
                 if not use_compiled:  # warm the packed weights (the compiled arm has none to warm)
@@ -181,7 +163,7 @@ def main() -> None:
                 cpu[arm] += time.process_time() - start
                 info[arm].update(calls.take(len(texts)))
                 info[arm]["same_as_offline"] = sum(a == b for a, b in zip(info[arm].pop("texts"), offline))
-        if args.compile or args.static:
+        if args.compile:
             graphs.append(torch._dynamo.utils.counters["stats"]["unique_graphs"])
     n = len(texts) * args.rounds
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
@@ -209,9 +191,7 @@ def main() -> None:
                 "cpu_efficiency_vs_offline": round(cpu["offline"] / cpu[arm], 3),
             }
         )
-    if args.static:  # Translator.compile()'s own options on a CPU
-        result["static_inductor"] = {"cpp_wrapper": True, "freezing": True}
-    if args.compile or args.static:
+    if args.compile:
         result["inductor"] = options
         result["compilations"] = dict(torch._dynamo.utils.counters["stats"])
         result["graphs_after_warmup_and_each_round"] = graphs

@@ -1,12 +1,14 @@
-"""Same answers on real sentences: the fixed-layout step (attnkit.decoding.static) against today's
-eager searches on a trained checkpoint, greedy and beam 4, every sentence of test_2016_flickr.
+"""Same answers on real sentences: the searches over a fixed layout (attnkit.attention.layout), eager
+and compiled, against the eager searches on a trained checkpoint, greedy and beam 4, every sentence
+of test_2016_flickr.
 
 Sentences are sorted by length and decoded in batches of --batch (as a translator would batch them);
 each engine decodes every batch. For each engine and search it reports how many sentences got
 tokens different from the eager search's, the largest score difference among the identical ones, and
 for the others the two scores (a tie broken the other way by float rounding shows as two nearly
-equal scores). Engines: ``static`` (the step, eager), ``inductor`` (the step through
-``torch.compile(fullgraph=True)``), ``kept`` (the CUDA-graph path's kept buffers, called eagerly).
+equal scores). Engines: ``static`` (the model's step over the fixed layout, eager), ``inductor``
+(the same step through ``torch.compile(fullgraph=True)``: attnkit.decoding.compiled, what
+``--compile`` runs, here on a CPU).
 
     python -m bench.static_parity --checkpoint runs/multi30k_de_en_tiny/checkpoint_best.pt \
         [--data-dir ../shared/data] [--engines static,inductor] [--batch 64] [--out F]
@@ -23,22 +25,18 @@ from pathlib import Path
 
 import torch
 
+from attnkit.attention import FixedLayout
 from attnkit.checkpoint import load_checkpoint, model_from_checkpoint
 from attnkit.data.tokenizer import SubwordTokenizer
 from attnkit.decoding import beam_search, greedy_search
-from attnkit.decoding.static import StaticDecoder
+from attnkit.decoding.compiled import CompiledDecoding
 
 ROOT = Path(__file__).resolve().parents[1]
-ENGINES = ("static", "inductor", "kept")
+ENGINES = ("static", "inductor")
 
 
-def decoder_for(engine: str, model) -> StaticDecoder:
-    dec = StaticDecoder(model)
-    if engine == "inductor":
-        return dec.compile()
-    if engine == "kept":
-        return dec.cuda_graphs(capture=False)
-    return dec
+def layout_for(engine: str, model):
+    return CompiledDecoding(model) if engine == "inductor" else FixedLayout
 
 
 def compare(got: list, want: list) -> dict:
@@ -86,10 +84,13 @@ def main(argv: list[str] | None = None) -> dict:
         batches.append(torch.tensor([r + [model.config.pad_id] * (width - len(r)) for r in rows]))
 
     searches = {
-        "greedy": (lambda src: greedy_search(model, src), lambda dec, src: dec.greedy(src)),
+        "greedy": (
+            lambda src: greedy_search(model, src),
+            lambda layout, src: greedy_search(model, src, layout=layout),
+        ),
         "beam 4": (
             lambda src: [n[0] for n in beam_search(model, src, beam_size=4)],
-            lambda dec, src: [n[0] for n in dec.beam(src, beam_size=4)],
+            lambda layout, src: [n[0] for n in beam_search(model, src, beam_size=4, layout=layout)],
         ),
     }
     results: dict = {
@@ -105,9 +106,9 @@ def main(argv: list[str] | None = None) -> dict:
         for name, (eager_search, static_search) in searches.items():
             want = [h for src in batches for h in eager_search(src)]
             for engine in engines:
-                dec = decoder_for(engine, model)
+                layout = layout_for(engine, model)
                 t0 = time.perf_counter()
-                got = [h for src in batches for h in static_search(dec, src)]
+                got = [h for src in batches for h in static_search(layout, src)]
                 row = {
                     "search": name,
                     "engine": engine,

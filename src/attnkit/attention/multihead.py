@@ -24,6 +24,8 @@ class KVCache:
     (``select``). :class:`attnkit.decoding.cache.DeferredKVCache` does the same with fewer copies.
     """
 
+    fixed = False  # buffers of a fixed length (attnkit.attention.layout.SlotCache)
+
     def __init__(self) -> None:
         self.k: Tensor | None = None  # (B, H, Tk, Dh)
         self.v: Tensor | None = None
@@ -139,6 +141,9 @@ class MultiHeadAttention(nn.Module):
             q, k = self.positions.rotate(q, offset), self.positions.rotate(k, offset)
         if cache is not None:  # keys enter the cache already rotated
             k, v = cache.append(k, v)  # (B, H, Tk_old + Tq, Dh)
+            # a fixed layout's buffers hold unwritten positions: the caller's mask hides them and the
+            # positions after each query (attnkit.attention.layout)
+            causal = causal and not cache.fixed
         if key_padding_mask is not None and key_padding_mask.dim() == 2:
             key_padding_mask = key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk)
         out, weights = self._attend(q, k, v, key_padding_mask, causal, kv_group, need_weights)

@@ -107,10 +107,10 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--compile",
         action="store_true",
-        help="torch: translation models decode greedy and beam requests through one step compiled by "
-        "torch.compile (lower latency one request at a time; beam requests join one running search "
-        "over its buffers, greedy ones decode as whole batches; the first step of each new bucket of "
-        "rows and lengths waits for its compile, seconds to tens of seconds)",
+        help="torch on a GPU: translation models decode through their step compiled by torch.compile "
+        "and replayed from CUDA graphs, requests as whole batches (the first step of each new size "
+        "of rows and lengths waits for its compile, announced on stderr); refused on a CPU, where "
+        "--engine ctranslate2 is the fast path",
     )
     p.add_argument(
         "--decoder",
@@ -159,6 +159,12 @@ def run(args) -> None:
         raise ConfigError("--compile is for --engine torch (CTranslate2 runs its own kernels)")
     _check_address(args.host, args.port)
     import torch
+
+    if args.compile:
+        from ..decoding.compiled import refuse_on_cpu
+        from ..device import resolve_device
+
+        refuse_on_cpu(resolve_device(args.device))
 
     n_workers, threads = _workers_and_threads(
         args.workers, args.threads, args.device, torch.get_num_threads()

@@ -64,9 +64,9 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--compile",
         action="store_true",
-        help="torch: greedy and beam search through one decoding step compiled by torch.compile (faster "
-        "one sentence at a time, as lines arrive on stdin; each new size compiles once, tens of seconds); "
-        "--sample, --min-length, prefixes and the repetition controls still decode eagerly",
+        help="torch on a GPU: decode through the model's step compiled by torch.compile and replayed "
+        "from CUDA graphs (each new size of rows and lengths compiles once, announced on stderr); "
+        "refused on a CPU, where --engine ctranslate2 is the fast path",
     )
     add_decoding_flags(p)
     p.add_argument(
@@ -112,7 +112,7 @@ def run(args) -> None:
     else:
         translator = Translator.from_checkpoints(args.checkpoint, device=args.device, quantize=args.quantize)
         if args.compile:
-            translator.compile()
+            translator.compile(announce=announce)
     stream_fd = None if args.input or prefixes is not None else _stream_fd()
     lines = read_input(args.input) if stream_fd is None else []
     if prefixes is not None and len(prefixes) != len(lines):
@@ -210,3 +210,8 @@ def arriving_lines(fd: int):
             yield lines
         if not chunk:
             return
+
+
+def announce(message: str) -> None:
+    """A compile's start and end, on stderr (the first sentences wait for it)."""
+    print(f"attnkit translate: {message}", file=sys.stderr, flush=True)

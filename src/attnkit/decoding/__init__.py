@@ -4,8 +4,9 @@
 :class:`BeamSearch`) until every sequence finished. ``greedy_search``/``beam_search``/``sample_search``
 translate a source batch; ``greedy_decode``/``beam_decode``/``sample_decode`` continue from any decoder
 state (a language model's prompt, for instance); :class:`~.continuous.BeamPool` lets sentences join
-a running beam search (a server), :class:`~.static_pool.StaticBeamPool` the same through the
-compiled fixed-layout step of :mod:`.static`. :class:`Controls` (a repetition penalty, an n-gram ban) and
+a running beam search (a server). Any search may decode over a fixed layout (``layout=``, buffers
+written in place), whose step :mod:`.compiled` compiles. :class:`Controls` (a repetition penalty,
+an n-gram ban) and
 forced prefixes (``prefix=``) reshape every search's steps; an :class:`Ensemble` of models decodes
 as one.
 """

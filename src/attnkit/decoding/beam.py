@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
-from .common import Hypothesis, check_nbest, start_from_source
+from .common import Hypothesis, Layout, check_nbest, start_from_source
 from .controls import FREE, Controls, prepare
 from .search import run_search
 
@@ -128,11 +128,6 @@ def score_bounds(scores: Tensor, limits: Tensor, alpha: float) -> list[float]:
     falls) over the largest length penalty it can get (at its length limit). scores (B, K), limits (B,)."""
     alive = scores.max(dim=1).values  # (B,)
     return (alive / ((5.0 + limits.double()) / 6.0) ** alpha).tolist()
-
-
-def score_bound(log_p: float, limit: int, alpha: float) -> float:
-    """:func:`score_bounds` for one sentence whose best live hypothesis has log P ``log_p``."""
-    return log_p / length_penalty(limit, alpha)
 
 
 def is_done(finished: list[Hypothesis], bound: float, K: int) -> bool:
@@ -312,12 +307,14 @@ def beam_search(
     return_attention: bool = False,
     controls: Controls | None = None,
     prefix: list[list[int]] | None = None,
+    layout: Layout | None = None,
 ) -> list[list[Hypothesis]]:
     """Translate src (B, S); returns for each sentence its ``nbest`` hypotheses, best first.
 
     ``prefix``: each sentence's first target tokens (forced); ``controls``: see :mod:`.controls`.
+    ``layout``: decode over a fixed layout (:func:`~.common.start_from_source`).
     """
-    state, first, limits = start_from_source(model, src, max_len_a, max_len_b)
+    state, first, limits = start_from_source(model, src, max_len_a, max_len_b, layout=layout)
     return beam_decode(
         model,
         state,

@@ -10,11 +10,13 @@ Legend: B sentences, N rows (hypotheses), S source length, V vocabulary.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from ..attention import FixedLayout
 from ..errors import ConfigError
 from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
 from .cache import DeferredKVCache
@@ -53,19 +55,26 @@ def length_limits(src_len: Tensor, max_len_a: float, max_len_b: int, cap: int) -
     return (max_len_a * src_len + max_len_b).long().clamp(min=1, max=cap)  # (B,)
 
 
+Layout = Callable[[int], FixedLayout]  # positions -> a fixed layout (FixedLayout, or a compiled one)
+
+
 def start_from_source(
-    model: Seq2SeqModel, src: Tensor, max_len_a: float, max_len_b: int
+    model: Seq2SeqModel, src: Tensor, max_len_a: float, max_len_b: int, *, layout: Layout | None = None
 ) -> tuple[DecoderState, Tensor, Tensor]:
     """Encode src (B, S): the decoder state, the first input tokens (B, 1) = bos, and length limits (B,).
 
-    The state's key/value caches move their rows lazily (:class:`~.cache.DeferredKVCache`).
+    The state's key/value caches move their rows lazily (:class:`~.cache.DeferredKVCache`), or,
+    with ``layout``, are buffers of the batch's longest limit written in place
+    (:mod:`attnkit.attention.layout`; :mod:`.compiled` compiles their step).
     """
     cfg = model.config
-    state = model.init_state(model.encode(src), cache=DeferredKVCache)
-    first = torch.full((src.size(0), 1), cfg.bos_id, dtype=torch.long, device=src.device)
     src_len = (src != cfg.pad_id).sum(dim=1)  # (B,)
     # bos takes the first of the max_len positions the decoder can embed.
-    return state, first, length_limits(src_len, max_len_a, max_len_b, int(cfg.max_len) - 1)
+    limits = length_limits(src_len, max_len_a, max_len_b, int(cfg.max_len) - 1)
+    cache = DeferredKVCache if layout is None else layout(int(limits.max()) if limits.numel() else 1)
+    state = model.init_state(model.encode(src), cache=cache)
+    first = torch.full((src.size(0), 1), cfg.bos_id, dtype=torch.long, device=src.device)
+    return state, first, limits
 
 
 def step_log_probs(

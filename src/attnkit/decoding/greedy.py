@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
-from .common import Hypothesis, start_from_source
+from .common import Hypothesis, Layout, start_from_source
 from .controls import Controls, prepare
 from .search import Greedy, run_search
 
@@ -22,12 +22,14 @@ def greedy_search(
     return_attention: bool = False,
     controls: Controls | None = None,
     prefix: list[list[int]] | None = None,
+    layout: Layout | None = None,
 ) -> list[Hypothesis]:
     """Translate a batch src (B, S); returns one :class:`Hypothesis` per source sentence, in order.
 
     ``prefix``: each sentence's first target tokens (forced); ``controls``: see :mod:`.controls`.
+    ``layout``: decode over a fixed layout (:func:`~.common.start_from_source`).
     """
-    state, first, limits = start_from_source(model, src, max_len_a, max_len_b)
+    state, first, limits = start_from_source(model, src, max_len_a, max_len_b, layout=layout)
     return greedy_decode(
         model,
         state,

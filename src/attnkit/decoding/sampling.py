@@ -19,7 +19,7 @@ from torch import Tensor
 
 from ..errors import ConfigError
 from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
-from .common import Hypothesis, start_from_source
+from .common import Hypothesis, Layout, start_from_source
 from .controls import Controls, prepare
 from .search import TokenSearch, run_search
 
@@ -116,6 +116,7 @@ def sample_search(
     min_len: int = 0,
     controls: Controls | None = None,
     prefix: list[list[int]] | None = None,
+    layout: Layout | None = None,
 ) -> list[list[Hypothesis]]:
     """Draw ``num_samples`` outputs for each sentence of src (B, S), each starting with its ``prefix``.
 
@@ -123,12 +124,13 @@ def sample_search(
     Returns per sentence its samples in the order drawn; a Hypothesis's score is its log-probability.
     Samples are independent, so each is its own row from the start (the source is repeated), and a
     finished sample leaves the batch on its own.
+    ``layout``: decode over a fixed layout (:func:`~.common.start_from_source`).
     """
     if num_samples < 1:
         raise ConfigError(f"num_samples must be >= 1, got {num_samples}")
     B = src.size(0)
     state, first, limits = start_from_source(
-        model, src.repeat_interleave(num_samples, dim=0), max_len_a, max_len_b
+        model, src.repeat_interleave(num_samples, dim=0), max_len_a, max_len_b, layout=layout
     )
     hyps = sample_decode(
         model,

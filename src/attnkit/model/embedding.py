@@ -49,6 +49,11 @@ class TokenEmbedding(nn.Module):
             last = offset + T
         if last > self.max_len:
             raise ValueError(f"sequence of length {last} exceeds max_len={self.max_len}")
+        return self.at(tokens, positions)
+
+    def at(self, tokens: Tensor, positions: Tensor) -> Tensor:
+        """tokens (B, T) at ``positions`` (T,) or (B, T), unchecked (the fixed layout checks its
+        length on the host; reading a position here would stop a compiled graph) -> (B, T, D)."""
         x = self.embedding(tokens) * self.scale  # (B, T, D)
         if self.positions is not None:
             x = x + self.positions(positions)  # + (T, D) or (B, T, D)

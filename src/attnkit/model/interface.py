@@ -19,7 +19,7 @@ V vocabulary.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from torch import Tensor
 
@@ -90,9 +90,9 @@ class Seq2SeqModel(IncrementalDecoder, Protocol):
 
     def encode(self, src: Tensor, *, need_weights: bool = False): ...
 
-    def init_state(self, enc, *, cache: type = ...) -> DecoderState:
+    def init_state(self, enc, *, cache: Any = ...) -> DecoderState:
         """The state before the first target token; ``cache``: the key/value cache class to use,
-        where the model keeps such caches."""
+        where the model keeps such caches, or a fixed layout (:mod:`attnkit.attention.layout`)."""
         ...
 
     def __call__(self, src: Tensor, tgt_in: Tensor) -> Tensor: ...
@@ -102,6 +102,6 @@ class Seq2SeqModel(IncrementalDecoder, Protocol):
 class LanguageModel(IncrementalDecoder, Protocol):
     """A decoder-only model: ``model(tokens)`` -> next-token logits at every position."""
 
-    def init_state(self, batch_size: int, *, cache: type = ...) -> DecoderState: ...
+    def init_state(self, batch_size: int, *, cache: Any = ...) -> DecoderState: ...
 
     def __call__(self, tokens: Tensor) -> Tensor: ...

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from ..attention import KVCache
+from ..attention import FixedLayout, KVCache
+from ..attention.layout import padded_rows
 from .config import LMConfig
 from .embedding import TokenEmbedding
+from .fixed import check_fixed, decode_fixed
 from .interface import DecoderOutput
 from .layers import SelfAttentionLayer
 from .transformer import fill_tied_output
@@ -23,29 +25,51 @@ from .transformer import fill_tied_output
 
 @dataclass
 class LMState:
-    """Self-attention caches, one row per hypothesis (:class:`~attnkit.model.interface.DecoderState`)."""
+    """Self-attention caches, one row per hypothesis (:class:`~attnkit.model.interface.DecoderState`).
+
+    With a :class:`~attnkit.attention.FixedLayout` the caches are buffers written in place and the
+    sequences padded up to a bucket (as :class:`~.transformer.TransformerState`): ``batch_size`` live
+    ones lead, copies of the last follow, decoded and unread.
+    """
 
     self_kv: list[KVCache]
     batch_size: int  # B sequences
     group: int = 1
+    layout: FixedLayout | None = None
 
     def __len__(self) -> int:
+        if self.layout is not None:
+            return self.layout.t
         return len(self.self_kv[0]) if self.self_kv else 0
+
+    def sequences(self) -> int:
+        """Sequences in the caches, padding included."""
+        return self.layout.capacity(self.batch_size) if self.layout is not None else self.batch_size
+
+    def rows(self) -> int:
+        return self.sequences() * self.group
 
     def expand(self, k: int) -> None:
         if self.group != 1:
             raise ValueError(f"expand needs one row per sequence, the state has {self.group}")
-        self.reorder(torch.arange(self.batch_size).repeat_interleave(k))
+        for kv in self.self_kv:
+            kv.select(torch.arange(self.sequences()).repeat_interleave(k))  # moved to the cache's device
         self.group = k
 
     def reorder(self, rows: Tensor) -> None:
+        if self.layout is not None:  # the padding rows keep their place
+            rows = torch.cat([rows, torch.arange(rows.numel(), self.rows(), device=rows.device)])
         for kv in self.self_kv:
             kv.select(rows)  # moved to the cache's device there
 
     def select(self, sentences: Tensor) -> None:
         G = self.group
-        self.reorder((sentences[:, None] * G + torch.arange(G, device=sentences.device)).view(-1))
         self.batch_size = sentences.numel()
+        if self.layout is not None:
+            sentences = padded_rows(sentences, self.sequences())
+        rows = (sentences[:, None] * G + torch.arange(G, device=sentences.device)).view(-1)
+        for kv in self.self_kv:
+            kv.select(rows)
 
 
 class TransformerLM(nn.Module):
@@ -70,16 +94,36 @@ class TransformerLM(nn.Module):
             self.output_proj.weight = self.embed.embedding.weight
             self._register_load_state_dict_pre_hook(fill_tied_output("embed.embedding.weight"))
 
-    def init_state(self, batch_size: int, *, cache: type[KVCache] = KVCache) -> LMState:
-        """Empty caches for ``batch_size`` sequences; ``cache``: their class (as Transformer.init_state)."""
+    def init_state(self, batch_size: int, *, cache: type[KVCache] | FixedLayout = KVCache) -> LMState:
+        """Empty caches for ``batch_size`` sequences; ``cache``: their class or a fixed layout (as
+        Transformer.init_state)."""
+        if isinstance(cache, FixedLayout):
+            check_fixed(self.config)
+            return LMState([cache.cache() for _ in self.layers], batch_size, layout=cache)
         return LMState([cache() for _ in self.layers], batch_size)
 
     def decode(self, tokens: Tensor, state: LMState, *, need_weights: bool = False) -> DecoderOutput:
         """tokens (N, T) at positions len(state).. -> logits (N, T, V); the state grows by T."""
-        x = self.embed(tokens, len(state))  # (N, T, D)
+        if state.layout is not None:
+            return decode_fixed(self, tokens, state, state.layout, need_weights)
+        return self.layers_forward(self.embed(tokens, len(state)), state, None, need_weights)
+
+    def step(self, tokens: Tensor, state: LMState, need_weights: bool = False) -> DecoderOutput:
+        """One step over a fixed layout's buffers, as :meth:`~.transformer.TargetDecoder.step`."""
+        layout = state.layout
+        assert layout is not None, "step runs over a fixed layout"
+        positions = layout.position(tokens.device) + torch.arange(tokens.size(1), device=tokens.device)
+        visible = layout.visible(tokens.size(1), tokens.device)  # (1, 1, T, Tb)
+        return self.layers_forward(self.embed.at(tokens, positions), state, visible, need_weights)
+
+    def layers_forward(
+        self, x: Tensor, state: LMState, mask: Tensor | None, need_weights: bool
+    ) -> DecoderOutput:
+        """The causal stack, final norm and output projection over embedded tokens x (N, T, D);
+        ``mask``: a fixed layout's visible positions (None: the look-ahead mask)."""
         weights = []
         for layer, kv in zip(self.layers, state.self_kv):
-            x, w = layer(x, causal=True, cache=kv, need_weights=need_weights)
+            x, w = layer(x, mask=mask, causal=True, cache=kv, need_weights=need_weights)
             weights.append(w)
         logits = self.output_proj(self.final_norm(x))  # (N, T, V)
         return DecoderOutput(logits, weights) if need_weights else DecoderOutput(logits)

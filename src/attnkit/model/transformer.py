@@ -19,11 +19,14 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..attention import KVCache, padding_mask
+from ..attention import FixedLayout, KVCache, padding_mask
+from ..attention.layout import length_bucket, padded_rows
 from .config import TransformerConfig
 from .embedding import TokenEmbedding
+from .fixed import check_fixed, decode_fixed
 from .interface import DecoderOutput
 from .layers import DecoderLayer, SelfAttentionLayer
 
@@ -46,6 +49,10 @@ class TransformerState:
     ``start`` (B,), when set, is where each sentence's first target position sits in the caches
     (sentences that joined a running search at different steps: :mod:`attnkit.decoding.continuous`);
     ``decode`` then counts each row's positions from its start and masks the cache before it.
+
+    With a :class:`~attnkit.attention.FixedLayout` the caches are buffers written in place, and the
+    sentences' rows are padded up to a bucket (:func:`~attnkit.attention.layout.row_bucket`):
+    ``live`` sentences lead, copies of the last follow, decoded and unread.
     """
 
     src_mask: Tensor  # (B, 1, 1, S)
@@ -53,27 +60,59 @@ class TransformerState:
     self_kv: list[KVCache]  # L x (N, H, t, Dh)
     group: int = 1
     start: Tensor | None = None  # (B,) cache position of each sentence's first target token
+    layout: FixedLayout | None = None
+    live: int = -1  # sentences decoding, the first ``live`` of the B rows (-1: all of them)
+
+    def __post_init__(self) -> None:
+        if self.live < 0:
+            self.live = self.src_mask.size(0)
+        if self.layout is not None:
+            self._pad_sentences(torch.arange(self.live, device=self.src_mask.device))
 
     def __len__(self) -> int:
+        if self.layout is not None:
+            return self.layout.t
         return len(self.self_kv[0]) if self.self_kv else 0
 
     def expand(self, k: int) -> None:
         if self.group != 1:
             raise ValueError(f"expand needs one row per sentence, the state has {self.group}")
-        B = self.src_mask.size(0)
+        B = self.src_mask.size(0)  # padding rows too: they stay behind the live ones
         rows = torch.arange(B, device=self.src_mask.device).repeat_interleave(k)  # (B * k,)
-        self.reorder(rows)
+        for kv in self.self_kv:
+            kv.select(rows)
         self.group = k
 
     def reorder(self, rows: Tensor) -> None:
+        if self.layout is not None:  # the padding rows keep their place
+            rows = torch.cat([rows, torch.arange(rows.numel(), self.rows(), device=rows.device)])
         for kv in self.self_kv:
             kv.select(rows)
 
     def select(self, sentences: Tensor) -> None:
         """Keep ``sentences`` (B',) and all their rows."""
+        self.live = sentences.numel()
+        if self.layout is not None:
+            sentences = padded_rows(sentences, self.layout.capacity(self.live))
         G = self.group
         rows = sentences[:, None] * G + torch.arange(G, device=sentences.device)  # (B', G)
-        self.reorder(rows.view(-1))
+        for kv in self.self_kv:
+            kv.select(rows.view(-1))
+        self._keep_sentences(sentences)
+
+    def rows(self) -> int:
+        """Decoder rows: every sentence's ``group``, padding rows included."""
+        return self.src_mask.size(0) * self.group
+
+    def _pad_sentences(self, live: Tensor) -> None:
+        """A fixed layout's source positions and sentences padded up to their buckets."""
+        assert self.layout is not None
+        pad = length_bucket(self.src_mask.size(-1)) - self.src_mask.size(-1)
+        self.src_mask = F.pad(self.src_mask, (0, pad), value=False)  # (B, 1, 1, Sb)
+        self.cross_kv = [(F.pad(k, (0, 0, 0, pad)), F.pad(v, (0, 0, 0, pad))) for k, v in self.cross_kv]
+        self._keep_sentences(padded_rows(live, self.layout.capacity(live.numel())))
+
+    def _keep_sentences(self, sentences: Tensor) -> None:
         self.src_mask = self.src_mask.index_select(0, sentences)
         self.cross_kv = [
             (k.index_select(0, sentences), v.index_select(0, sentences)) for k, v in self.cross_kv
@@ -115,11 +154,17 @@ class TargetDecoder(nn.Module):
     decoder_norm: nn.Module
     output_proj: nn.Linear
 
-    def init_state(self, enc: EncoderOutput, *, cache: type[KVCache] = KVCache) -> TransformerState:
+    def init_state(
+        self, enc: EncoderOutput, *, cache: type[KVCache] | FixedLayout = KVCache
+    ) -> TransformerState:
         """One row per sentence; each layer's cross-attention keys and values projected once.
-        ``cache``: the self-attention cache class (the searches pass one that moves rows lazily)."""
+        ``cache``: the self-attention cache class (the searches pass one that moves rows lazily),
+        or a :class:`~attnkit.attention.FixedLayout` (buffers written in place, for a compiled step)."""
         layers = cast(Iterable[DecoderLayer], self.decoder_layers)  # nn.ModuleList types them as Module
         cross = [layer.cross_attn.keys_values(enc.memory) for layer in layers]
+        if isinstance(cache, FixedLayout):
+            check_fixed(self.config)
+            return TransformerState(enc.src_mask, cross, [cache.cache() for _ in layers], layout=cache)
         return TransformerState(enc.src_mask, cross, [cache() for _ in self.decoder_layers])
 
     def decode(self, tgt: Tensor, state: TransformerState, *, need_weights: bool = False) -> DecoderOutput:
@@ -128,6 +173,8 @@ class TargetDecoder(nn.Module):
         On an empty state this is teacher forcing over the whole prefix (causal self-attention);
         the state then holds the keys and values of every position, ready for the next step.
         """
+        if state.layout is not None:
+            return decode_fixed(self, tgt, state, state.layout, need_weights)
         offset: int | Tensor = len(state)  # one position for all rows, or one per row (N,)
         self_mask = None
         if state.start is not None:  # sentences at different steps (attnkit.decoding.continuous)
@@ -139,7 +186,22 @@ class TargetDecoder(nn.Module):
             offset = len(state) - start  # (N,) position of each row's first new token
             cache_pos = torch.arange(len(state) + tgt.size(1), device=tgt.device)  # (t + T,)
             self_mask = (cache_pos >= start[:, None])[:, None, None, :]  # (N, 1, 1, t + T) True = its own
-        y = self.tgt_embed(tgt, offset)  # (N, T, D)
+        return self.layers_forward(self.tgt_embed(tgt, offset), state, self_mask, need_weights)
+
+    def step(self, tgt: Tensor, state: TransformerState, need_weights: bool = False) -> DecoderOutput:
+        """One step over a fixed layout's buffers: tgt (R, T) at the layout's position (a tensor) ->
+        logits (R, T, V); no host value read, so ``torch.compile`` takes it whole
+        (:mod:`attnkit.decoding.compiled`)."""
+        layout = state.layout
+        assert layout is not None, "step runs over a fixed layout"
+        positions = layout.position(tgt.device) + torch.arange(tgt.size(1), device=tgt.device)  # (T,)
+        visible = layout.visible(tgt.size(1), tgt.device)  # (1, 1, T, Tb)
+        return self.layers_forward(self.tgt_embed.at(tgt, positions), state, visible, need_weights)
+
+    def layers_forward(
+        self, y: Tensor, state: TransformerState, self_mask: Tensor | None, need_weights: bool
+    ) -> DecoderOutput:
+        """The decoder layers, final norm and output projection over embedded targets y (N, T, D)."""
         self_ws, cross_ws = [], []
         for layer, cross_kv, self_kv in zip(self.decoder_layers, state.cross_kv, state.self_kv):
             y, self_w, cross_w = layer(

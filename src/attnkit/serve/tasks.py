@@ -7,6 +7,7 @@ another task answers 422 naming what it needs and what is loaded.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -95,7 +96,7 @@ def load_models(
     engine="ctranslate2": translation checkpoints translate with CTranslate2 (:mod:`.ct2`), exported
     now unless cached, with ``threads`` CPU threads (``load_engine=False``: exported, not loaded);
     other tasks keep torch. ``compile``: torch translation models decode through the compiled
-    fixed-layout step (:meth:`~attnkit.tasks.translation.served.TranslationModel.compile`)."""
+    step (a GPU's; refused on a CPU) (:meth:`~attnkit.tasks.translation.served.TranslationModel.compile`)."""
     contents = read_checkpoints(specs) if contents is None else contents
     if len(contents) != len(specs):
         raise ValueError(f"{len(specs)} checkpoint specs but {len(contents)} contents")
@@ -116,7 +117,7 @@ def load_models(
         else:
             served = task.serve(name, state, device)
             if compile and task.name == "translate":
-                served.compile()
+                served.compile(announce=_announcer(name), check_only=not load_engine)
             models.append(served)
     if not models:
         raise ConfigError("no checkpoint to serve: give --checkpoint PATH")
@@ -128,3 +129,12 @@ def release_weights(models: list[ServedModel]) -> None:
     labels stay (what the server checks requests against)."""
     for m in models:
         m.release()
+
+
+def _announcer(name: str):
+    """Where a served model's compiles are announced: the server's stderr, a line each."""
+
+    def announce(message: str) -> None:
+        print(f"attnkit serve: model {name!r}: {message}", file=sys.stderr, flush=True)
+
+    return announce

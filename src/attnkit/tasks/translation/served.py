@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 from ...checkpoint import model_from_checkpoint
@@ -30,13 +31,13 @@ class TranslationModel:
         data = (experiment or {}).get("data", {})
         self.src_lang, self.tgt_lang = data.get("src_lang"), data.get("tgt_lang")
 
-    def compile(self) -> None:
-        """Translate through the compiled fixed-layout step (:meth:`Translator.compile`) from now on:
-        beam search by continuous batching over its buffers (:mod:`attnkit.decoding.static_pool`),
-        greedy search as whole batches."""
-        self._packing.close()  # the step is compiled from the readable modules, not packed ones
+    def compile(self, announce: Callable[[str], None] | None = None, *, check_only: bool = False) -> None:
+        """Translate through the compiled step (:meth:`Translator.compile`) from now on, every
+        request as part of a whole batch (joining a running search needs growing caches)."""
+        if not check_only:
+            self._packing.close()  # the step is compiled from the readable modules, not packed ones
         try:
-            self.translator.compile()
+            self.translator.compile(announce=announce, check_only=check_only)
         except ConfigError as e:
             raise ConfigError(f"--compile: model {self.name!r}: {e}") from None
 
@@ -82,8 +83,10 @@ class TranslationModel:
     def streams(self, *, beam: int, nbest: int, prefix: str | tuple[str, ...] | None = None) -> bool:
         """Whether requests with these options decode by continuous batching (:meth:`stream`); the
         RNN, relative or rotary positions, greedy search and a prefix per sentence run as whole
-        batches instead."""
-        return not isinstance(prefix, tuple) and TranslationStream.supports(self.translator, beam)
+        batches instead, as does a compiled translator."""
+        if self.translator.layout is not None or isinstance(prefix, tuple):
+            return False
+        return TranslationStream.supports(self.translator, beam)
 
     def stream(
         self,

@@ -1,5 +1,7 @@
-"""Continuous batching for translation: sentences join and leave one running beam search (eager, or
-through the compiled fixed-layout step after :meth:`Translator.compile`)."""
+"""Continuous batching for translation: sentences join and leave one running beam search.
+
+Joining needs caches that grow and per-sentence start positions, so a stream decodes eagerly, also
+for a compiled translator (whose whole batches run through its compiled step)."""
 
 from __future__ import annotations
 
@@ -10,26 +12,22 @@ from torch import nn
 from ...data.batching import pad_sequences
 from ...decoding.continuous import BeamPool
 from ...decoding.controls import Controls, check_lengths
-from ...decoding.static_pool import StaticBeamPool
 from ...errors import DataError
 from ...model.transformer import Transformer
 from ...positional import ABSOLUTE
 from .inputs import check_search, check_sentences
-from .translator import Translation, Translator, compiled
+from .translator import Translation, Translator
 
 
 class TranslationStream:
-    """Sentences translated by one running beam search (:class:`~attnkit.decoding.continuous.BeamPool`,
-    or :class:`~attnkit.decoding.static_pool.StaticBeamPool` through a compiled translator's step):
+    """Sentences translated by one running beam search (:class:`~attnkit.decoding.continuous.BeamPool`):
     ``add`` starts (tag, text) pairs, ``step`` decodes one token for all of them and returns
     (tag, :class:`Translation`) for those finished. Each result is what ``translate`` gives for the
     sentence alone, with the same options (float rounding aside). Made by :meth:`start`."""
 
-    def __init__(self, translator: Translator, pool: BeamPool | StaticBeamPool, *, prefix: str | None = None):
+    def __init__(self, translator: Translator, pool: BeamPool, *, prefix: str | None = None):
         if prefix is not None and not isinstance(prefix, str):
             raise DataError(f"a stream's prefix is one str, got {type(prefix).__name__}")
-        if prefix is not None and isinstance(pool, StaticBeamPool):
-            raise DataError("a stream through the compiled step takes no prefix")
         self.translator, self.pool, self.prefix = translator, pool, prefix
         self.nbest = pool.nbest
         self.src_ids: dict[Hashable, list[int]] = {}
@@ -51,24 +49,10 @@ class TranslationStream:
     ) -> TranslationStream:
         """A beam search that sentences join and leave step by step (continuous batching, for a
         server). The options are ``Translator.translate``'s; ``prefix`` (one str) starts every
-        sentence of the stream. A compiled translator's stream decodes through its compiled step,
-        except with what the step does not do (a prefix, controls, ``min_length``), as ``translate``."""
+        sentence of the stream."""
         check_search(beam, nbest, length_penalty, 1, searching=True)
         check_lengths(min_length, max_len_a, max_len_b)
         controls = Controls(no_repeat_ngram_size, repetition_penalty)
-        static = translator.static
-        if static is not None and prefix is None and not controls.active and not min_length:
-            return cls(
-                translator,
-                StaticBeamPool(
-                    static,
-                    beam_size=beam,
-                    nbest=nbest,
-                    length_penalty_alpha=length_penalty,
-                    max_len_a=max_len_a,
-                    max_len_b=max_len_b,
-                ),
-            )
         pool = BeamPool(
             translator.model,
             beam_size=beam,
@@ -108,14 +92,11 @@ class TranslationStream:
             p = self.pool
             ids = [seq for _, seq in new]
             joining = [t for t, _ in new]
-            if isinstance(p, StaticBeamPool):
-                compiled(p.add, src.to(self.translator.device), joining)
-            else:
-                prefix = self.translator._prefixes(self.prefix, ids, p.max_len_a, p.max_len_b)
-                p.add(src.to(self.translator.device), joining, prefix=prefix)
+            prefix = self.translator._prefixes(self.prefix, ids, p.max_len_a, p.max_len_b)
+            p.add(src.to(self.translator.device), joining, prefix=prefix)
             self.src_ids.update(new)
         return done
 
     def step(self) -> list[tuple[Hashable, Translation]]:
-        done = compiled(self.pool.step) if isinstance(self.pool, StaticBeamPool) else self.pool.step()
+        done = self.pool.step()
         return [(tag, self.translator._translation(self.src_ids.pop(tag), hyps)) for tag, hyps in done]

@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -22,22 +22,20 @@ from ...data.batching import pad_sequences
 from ...data.tokenizer import SubwordTokenizer
 from ...decoding import beam_search, greedy_search, length_limits
 from ...decoding.common import Hypothesis
+from ...decoding.compiled import CompiledDecoding, refuse_on_cpu
 from ...decoding.controls import Controls, check_lengths
 from ...decoding.ensemble import Ensemble
 from ...decoding.sampling import SamplingConfig, sample_search
-from ...decoding.static import StaticDecoder
 from ...device import resolve_device
 from ...errors import ConfigError, DataError
 from ...fast import packed_linears
+from ...model.fixed import check_fixed
 from ...model.interface import Seq2SeqModel
 from ...model.transformer import Transformer
-from ...positional import ABSOLUTE
 from ...quantize import check_quantize, quantize_int8
 from .attention_maps import AttentionMaps as AttentionMaps  # re-exported: its home before
 from .attention_maps import attention_maps as attention_maps
 from .inputs import check_search, check_sentences, length_batches
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -76,30 +74,28 @@ class Translator:
         if self.quantized:
             self.model = quantize_int8(self.model)
         self.tokenizer = tokenizer
-        self.static: StaticDecoder | None = None  # the compiled searches, after compile()
+        self.layout: CompiledDecoding | None = None  # the compiled step, after compile()
 
-    def compile(self, **options) -> Translator:
-        """Greedy and beam search through the fixed-layout step compiled whole by
-        ``torch.compile(fullgraph=True, **options)`` from now on (:mod:`attnkit.decoding.static`).
-
-        Same translations as the eager searches. On a CPU it pays one sentence at a time (an
-        interactive user, a stream of lines): beam 4's median latency fell by a fifth to a third in
-        docs/BENCHMARKS.md. Large batches decode faster eagerly (finished rows are not dropped), and
-        each new bucket of rows and lengths compiles once (tens of seconds on a CPU; Inductor keeps
-        its artefacts on disk for the next run). Sampling, controls, prefixes, ``min_length`` > 0
-        and attention outputs keep the eager searches. One Transformer with sinusoidal or learned
-        positions, not quantized. Without ``options``, a CPU compiles with Inductor's ``cpp_wrapper``
-        (C++ calls the kernels) and ``freezing`` (weights as constants), the fastest measured.
-        """
+    def compile(
+        self, *, announce: Callable[[str], None] | None = None, check_only: bool = False, **options
+    ) -> Translator:
+        """Decode through the model's own step compiled by ``torch.compile`` from now on: on a GPU,
+        replayed from CUDA graphs (:mod:`attnkit.decoding.compiled`); the same searches and the same
+        translations. A CPU is refused in one line (compiled decoding measured slower there at
+        batches of 16 and 64; CTranslate2 is the fast CPU path). One Transformer with sinusoidal or
+        learned positions, not quantized. ``announce`` hears when each new size compiles, and for
+        how long. ``check_only``: refuse what cannot compile, compile nothing (a server's front end,
+        whose decoding processes hold the device)."""
         model = self.model
-        if not isinstance(model, Transformer) or model.config.positional not in ABSOLUTE or self.quantized:
+        if not isinstance(model, Transformer) or self.quantized:
             raise ConfigError(
-                "compiled decoding needs one float Transformer with sinusoidal or learned positions "
-                "(not an ensemble, an RNN, relative or rotary positions, or int8 weights)"
+                "compiled decoding needs one float Transformer (not an ensemble, an RNN or int8 weights)"
             )
-        if not options and self.device.type == "cpu":
-            options = {"options": {"cpp_wrapper": True, "freezing": True}}
-        self.static = StaticDecoder(model).compile(**options)
+        check_fixed(model.config)
+        if check_only:
+            return self
+        refuse_on_cpu(self.device)
+        self.layout = CompiledDecoding(model, announce=announce, **options)
         return self
 
     @classmethod
@@ -215,16 +211,21 @@ class Translator:
         for i, seq in enumerate(ids):
             if not seq:
                 results[i] = Translation("", 0.0, [("", 0.0)] * nbest, [], [], [])
-        static = self.static
-        if sampling is not None or controls.active or prefixes is not None or return_attention or min_length:
-            static = None  # what the fixed-layout step does not do
         # Eager searches: weights packed once for all the batches (CPU). A compiled step keeps its own.
-        with contextlib.nullcontext() if static is not None else packed_linears(self.model):
+        with contextlib.nullcontext() if self.layout is not None else packed_linears(self.model):
             for batch in length_batches(order, ids, batch_tokens):
                 src = pad_sequences([ids[i] for i in batch], self.model.config.pad_id).to(
                     self.device
                 )  # (B, S)
                 forced = None if prefixes is None else [prefixes[i] for i in batch]
+                common: dict[str, Any] = dict(
+                    max_len_a=max_len_a,
+                    max_len_b=max_len_b,
+                    min_len=min_length,
+                    controls=controls,
+                    prefix=forced,
+                    layout=self.layout,
+                )
                 if sampling is not None:
                     found = sample_search(
                         self.model,
@@ -234,39 +235,11 @@ class Translator:
                         top_p=sampling.top_p,
                         num_samples=nbest,
                         generator=generator,
-                        max_len_a=max_len_a,
-                        max_len_b=max_len_b,
-                        min_len=min_length,
-                        controls=controls,
-                        prefix=forced,
-                    )
-                elif static is not None and beam == 1 and nbest == 1:
-                    greedy = compiled(static.greedy, src, max_len_a=max_len_a, max_len_b=max_len_b)
-                    found = [[h] for h in greedy]
-                elif static is not None:
-                    found = compiled(
-                        static.beam,
-                        src,
-                        beam_size=beam,
-                        nbest=nbest,
-                        length_penalty_alpha=length_penalty,
-                        max_len_a=max_len_a,
-                        max_len_b=max_len_b,
+                        **common,
                     )
                 elif beam == 1 and nbest == 1:
-                    found = [
-                        [h]
-                        for h in greedy_search(
-                            self.model,
-                            src,
-                            max_len_a=max_len_a,
-                            max_len_b=max_len_b,
-                            min_len=min_length,
-                            return_attention=return_attention,
-                            controls=controls,
-                            prefix=forced,
-                        )
-                    ]
+                    greedy = greedy_search(self.model, src, return_attention=return_attention, **common)
+                    found = [[h] for h in greedy]
                 else:
                     found = beam_search(
                         self.model,
@@ -274,12 +247,8 @@ class Translator:
                         beam_size=beam,
                         nbest=nbest,
                         length_penalty_alpha=length_penalty,
-                        max_len_a=max_len_a,
-                        max_len_b=max_len_b,
-                        min_len=min_length,
                         return_attention=return_attention,
-                        controls=controls,
-                        prefix=forced,
+                        **common,
                     )
                 for row, i in enumerate(batch):
                     results[i] = self._translation(ids[i], found[row])
@@ -322,17 +291,3 @@ class Translator:
             tokens=best.tokens,
             attention=attention,
         )
-
-
-def compiled(search: Callable[..., T], *args, **kwargs) -> T:
-    """A compiled search; a compiler's failure (no C++ compiler, more graphs than the limit) as a
-    one-line :class:`ConfigError` instead of a compiler's traceback."""
-    from torch._dynamo.exc import FailOnRecompileLimitHit, TorchDynamoException
-
-    try:
-        return search(*args, **kwargs)
-    except (TorchDynamoException, FailOnRecompileLimitHit) as e:
-        cause = getattr(e, "inner_exception", None) or e  # a backend's own error, where it raised one
-        lines = str(cause).strip().splitlines()
-        reason = f"{type(cause).__name__}: {lines[0]}" if lines else type(cause).__name__
-        raise ConfigError(f"compiled decoding failed ({reason}); translate without --compile") from None

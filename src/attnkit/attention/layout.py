@@ -1,0 +1,138 @@
+"""The fixed layout: key/value caches of one shape per bucket, written in place, for a decoding step
+that a compiler takes whole (gpt-fast's static cache, kept inside the model).
+
+A growing :class:`~.multihead.KVCache` concatenates every step's keys and values, so each step has
+new shapes and a compiler would trace a new graph per position. A :class:`SlotCache` holds buffers
+(R, H, Tb, Dh) allocated once: R rows is the decoder's rows rounded up to a bucket
+(:func:`row_bucket`), Tb the longest position the state will decode, rounded up
+(:func:`length_bucket`). A step writes its keys and values at ``pos`` in place and attends over the
+whole buffer through a mask of the positions written so far (:meth:`FixedLayout.visible`); ``pos``
+is a tensor, so every position shares one graph. Rows past the live ones decode too, unread.
+
+A decoder state takes this layout through ``init_state(..., cache=FixedLayout(...))`` and keeps the
+same three moves (``expand``/``reorder``/``select``): rows are kept or reordered by index into
+buffers of the bucket's size, in place while the bucket stays the same.
+
+Legend: N live rows, R buffer rows, H heads, T new positions, Tb buffer positions, Dh head size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from .multihead import KVCache
+
+MAX_ROW_BUCKET = 256  # rows beyond it round up to a multiple of it
+LENGTH_MULTIPLE = 32
+
+
+def row_bucket(n: int) -> int:
+    """Buffer rows for ``n`` rows: 1, 2, 4, ..., 256, then multiples of 256."""
+    if n <= MAX_ROW_BUCKET:
+        return 1 << max(n - 1, 0).bit_length()
+    return -(-n // MAX_ROW_BUCKET) * MAX_ROW_BUCKET
+
+
+def length_bucket(n: int, multiple: int = LENGTH_MULTIPLE) -> int:
+    """Buffer positions for ``n`` positions: ``n`` rounded up to a multiple of ``multiple``."""
+    return max(-(-n // multiple), 1) * multiple
+
+
+def padded_rows(rows: Tensor, capacity: int) -> Tensor:
+    """rows (n,) then copies of its last one up to ``capacity`` (buffer rows past the live ones hold a
+    real row's keys, so they compute no NaN)."""
+    n = rows.numel()
+    if n >= capacity:
+        return rows
+    fill = rows[-1:] if n else rows.new_zeros(1)
+    return torch.cat([rows, fill.expand(capacity - n)])
+
+
+class FixedLayout:
+    """What the caches of one decoder state share: their length and the position of the next step.
+
+    Args:
+        length: positions the state will decode at most (rounded up to :func:`length_bucket`).
+        step: the function that runs the model's layers over the buffers (the model's own, or the
+            same compiled: :mod:`attnkit.decoding.compiled`); None: the model's own, eagerly.
+    """
+
+    def __init__(self, length: int, *, step: Callable[..., Any] | None = None):
+        self.length = length_bucket(length)
+        self.step = step
+        self.t = 0  # positions written, on the host
+        self.pos: Tensor | None = None  # (1,) the same on the caches' device: the step reads it
+
+    def cache(self) -> SlotCache:
+        return SlotCache(self)
+
+    def capacity(self, n: int) -> int:
+        """Buffer rows for ``n`` live rows (or sentences)."""
+        return row_bucket(n)
+
+    def position(self, device: torch.device) -> Tensor:
+        """(1,) the next position, a tensor of the caches' device (one graph for every position)."""
+        if self.pos is None:
+            self.pos = torch.full((1,), self.t, dtype=torch.long, device=device)
+        return self.pos
+
+    def visible(self, T: int, device: torch.device) -> Tensor:
+        """(1, 1, T, Tb) True where new position i may attend: the positions written up to its own."""
+        pos = self.position(device)
+        keys = torch.arange(self.length, device=device)  # (Tb,)
+        queries = pos + torch.arange(T, device=device)  # (T,)
+        return (keys[None, :] <= queries[:, None])[None, None]
+
+    def check(self, T: int) -> None:
+        if self.t + T > self.length:
+            raise ValueError(
+                f"positions {self.t}..{self.t + T - 1} are beyond the fixed layout's {self.length}"
+            )
+
+    def advance(self, T: int) -> None:
+        """After a step of T positions (in place: a captured graph keeps reading the same tensor)."""
+        self.t += T
+        if self.pos is not None:
+            self.pos.add_(T)
+
+
+class SlotCache(KVCache):
+    """Self-attention keys and values in buffers (R, H, Tb, Dh) of a :class:`FixedLayout`: ``append``
+    writes the new positions in place at the layout's position and returns the whole buffers (the
+    decoder's mask hides the positions not yet written, so no look-ahead mask is derived here)."""
+
+    fixed = True
+
+    def __init__(self, layout: FixedLayout):
+        super().__init__()
+        self.layout = layout
+
+    def __len__(self) -> int:
+        return self.layout.t
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Write k, v (R, H, T, Dh) at the layout's position; the whole buffers (R, H, Tb, Dh)."""
+        if self.k is None or self.v is None:
+            R, H, _, Dh = k.shape
+            self.k = k.new_zeros(R, H, self.layout.length, Dh)
+            self.v = v.new_zeros(R, H, self.layout.length, Dh)
+        at = self.layout.position(k.device) + torch.arange(k.size(2), device=k.device)  # (T,)
+        self.k.index_copy_(2, at, k)
+        self.v.index_copy_(2, at, v)
+        return self.k, self.v
+
+    def select(self, rows: Tensor) -> None:
+        """Buffer row i takes row ``rows[i]`` (R',): in place when R' is the buffers' R (a captured
+        graph keeps its addresses), else into new buffers of R' rows."""
+        if self.k is None or self.v is None:
+            return
+        rows = rows.to(self.k.device)
+        if rows.numel() == self.k.size(0):
+            self.k.copy_(self.k.index_select(0, rows))
+            self.v.copy_(self.v.index_select(0, rows))
+        else:
+            self.k, self.v = self.k.index_select(0, rows), self.v.index_select(0, rows)
