@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 import torch._dynamo.utils
 
+from attnkit.decoding import SearchOptions
 from attnkit.fast import packed_linears
 from attnkit.tasks.translation import TranslationStream, Translator
 
@@ -82,7 +83,7 @@ def closed_loop(
     translator: Translator, texts: list[str], clients: int, group: int, wait: int, beam: int
 ) -> dict:
     """Decode ``texts`` with ``clients`` in flight; returns the translations and the pool's counts."""
-    stream = TranslationStream.start(translator, beam=beam, nbest=1, length_penalty=0.6)
+    stream = TranslationStream.start(translator, SearchOptions(beam=beam))
     waiting = [(i, texts[i]) for i in range(min(clients, len(texts)))]
     nxt, out, steps, joins, rows, held_since = len(waiting), {}, 0, 0, 0, 0
     while len(out) < len(texts):

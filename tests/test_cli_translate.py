@@ -107,7 +107,7 @@ def test_translate_truncates_an_overlong_line_with_a_warning(runs):
 @pytest.mark.parametrize(
     "flags, fragments",
     [
-        (["--beam", "0"], ["--beam", "positive integer", "'0'"]),
+        (["--beam", "0"], ["--beam", "an integer from 1 to 256", "got 0"]),
         (["--nbest", "-1"], ["--nbest"]),
         (["--batch-tokens", "many"], ["--batch-tokens"]),
         (["--device", "gpu"], ["--device", "'gpu'"]),

@@ -73,7 +73,7 @@ def test_join_needs_the_same_group():
 def test_pool_gives_each_sentence_what_beam_search_gives_it_alone(beam, nbest, alpha):
     model = make_model("transformer")
     srcs = _sources(12)
-    opts = dict(beam_size=beam, nbest=nbest, length_penalty_alpha=alpha, max_len_a=1.0, max_len_b=4)
+    opts = dict(beam_size=beam, nbest=nbest, length_penalty=alpha, max_len_a=1.0, max_len_b=4)
     alone = [beam_search(model, s, **opts)[0] for s in srcs]
     pool = BeamPool(model, **opts)
     got, nxt, steps = {}, 0, 0

@@ -13,7 +13,7 @@ def test_beam_size_one_equals_greedy(kind):
     src = random_tokens(6, 7, seed=3)
     src[2, 3:] = 0
     greedy = greedy_search(model, src)
-    beam = beam_search(model, src, beam_size=1, length_penalty_alpha=0.0)
+    beam = beam_search(model, src, beam_size=1, length_penalty=0.0)
     assert [h.tokens for h in greedy] == [b[0].tokens for b in beam]
     for g, (b,) in zip(greedy, beam, strict=True):
         assert g.log_prob == pytest.approx(b.log_prob, abs=1e-4)
@@ -33,7 +33,7 @@ def test_greedy_scores_are_the_sum_of_token_log_probs():
 def test_beam_returns_ranked_nbest_with_consistent_scores(kind):
     model = make_model(kind)
     src = random_tokens(4, 6, seed=5)
-    results = beam_search(model, src, beam_size=4, nbest=3, length_penalty_alpha=0.6)
+    results = beam_search(model, src, beam_size=4, nbest=3, length_penalty=0.6)
     assert len(results) == 4
     for i, hyps in enumerate(results):
         assert len(hyps) == 3
@@ -50,7 +50,7 @@ def test_beam_search_is_at_least_as_good_as_greedy_in_model_score():
     model = make_model("transformer")
     src = random_tokens(8, 6, seed=7)
     greedy = greedy_search(model, src)
-    beam = beam_search(model, src, beam_size=5, length_penalty_alpha=0.0)
+    beam = beam_search(model, src, beam_size=5, length_penalty=0.0)
     better_or_equal = sum(b[0].log_prob >= g.log_prob - 1e-4 for g, b in zip(greedy, beam, strict=True))
     assert better_or_equal == len(greedy)
 

@@ -67,7 +67,7 @@ def test_a_prefix_starts_every_output_of_greedy_beam_and_sampling(kind):
         assert len(hyps) == 3 and all(h.tokens[: len(p)] == p for h in hyps)
         assert all(s.tokens[: len(p)] == p for s in drawn)
     assert any(g.tokens[:1] != p[:1] for g, p in zip(greedy_search(model, src), PREFIXES) if p)  # not free
-    beam1 = beam_search(model, src, beam_size=1, length_penalty_alpha=0.0, prefix=PREFIXES)
+    beam1 = beam_search(model, src, beam_size=1, length_penalty=0.0, prefix=PREFIXES)
     assert [h.tokens for h in greedy] == [b[0].tokens for b in beam1]
 
 
@@ -95,7 +95,7 @@ def test_controls_keep_beam_1_equal_to_greedy(kind):
     src = random_tokens(5, 6, seed=4)
     controls = Controls(no_repeat_ngram_size=2, repetition_penalty=1.5)
     greedy = greedy_search(model, src, controls=controls, max_len_b=20)
-    beam = beam_search(model, src, beam_size=1, length_penalty_alpha=0.0, controls=controls, max_len_b=20)
+    beam = beam_search(model, src, beam_size=1, length_penalty=0.0, controls=controls, max_len_b=20)
     assert [h.tokens for h in greedy] == [b[0].tokens for b in beam]
     assert [h.tokens for h in greedy] != [h.tokens for h in greedy_search(model, src, max_len_b=20)]
     for h in greedy:
@@ -106,7 +106,7 @@ def test_the_pool_gives_what_beam_search_gives_with_prefixes_and_controls():
     model = make_model("transformer")
     srcs = [random_tokens(1, n, seed=20 + n) for n in (3, 6, 4)]
     prefixes = [[5, 6], [], [7]]
-    opts = dict(beam_size=3, nbest=2, length_penalty_alpha=0.6, min_len=2)
+    opts = dict(beam_size=3, nbest=2, length_penalty=0.6, min_len=2)
     controls = Controls(no_repeat_ngram_size=3, repetition_penalty=1.2)
     pool = BeamPool(model, **opts, controls=controls)
     got = {}
@@ -237,12 +237,15 @@ def test_translator_prefix_min_length_and_length_limits(tok, ckpt):
 @pytest.mark.parametrize(
     "options, message",
     [
-        ({"no_repeat_ngram_size": -1}, "no_repeat_ngram_size must be a non-negative integer"),
-        ({"repetition_penalty": 0.0}, "repetition_penalty must be a finite number > 0"),
-        ({"repetition_penalty": -1.2}, "repetition_penalty must be a finite number > 0"),
-        ({"min_length": -1}, "min_length must be a non-negative integer"),
-        ({"max_len_a": -0.5}, "max_len_a must be a finite number >= 0"),
-        ({"max_len_b": -1}, "max_len_b must be a non-negative integer"),
+        ({"no_repeat_ngram_size": -1}, "no_repeat_ngram_size must be an integer from 0 to 1,000, got -1"),
+        ({"repetition_penalty": 0.0}, "repetition_penalty must be a number from 0.01 to 100, got 0.0"),
+        ({"repetition_penalty": -1.2}, "repetition_penalty must be a number from 0.01 to 100, got -1.2"),
+        ({"repetition_penalty": 1e-30}, "repetition_penalty must be a number from 0.01"),
+        ({"min_length": -1}, "min_length must be an integer from 0 to 100,000, got -1"),
+        ({"max_len_a": -0.5}, "max_len_a must be a number from 0 to 1000, got -0.5"),
+        ({"max_len_a": 1e18}, "max_len_a must be a number from 0 to 1000"),
+        ({"max_len_b": -1}, "max_len_b must be an integer from 0 to 100,000, got -1"),
+        ({"max_len_b": 10**23}, "max_len_b must be an integer from 0 to 100,000"),
         ({"prefix": "A dog runs", "max_len_a": 0, "max_len_b": 5}, "prefix of sentence 1 has 11 tokens"),
         ({"prefix": ["A", "B"]}, "2 prefixes for 1 sentences"),
     ],
@@ -312,15 +315,18 @@ def test_translate_prefix_file_and_length_flags(ckpt, tok, tmp_path, monkeypatch
 
 
 CONTROL_FLAGS = [
-    (["--no-repeat-ngram-size", "-1"], ["--no-repeat-ngram-size", "integer >= 0", "'-1'"]),
-    (["--repetition-penalty", "0"], ["--repetition-penalty", "positive number", "'0'"]),
-    (["--repetition-penalty", "-2"], ["--repetition-penalty", "'-2'"]),
-    (["--min-length", "-3"], ["--min-length", "'-3'"]),
+    (["--no-repeat-ngram-size", "-1"], ["--no-repeat-ngram-size", "-1"]),
+    (["--repetition-penalty", "0"], ["--repetition-penalty", "0"]),
+    (["--repetition-penalty", "-2"], ["--repetition-penalty", "-2"]),
+    (["--min-length", "-3"], ["--min-length", "-3"]),
 ]
 LENGTH_FLAGS = [
-    (["--max-len-a", "-1"], ["--max-len-a", "number >= 0", "'-1'"]),
-    (["--max-len-b", "-1"], ["--max-len-b", "'-1'"]),
-    (["--max-len-a", "nan"], ["--max-len-a", "'nan'"]),
+    (["--max-len-a", "-1"], ["--max-len-a", "a number from 0 to 1000", "-1"]),
+    (["--max-len-b", "-1"], ["--max-len-b", "-1"]),
+    (["--max-len-a", "nan"], ["--max-len-a", "nan"]),
+    (["--max-len-a", "1e18"], ["--max-len-a", "1e+18"]),
+    (["--max-len-b", "99999999999999999999999"], ["--max-len-b", "99999999999999999999999"]),
+    (["--repetition-penalty", "1e-30"], ["--repetition-penalty", "1e-30"]),
 ]
 
 

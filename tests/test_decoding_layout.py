@@ -45,7 +45,7 @@ def test_every_search_over_the_fixed_layout_equals_the_growing_caches(kind):
     model = make_model("transformer", positional="learned") if kind == "learned" else make_model(kind)
     src = padded_source()
     same(greedy_search(model, src, layout=FixedLayout), greedy_search(model, src))
-    for options in (dict(beam_size=4, nbest=2), dict(beam_size=3, length_penalty_alpha=1.0, min_len=3)):
+    for options in (dict(beam_size=4, nbest=2), dict(beam_size=3, length_penalty=1.0, min_len=3)):
         same(beam_search(model, src, layout=FixedLayout, **options), beam_search(model, src, **options))
     # controls, forced prefixes, attention outputs and sampling: the same step rules
     extra = dict(controls=Controls(2, 1.3), prefix=[[5, 6], [], [7], [], [], [8]])

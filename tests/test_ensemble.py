@@ -76,7 +76,7 @@ def test_the_ensemble_is_the_log_of_the_mean_probability_and_its_caches_equal_re
             logp = ens(src[i : i + 1], torch.tensor([[1, *hyp.tokens]]))[0]  # recomputed whole
             gold = torch.tensor(hyp.tokens + [2])
             assert hyp.log_prob == pytest.approx(logp.gather(1, gold[:, None]).sum().item(), abs=1e-4)
-    greedy, beam1 = greedy_search(ens, src), beam_search(ens, src, beam_size=1, length_penalty_alpha=0.0)
+    greedy, beam1 = greedy_search(ens, src), beam_search(ens, src, beam_size=1, length_penalty=0.0)
     assert [h.tokens for h in greedy] == [hs[0].tokens for hs in beam1]
     assert [h.tokens for h in greedy] != [h.tokens for h in greedy_search(a, src)]  # b has a say
 

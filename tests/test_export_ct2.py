@@ -47,7 +47,7 @@ def _attnkit(model, ids: list[list[int]], beam: int) -> list[list[int]]:
         if beam == 1:
             out.append(greedy_search(model, src)[0].tokens)
         else:
-            out.append(beam_search(model, src, beam_size=beam, length_penalty_alpha=0.0)[0][0].tokens)
+            out.append(beam_search(model, src, beam_size=beam, length_penalty=0.0)[0][0].tokens)
     return out
 
 

@@ -104,7 +104,7 @@ def test_generate_beam4_equals_attnkit_beam4(exported):
     for i, text in enumerate(sources):
         ids = tokenizer.encode(text, side="src")[: model.config.max_len]
         src = torch.tensor([ids])
-        ours = beam_search(model, src, beam_size=4, length_penalty_alpha=0.0)[0][0].tokens
+        ours = beam_search(model, src, beam_size=4, length_penalty=0.0)[0][0].tokens
         limit = length_limit(len(ids), model.config.max_len)
         hit = len(ours) + 1 >= limit
         at_limit += hit

@@ -105,7 +105,7 @@ def test_generate_beam_search_equals_attnkit_beam_search(exported, beam):
     for i in range(N_SENTENCES):
         n = int(torch.randint(2, 12, (1,), generator=g))
         src = torch.randint(4, cfg.src_vocab_size, (1, n), generator=g)  # (1, S): no pad, bos or eos
-        ours = beam_search(model, src, beam_size=beam, length_penalty_alpha=0.0)[0][0].tokens
+        ours = beam_search(model, src, beam_size=beam, length_penalty=0.0)[0][0].tokens
         limit = length_limit(n, cfg.max_len)
         hit = len(ours) + 1 >= limit
         at_limit += hit

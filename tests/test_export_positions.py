@@ -101,7 +101,7 @@ def test_beam_outputs_and_scores_equal_attnkit(exported):
     worst, same = 0.0, 0
     piece_id = {tokenizer.id_to_piece(i, side="tgt"): i for i in range(tokenizer.tgt_vocab_size)}
     for seq in ids[:8]:
-        (ours,) = beam_search(model, torch.tensor([seq]), beam_size=4, length_penalty_alpha=0.0)
+        (ours,) = beam_search(model, torch.tensor([seq]), beam_size=4, length_penalty=0.0)
         limit = length_limit(len(seq), model.config.max_len)
         (r,) = translator.translate_batch(
             [_pieces(tokenizer, seq, "src")],

@@ -60,7 +60,7 @@ def test_generate_refuses_unbounded_sizes_and_seeds(capsys, lm_ckpt, flags, frag
         ["--temperature", "1e-40"],  # below float32's smallest normal number
         ["--top-p", "1e-300"],
         ["--top-p", "1e-300", "--temperature", "1e-45"],
-        ["--temperature", "1e300"],
+        ["--temperature", "100"],  # the largest (SearchOptions' bound, the HTTP schema's too)
         ["--seed", str(2**64 - 1), "--top-k", "2"],
         ["--seed", "-5", "--top-k", "2"],
     ],

@@ -77,22 +77,22 @@ CASES = [
     ),
     ("translate-output-file", "translate --checkpoint {ckpt} --output {out} --beam 1", b"Ein Hund.\n", None),
     # translate: numbers
-    ("translate-beam-0", "translate --checkpoint {ckpt} --beam 0", b"x\n", ["--beam", "positive"]),
+    ("translate-beam-0", "translate --checkpoint {ckpt} --beam 0", b"x\n", ["--beam", "from 1 to 256"]),
     ("translate-beam-negative", "translate --checkpoint {ckpt} --beam -3", b"x\n", ["--beam"]),
-    ("translate-beam-huge", "translate --checkpoint {ckpt} --beam 1000000000", b"x\n", ["--beam", "at most"]),
+    ("translate-beam-huge", "translate --checkpoint {ckpt} --beam 1000000000", b"x\n", ["--beam", "to 256"]),
     ("translate-beam-text", "translate --checkpoint {ckpt} --beam four", b"x\n", ["--beam"]),
-    ("translate-nbest-huge", "translate --checkpoint {ckpt} --nbest 99999", b"x\n", ["--nbest", "at most"]),
+    ("translate-nbest-huge", "translate --checkpoint {ckpt} --nbest 99999", b"x\n", ["--nbest", "to 1,000"]),
     (
         "translate-lp-nan",
         "translate --checkpoint {ckpt} --length-penalty nan",
         b"x\n",
-        ["--length-penalty", "finite"],
+        ["--length-penalty", "a number from 0 to 10", "nan"],
     ),
     (
         "translate-lp-inf",
         "translate --checkpoint {ckpt} --length-penalty inf",
         b"x\n",
-        ["--length-penalty", "finite"],
+        ["--length-penalty", "a number from 0 to 10", "inf"],
     ),
     (
         "translate-lp-text",

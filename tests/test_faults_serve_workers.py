@@ -24,6 +24,7 @@ import torch
 pytest.importorskip("fastapi", reason="attnkit serve needs the serve extra: pip install -e '.[serve]'")
 from fastapi.testclient import TestClient  # noqa: E402
 
+from attnkit.decoding import SearchOptions
 from attnkit.serve.app import create_app  # noqa: E402
 from attnkit.serve.decoder import Call, ProcessDecoder, WorkerSpec  # noqa: E402
 from attnkit.serve.tasks import load_models, release_weights  # noqa: E402
@@ -198,7 +199,7 @@ def test_a_worker_dying_while_its_replacement_loads_is_restarted_again(ckpt):
         second = worker.proc  # loading: killed before it is ready
         os.kill(second.pid, signal.SIGKILL)
         _wait_for(lambda: worker.proc not in (first, second) and decoder.down is None)
-        call = Call.of("m", "translate", beam=1, nbest=1, length_penalty=0.6)
+        call = Call.of("m", "translate", options=SearchOptions(beam=1))
         assert decoder.submit(call, [GREEDY["text"]], 5).result(60)[0].text is not None
         assert decoder.failed is None
     finally:

@@ -54,9 +54,7 @@ def exact_match(model, task: str, vocab: int, beam: int = 1) -> float:
     else:
         hyps = [
             h[0].tokens
-            for h in beam_search(
-                model, src, beam_size=beam, length_penalty_alpha=0.0, max_len_a=1.0, max_len_b=2
-            )
+            for h in beam_search(model, src, beam_size=beam, length_penalty=0.0, max_len_a=1.0, max_len_b=2)
         ]
     refs = [[t for t in row.tolist() if t not in (PAD, EOS)] for row in tgt]
     return sum(h == r for h, r in zip(hyps, refs, strict=True)) / len(refs)
@@ -86,7 +84,7 @@ def test_tiny_transformer_learns(task):
     # (a sentence must not stop at K early, improbable eos endings while a better hypothesis lives).
     src, _, _ = task_batch(task, 100, torch.Generator().manual_seed(7), vocab)
     greedy = greedy_search(model, src, max_len_a=1.0, max_len_b=2)
-    beam = beam_search(model, src, beam_size=3, length_penalty_alpha=0.0, max_len_a=1.0, max_len_b=2)
+    beam = beam_search(model, src, beam_size=3, length_penalty=0.0, max_len_a=1.0, max_len_b=2)
     assert all(b[0].log_prob >= g.log_prob - 1e-4 for g, b in zip(greedy, beam, strict=True))
 
 

@@ -51,7 +51,7 @@ def test_greedy_beam_1_and_top_k_1_continue_a_prompt_alike():
         return search(lm, state, last, limits, **kw)
 
     greedy = run(greedy_decode)
-    beam = run(beam_decode, beam_size=1, length_penalty_alpha=0.0)
+    beam = run(beam_decode, beam_size=1, length_penalty=0.0)
     sampled = run(sample_decode, sampling=SamplingConfig(top_k=1), seed=0)
     for i, prompt in enumerate(prompts):
         assert greedy[i].tokens == manual_greedy(lm, prompt, 5)  # the 6th token is eos at the limit

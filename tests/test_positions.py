@@ -245,7 +245,7 @@ def test_transformer_beam_one_equals_greedy(kind, values, norm):
     src = random_tokens(5, 7, seed=3)
     src[2, 3:] = 0
     greedy = greedy_search(model, src, max_len_a=2.0, max_len_b=5)
-    beam = beam_search(model, src, beam_size=1, length_penalty_alpha=0.0, max_len_a=2.0, max_len_b=5)
+    beam = beam_search(model, src, beam_size=1, length_penalty=0.0, max_len_a=2.0, max_len_b=5)
     assert [h.tokens for h in greedy] == [b[0].tokens for b in beam]
     for g, (b,) in zip(greedy, beam, strict=True):
         assert g.log_prob == pytest.approx(b.log_prob, abs=1e-4)
@@ -257,7 +257,7 @@ def test_lm_beam_one_equals_greedy(kind, values):
     start = torch.full((3, 1), model.config.bos_id)
     limits = torch.full((3,), 12)
     greedy = greedy_decode(model, model.init_state(3), start, limits)
-    beam = beam_decode(model, model.init_state(3), start, limits, beam_size=1, length_penalty_alpha=0.0)
+    beam = beam_decode(model, model.init_state(3), start, limits, beam_size=1, length_penalty=0.0)
     assert [h.tokens for h in greedy] == [b[0].tokens for b in beam]
 
 

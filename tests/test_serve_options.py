@@ -92,7 +92,7 @@ def test_generate_answers_as_the_language_model_streamed_or_not(client, ckpts, s
             "/v1/translate",
             {"repetition_penalty": 0},
             422,
-            "repetition_penalty: Input should be greater than 0",
+            "repetition_penalty: Input should be greater than or equal to 0.01",
         ),
         ("/v1/generate", {"repetition_penalty": 101.0}, 422, "repetition_penalty: Input should be less than"),
         (
@@ -133,3 +133,17 @@ def test_the_controls_change_a_generation(client):
     body = {"text": "Ein mann", "max_tokens": 12}
     plain, controlled = (client.post("/v1/generate", json={**body, **o}).json() for o in ({}, CONTROLS))
     assert plain["generations"][0]["text"] != controlled["generations"][0]["text"]
+
+
+def test_translate_samples_as_the_translator(client, ckpts):
+    # The whole SearchOptions is the request's: sampling too, the same seed giving the same samples.
+    body = {"text": SENTENCES, "sample": True, "nbest": 2, "temperature": 0.7, "seed": 5}
+    first, again = (client.post("/v1/translate", json=body).json() for _ in range(2))
+    assert first == again
+    want = Translator.from_checkpoint(ckpts[0], device="cpu").translate(
+        SENTENCES, sample=True, nbest=2, temperature=0.7, seed=5
+    )
+    got = [[h["text"] for h in t["nbest"]] for t in first["translations"]]
+    assert got == [[text for text, _ in w.nbest] for w in want]
+    r = client.post("/v1/translate", json={"text": "Ein mann.", "temperature": 0.7})
+    assert r.status_code == 422 and "ask for it with sample" in r.json()["error"]

@@ -17,6 +17,7 @@ pytest.importorskip("fastapi", reason="attnkit serve needs the serve extra: pip 
 import httpx  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
+from attnkit.decoding import SearchOptions
 from attnkit.errors import ConfigError  # noqa: E402
 from attnkit.serve.app import create_app  # noqa: E402
 from attnkit.serve.decoder import Call, ProcessDecoder, WorkerSpec  # noqa: E402
@@ -102,7 +103,7 @@ def test_errors_come_back_and_a_dead_process_is_replaced(spec):
         _wait_for(
             lambda: decoder.workers[0].proc is not first and decoder.down is None
         )  # restarted by its reader
-        call = Call.of("tiny", "translate", beam=2, nbest=1, length_penalty=0.6)
+        call = Call.of("tiny", "translate", options=SearchOptions(beam=2))
         (result,) = decoder.submit(call, [SENTENCES[0]], 5).result(60)
         assert decoder.workers[0].proc.is_alive() and result.text
     finally:
@@ -132,7 +133,7 @@ def test_requests_in_flight_when_the_process_dies_fail_with_a_clear_error(spec, 
 
 
 def test_two_workers_share_the_requests_and_one_dying_leaves_the_other_serving(spec, front):
-    call = Call.of("tiny", "translate", beam=2, nbest=1, length_penalty=0.6)
+    call = Call.of("tiny", "translate", options=SearchOptions(beam=2))
     one = ProcessDecoder(spec)
     try:
         expected = [r.text for s in SENTENCES for r in one.submit(call, [s], 5).result(60)]

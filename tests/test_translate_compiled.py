@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from torch._dynamo.testing import CompileCounter
 
+from attnkit.decoding import SearchOptions
 from attnkit.decoding.compiled import CompiledDecoding
 from attnkit.errors import ConfigError
 from attnkit.tasks.translation import Translator
@@ -31,7 +32,6 @@ def same_translations(got, want) -> None:
 
 
 def test_compiled_translations_equal_the_eager_ones(runs):
-    from attnkit.decoding import SamplingConfig
 
     eager = Translator.from_checkpoint(runs.ckpt, device="cpu")
     counter = CompileCounter()
@@ -44,7 +44,7 @@ def test_compiled_translations_equal_the_eager_ones(runs):
         dict(beam=4, min_length=3),
         dict(beam=2, prefix="A"),
         dict(beam=1, return_attention=True),
-        dict(beam=1, nbest=2, sampling=SamplingConfig(temperature=0.8), seed=3),
+        dict(beam=1, nbest=2, sample=True, temperature=0.8, seed=3),
     )
     for kwargs in options:  # every option runs through the compiled step: one forward, one search
         got = compiled.translate(MORE, **kwargs)
@@ -97,7 +97,7 @@ def test_a_served_compiled_model_decodes_whole_batches(runs):
     served.translator.layout = CompiledDecoding(served.translator.model, backend=counter)
     eager = Translator.from_checkpoint(runs.ckpt, device="cpu")
     for beam in (4, 1):
-        call = Call.of(served.name, "translate", beam=beam, nbest=1, length_penalty=0.6)
+        call = Call.of(served.name, "translate", options=SearchOptions(beam=beam))
         batch_fn, start = functions(served, call, max_batch_tokens=4000)
         assert batch_fn is not None and start is None
         same_translations(batch_fn(MORE), eager.translate(MORE, beam=beam))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 
 from ..device import DEVICE_NAMES, check_device_name
@@ -90,14 +91,21 @@ def device(text: str) -> str:
 
 
 def add_decoding_flags(
-    p: argparse.ArgumentParser, *, batch_tokens: int | None = 4000, batch_tokens_help: str = "default 4000"
+    p: argparse.ArgumentParser,
+    *,
+    batch_tokens: int | None = 4000,
+    batch_tokens_help: str = "default 4000",
+    search: bool = True,
 ) -> None:
-    p.add_argument(
-        "--beam", type=int_at_most(256), default=4, help="beam size; 1 = greedy (default 4, at most 256)"
-    )
-    p.add_argument(
-        "--length-penalty", type=finite_float, default=0.6, help="GNMT length penalty alpha (default 0.6)"
-    )
+    """--beam and --length-penalty (``search=False``: they come with ``add_search_flags``),
+    --batch-tokens and --device."""
+    if search:
+        p.add_argument(
+            "--beam", type=int_at_most(256), default=4, help="beam size; 1 = greedy (default 4, at most 256)"
+        )
+        p.add_argument(
+            "--length-penalty", type=finite_float, default=0.6, help="GNMT length penalty alpha (default 0.6)"
+        )
     p.add_argument(
         "--batch-tokens",
         type=positive_int,
@@ -105,6 +113,74 @@ def add_decoding_flags(
         help=f"source tokens per batch ({batch_tokens_help})",
     )
     p.add_argument("--device", type=device, default="auto", help=f"{DEVICE_NAMES} (default auto)")
+
+
+# Every option of attnkit.decoding.SearchOptions as a flag: the same name (dashes for underscores),
+# the same default, and the checks of SearchOptions itself (one line, exit 2). argparse only parses.
+SEARCH_HELP = {
+    "beam": "beam size; 1 = greedy",
+    "nbest": "results per input: a search's best first (at most --beam), or N samples with --sample",
+    "length_penalty": "GNMT length penalty alpha (0 = off)",
+    "max_len_a": "output tokens at most A * source tokens + B (eos included)",
+    "max_len_b": "B of --max-len-a",
+    "min_length": "tokens before eos may end an output",
+    "no_repeat_ngram_size": "never repeat an n-gram of N tokens (0 = off)",
+    "repetition_penalty": "CTRL penalty on tokens already produced, > 1 discourages them (1 = off)",
+    "sample": "sample instead of searching (--temperature, --top-k, --top-p, --seed shape the draws)",
+    "temperature": "sampling temperature",
+    "top_k": "sample among the K most probable tokens (0 = all)",
+    "top_p": "sample from the nucleus of mass P (1 = all)",
+    "seed": "seed of the sampler: the same seed gives the same samples",
+}
+
+
+def add_search_flags(p: argparse.ArgumentParser) -> None:
+    """A flag for every field of :class:`attnkit.decoding.SearchOptions` (``search_options`` reads them)."""
+    import dataclasses
+
+    from ..decoding.options import SearchOptions
+
+    for field in dataclasses.fields(SearchOptions):
+        flag = "--" + field.name.replace("_", "-")
+        help = f"{SEARCH_HELP[field.name]} (default {field.default})"
+        if field.type in (bool, "bool"):
+            p.add_argument(flag, action="store_true", help=SEARCH_HELP[field.name])
+        else:
+            kind = int if field.type in (int, "int") else float
+            p.add_argument(flag, type=_number_of(kind), default=field.default, help=help)
+
+
+def search_options(args: argparse.Namespace):
+    """The :class:`~attnkit.decoding.SearchOptions` of the flags ``add_search_flags`` added (checked)."""
+    import dataclasses
+
+    from ..decoding.options import SearchOptions
+
+    names = [f.name for f in dataclasses.fields(SearchOptions)]
+    try:
+        return SearchOptions(**{name: getattr(args, name) for name in names})
+    except ConfigError as e:  # the fields it names first as the flags that set them
+        message = str(e)
+        lead = re.match(r"[a-z_]+(, [a-z_]+)*", message)
+        if lead and all(name in names for name in lead.group().split(", ")):
+            flags = ", ".join("--" + name.replace("_", "-") for name in lead.group().split(", "))
+            message = flags + message[lead.end() :]
+        raise ConfigError(message) from None
+
+
+def _number_of(kind: type):
+    """An argparse type that only parses (bounds are SearchOptions' to check)."""
+
+    def parse(text: str):
+        try:
+            return kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected {'an integer' if kind is int else 'a number'}, got {text!r}"
+            ) from None
+
+    parse.__name__ = kind.__name__
+    return parse
 
 
 def add_control_flags(p: argparse.ArgumentParser) -> None:

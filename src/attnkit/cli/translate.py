@@ -16,15 +16,7 @@ import stat
 import sys
 
 from ..errors import ConfigError, DataError
-from .common import (
-    add_control_flags,
-    add_decoding_flags,
-    int_at_most,
-    non_negative_float,
-    non_negative_int,
-    read_input,
-)
-from .generate import add_sampling_flags, sampling_requested
+from .common import add_decoding_flags, add_search_flags, read_input, search_options
 
 NAME = "translate"
 
@@ -44,12 +36,6 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--output", help="output file (default stdout); written whole at the end or not at all")
     p.add_argument(
-        "--nbest",
-        type=int_at_most(256),
-        default=1,
-        help="with N > 1 (at most --beam, or N samples with --sample): lines 'INDEX<TAB>SCORE<TAB>TEXT'",
-    )
-    p.add_argument(
         "--quantize",
         choices=("int8",),
         help="int8 weights for the linear layers (torch: CPU only; ctranslate2: its int8 compute type)",
@@ -68,41 +54,20 @@ def add_parser(sub) -> None:
         "from CUDA graphs (each new size of rows and lengths compiles once, announced on stderr); "
         "refused on a CPU, where --engine ctranslate2 is the fast path",
     )
-    add_decoding_flags(p)
-    p.add_argument(
-        "--max-len-a",
-        type=non_negative_float,
-        default=1.5,
-        help="output tokens at most A * source tokens + B (eos included; default A = 1.5)",
-    )
-    p.add_argument("--max-len-b", type=non_negative_int, default=10, help="B of --max-len-a (default 10)")
-    add_control_flags(p)
-    p.add_argument(
-        "--sample",
-        action="store_true",
-        help="sample translations instead of searching (with --nbest N: N samples)",
-    )
-    add_sampling_flags(p)
+    add_search_flags(p)
+    add_decoding_flags(p, search=False)
 
 
 def run(args) -> None:
-    from ..decoding import check_nbest
-    from ..decoding.sampling import SamplingConfig
     from ..files import atomic_write, check_output_path
     from ..tasks.translation import Translator
     from ..tasks.translation.ct2_engine import CT2Translator
 
-    if sampling_requested(args) and not args.sample:
-        raise ConfigError("--temperature, --top-k and --top-p need --sample")
-    sampling = None
-    if args.sample:
-        sampling = SamplingConfig(args.temperature or 1.0, args.top_k or 0, args.top_p or 1.0)
-    else:
-        check_nbest(args.beam, args.nbest)  # before the checkpoint is read
+    options = search_options(args)  # checked before the checkpoint is read
     if args.output:  # checked before the decoding, not after it
         check_output_path(args.output, what="--output")
     if args.engine == "ctranslate2":
-        _check_ct2(args, sampling)
+        _check_ct2(args, options)
     prefixes = read_input(args.prefix_file) if args.prefix_file else None
     translator: Translator | CT2Translator
     if args.engine == "ctranslate2":
@@ -122,49 +87,30 @@ def run(args) -> None:
         )
 
     def translate(lines: list[str], prefix: list[str] | None = None):
-        return translator.translate(
-            lines,
-            beam=args.beam,
-            nbest=args.nbest,
-            length_penalty=args.length_penalty,
-            max_len_a=args.max_len_a,
-            max_len_b=args.max_len_b,
-            min_length=args.min_length,
-            prefix=prefix,
-            no_repeat_ngram_size=args.no_repeat_ngram_size,
-            repetition_penalty=args.repetition_penalty,
-            batch_tokens=args.batch_tokens,
-            sampling=sampling,
-            seed=args.seed,
-        )
+        return translator.translate(lines, options, prefix=prefix, batch_tokens=args.batch_tokens)
 
     # A file is swapped in whole at the end (a full disk or a kill never leaves half of it).
     with atomic_write(args.output) if args.output else contextlib.nullcontext(sys.stdout) as out:
         if stream_fd is None:
-            _write(out, translate(lines, prefixes), args.nbest, first=0)
+            _write(out, translate(lines, prefixes), options.nbest, first=0)
             return
         done = 0
         for lines in arriving_lines(stream_fd):
-            _write(out, translate(lines), args.nbest, first=done)
+            _write(out, translate(lines), options.nbest, first=done)
             out.flush()
             done += len(lines)
 
 
-def _check_ct2(args, sampling) -> None:
+def _check_ct2(args, options) -> None:
     """What --engine ctranslate2 cannot do, refused before anything is read or exported."""
-    from ..tasks.translation.ct2_engine import check_options
+    from ..tasks.translation.ct2_engine import refuses
 
     if len(args.checkpoint) > 1:
         raise ConfigError("--engine ctranslate2 decodes one checkpoint, not an ensemble (use --engine torch)")
     if args.compile:
         raise ConfigError("--compile is for --engine torch (CTranslate2 runs its own kernels)")
-    check_options(
-        beam=args.beam,
-        length_penalty=args.length_penalty,
-        min_length=args.min_length,
-        no_repeat_ngram_size=args.no_repeat_ngram_size,
-        sampling=sampling,
-    )
+    if why := refuses(options):
+        raise ConfigError(why)
 
 
 def _write(out, results, nbest: int, *, first: int) -> None:

@@ -16,6 +16,7 @@ from .common import Hypothesis, check_nbest, length_limits, start_from_source, s
 from .controls import Controls
 from .ensemble import Ensemble
 from .greedy import greedy_decode, greedy_search
+from .options import SearchOptions, decode, search
 from .sampling import Sampling, SamplingConfig, sample_decode, sample_search
 from .search import Greedy, Strategy, decode_step, run_search
 
@@ -27,10 +28,12 @@ __all__ = [
     "Hypothesis",
     "Sampling",
     "SamplingConfig",
+    "SearchOptions",
     "Strategy",
     "beam_decode",
     "beam_search",
     "check_nbest",
+    "decode",
     "decode_step",
     "greedy_decode",
     "greedy_search",
@@ -39,6 +42,7 @@ __all__ = [
     "run_search",
     "sample_decode",
     "sample_search",
+    "search",
     "start_from_source",
     "step_log_probs",
 ]

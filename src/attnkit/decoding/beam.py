@@ -148,9 +148,9 @@ class BeamSearch:
     Results are each sentence's ``nbest`` finished hypotheses, best first.
     """
 
-    def __init__(self, eos_id: int, *, beam_size: int, length_penalty_alpha: float, nbest: int = 1):
+    def __init__(self, eos_id: int, *, beam_size: int, length_penalty: float, nbest: int = 1):
         check_nbest(beam_size, nbest)
-        self.eos_id, self.K, self.alpha, self.nbest = eos_id, beam_size, length_penalty_alpha, nbest
+        self.eos_id, self.K, self.alpha, self.nbest = eos_id, beam_size, length_penalty, nbest
         self.beams = 0  # rows per live sentence: 1 before an offline search's first step, else K
         self.tags: list[Hashable] = []  # (B,) the caller's name for each live sentence
         self.finished: list[list[Hypothesis]] = []  # (B,) finished hypotheses, the K best
@@ -299,7 +299,7 @@ def beam_search(
     src: Tensor,
     *,
     beam_size: int = 4,
-    length_penalty_alpha: float = 0.6,
+    length_penalty: float = 0.6,
     nbest: int = 1,
     max_len_a: float = 1.5,
     max_len_b: int = 10,
@@ -321,7 +321,7 @@ def beam_search(
         first,
         limits,
         beam_size=beam_size,
-        length_penalty_alpha=length_penalty_alpha,
+        length_penalty=length_penalty,
         nbest=nbest,
         min_len=min_len,
         return_attention=return_attention,
@@ -338,7 +338,7 @@ def beam_decode(
     limits: Tensor,
     *,
     beam_size: int = 4,
-    length_penalty_alpha: float = 0.6,
+    length_penalty: float = 0.6,
     nbest: int = 1,
     min_len: int = 0,
     return_attention: bool = False,
@@ -352,9 +352,7 @@ def beam_decode(
     ``controls`` and ``prefix``: as :func:`~.greedy.greedy_decode`.
     """
     controls, forced = prepare(model.config, limits, prefix, controls)
-    search = BeamSearch(
-        model.config.eos_id, beam_size=beam_size, length_penalty_alpha=length_penalty_alpha, nbest=nbest
-    )
+    search = BeamSearch(model.config.eos_id, beam_size=beam_size, length_penalty=length_penalty, nbest=nbest)
     search.add(
         last if controls is not None else last[:, -1:],
         limits,

@@ -126,7 +126,7 @@ class BeamPool:
 
     Args:
         model: a seq2seq model whose decoder state can join (the Transformer with absolute positions).
-        beam_size, length_penalty_alpha, nbest, max_len_a, max_len_b, min_len, controls: as
+        beam_size, length_penalty, nbest, max_len_a, max_len_b, min_len, controls: as
             :func:`~.beam.beam_search`; ``add`` takes each sentence's ``prefix``.
     """
 
@@ -135,7 +135,7 @@ class BeamPool:
         model: Seq2SeqModel,
         *,
         beam_size: int = 4,
-        length_penalty_alpha: float = 0.6,
+        length_penalty: float = 0.6,
         nbest: int = 1,
         max_len_a: float = 1.5,
         max_len_b: int = 10,
@@ -147,7 +147,7 @@ class BeamPool:
         self.max_len_a, self.max_len_b, self.min_len = max_len_a, max_len_b, min_len
         self.controls = controls if controls is not None and controls.active else None
         self.search = BeamSearch(
-            model.config.eos_id, beam_size=beam_size, length_penalty_alpha=length_penalty_alpha, nbest=nbest
+            model.config.eos_id, beam_size=beam_size, length_penalty=length_penalty, nbest=nbest
         )
         self.state: Any = None  # a JoinableState while sentences decode
 

@@ -200,20 +200,13 @@ def create_app(
             )
         if req.beam > limits.max_beam:
             raise ServeError(422, f"beam {req.beam} is over the limit of {limits.max_beam}")
-        check_nbest(req.beam, req.nbest)  # a ConfigError answers 422, as the command line exits 2
+        options = req.search_options()  # a ConfigError answers 422, as the command line exits 2
+        if options.sample and options.nbest > limits.max_samples:
+            raise ServeError(422, f"nbest {options.nbest} is over the limit of {limits.max_samples} samples")
+        model.check_search(options)  # what the model's engine cannot decode: 422
         cost = sum(_check_sentence(model, s, i, limits) for i, s in enumerate(sentences))
         prefix = _prefix(req.prefix, sentences, limits)
-        call = Call.of(
-            model.name,
-            "translate",
-            beam=req.beam,
-            nbest=req.nbest,
-            length_penalty=req.length_penalty,
-            min_length=req.min_length,
-            prefix=prefix,
-            no_repeat_ngram_size=req.no_repeat_ngram_size,
-            repetition_penalty=req.repetition_penalty,
-        )
+        call = Call.of(model.name, "translate", options=options, prefix=prefix)
         # beam search: continuous batching where the model can. A prefix is checked against each
         # sentence's length limit as it decodes: alone, one too long fails this request only (422).
         results = await run_job(call, sentences, cost, alone=prefix is not None)

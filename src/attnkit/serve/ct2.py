@@ -13,8 +13,10 @@ from typing import Any
 
 from ..checkpoint import model_from_checkpoint
 from ..data.tokenizer import SubwordTokenizer
+from ..decoding.options import SearchOptions
+from ..errors import ConfigError
 from ..tasks.translation import TranslationModel, Translator
-from ..tasks.translation.ct2_engine import CT2Translator, exported_model
+from ..tasks.translation.ct2_engine import CT2Translator, exported_model, refuses
 from ..tasks.translation.translator import Translation
 
 
@@ -63,14 +65,24 @@ class CT2Served(TranslationModel):
             load_engine=load_engine,
         )
 
-    def translate(self, sentences: list[str], **options: Any) -> list[Translation]:
+    def translate(
+        self,
+        sentences: list[str],
+        options: SearchOptions,
+        *,
+        prefix: str | tuple[str, ...] | None = None,
+        batch_tokens: int,
+    ) -> list[Translation]:
         if self.engine is None:
             raise RuntimeError(f"{self.name}: CTranslate2 is not loaded in this process")
-        prefix = options.get("prefix")
-        options["prefix"] = list(prefix) if isinstance(prefix, tuple) else prefix
-        return self.engine.translate(sentences, **options)
+        each = list(prefix) if isinstance(prefix, tuple) else prefix
+        return self.engine.translate(sentences, options, prefix=each, batch_tokens=batch_tokens)
 
-    def streams(self, *, beam: int, nbest: int, prefix: str | tuple[str, ...] | None = None) -> bool:
+    def check_search(self, options: SearchOptions) -> None:
+        if why := refuses(options):
+            raise ConfigError(why)
+
+    def streams(self, options: SearchOptions, *, prefix: str | tuple[str, ...] | None = None) -> bool:
         return False  # CTranslate2 batches each call itself
 
     def release(self) -> None:

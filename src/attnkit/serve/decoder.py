@@ -65,9 +65,12 @@ def functions(
     ``on_event``: where a streamed generation sends each token as it is chosen."""
     o = dict(call.options)
     if call.op == "translate":
-        if model.streams(beam=o["beam"], nbest=o["nbest"], prefix=o.get("prefix")):
-            return None, lambda: model.stream(**o)
-        return lambda items: model.translate(items, **o, batch_tokens=max_batch_tokens), None
+        options, prefix = o["options"], o.get("prefix")
+        if model.streams(options, prefix=prefix):
+            return None, lambda: model.stream(options, prefix=prefix)
+        return lambda items: model.translate(
+            items, options, prefix=prefix, batch_tokens=max_batch_tokens
+        ), None
     if call.op == "attention":
         return lambda items: [attention_payload(model.translator, t, beam=o["beam"]) for t in items], None
     if call.op == "generate":

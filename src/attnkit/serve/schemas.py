@@ -11,6 +11,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ..decoding.options import _DEFAULTS as SEARCH_DEFAULTS
+from ..decoding.options import BOUNDS, SearchOptions
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -44,26 +47,47 @@ class _Request(BaseModel):
         return value
 
 
+def _option(name: str, description: str) -> Any:
+    """A :class:`~attnkit.decoding.SearchOptions` field: its default and its declared bounds."""
+    default: Any = SEARCH_DEFAULTS[name]
+    bound = BOUNDS.get(name)
+    if bound is None:
+        return Field(default, description=description)
+    if bound.open_low:
+        return Field(default, gt=bound.low, le=bound.high, description=description)
+    return Field(default, ge=bound.low, le=bound.high, description=description)
+
+
 class TranslateRequest(_Request):
     text: str | list[str] = Field(description="one sentence, or a list of sentences")
     model: str | None = Field(
         None, description="a name from GET /v1/models; default: the first translation model"
     )
-    beam: int = Field(4, ge=1, description="beam size; 1 = greedy")
-    nbest: int = Field(1, ge=1, description="hypotheses returned per sentence (at most beam)")
-    length_penalty: float = Field(0.6, ge=0.0, le=10.0, description="GNMT length penalty alpha")
     prefix: str | list[str] | None = Field(
         None,
         description="each translation's first words, forced: one string for every sentence, or a list "
         "with one per sentence ('' for none)",
     )
-    min_length: int = Field(
-        0, ge=0, le=1000, description="target pieces before the end (the length limit wins)"
+    # The search: every field of attnkit.decoding.SearchOptions, its name, default and bounds.
+    beam: int = _option("beam", "beam size; 1 = greedy")
+    nbest: int = _option("nbest", "hypotheses returned per sentence (at most beam), or samples drawn")
+    length_penalty: float = _option("length_penalty", "GNMT length penalty alpha")
+    max_len_a: float = _option("max_len_a", "output pieces at most max_len_a * source pieces + max_len_b")
+    max_len_b: int = _option("max_len_b", "see max_len_a (eos included)")
+    min_length: int = _option("min_length", "target pieces before the end (the length limit wins)")
+    no_repeat_ngram_size: int = _option("no_repeat_ngram_size", "no n-gram of this size twice; 0 = off")
+    repetition_penalty: float = _option(
+        "repetition_penalty", "divides the score of every piece already out (CTRL); 1 = off"
     )
-    no_repeat_ngram_size: int = Field(0, ge=0, le=1000, description="no n-gram of this size twice; 0 = off")
-    repetition_penalty: float = Field(
-        1.0, gt=0.0, le=100.0, description="divides the score of every piece already out (CTRL); 1 = off"
-    )
+    sample: bool = _option("sample", "sample translations instead of searching")
+    temperature: float = _option("temperature", "sampling temperature")
+    top_k: int = _option("top_k", "sample from the k most probable pieces; 0 = all")
+    top_p: float = _option("top_p", "nucleus sampling: the smallest set of mass top_p")
+    seed: int = _option("seed", "the same seed gives the same samples")
+
+    def search_options(self) -> SearchOptions:
+        """The request's search, checked (a ConfigError answers 422)."""
+        return SearchOptions(**{name: getattr(self, name) for name in SEARCH_DEFAULTS})
 
 
 class AttentionRequest(_Request):

@@ -149,7 +149,7 @@ class Captioner:
             limits,
             beam_size=beam,
             nbest=nbest,
-            length_penalty_alpha=length_penalty,
+            length_penalty=length_penalty,
             return_attention=attention,
         )
 

@@ -21,10 +21,9 @@ from torch import Tensor, nn
 
 from ...checkpoint import load_checkpoint, model_from_checkpoint
 from ...data.tokenizer import SubwordTokenizer
-from ...decoding import beam_decode, check_nbest, greedy_decode
 from ...decoding.cache import DeferredKVCache
-from ...decoding.controls import Controls, check_count
-from ...decoding.sampling import SamplingConfig, sample_decode, seeded_generator
+from ...decoding.options import SearchOptions, decode
+from ...decoding.sampling import seeded_generator
 from ...device import resolve_device
 from ...errors import ConfigError, DataError
 from ...model import interface
@@ -111,12 +110,21 @@ class LanguageModel:
         """
         if max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        if check_count("min_length", min_length) > max_new_tokens:
+        options = SearchOptions(  # one check of every option, one choice of the search (decode)
+            beam=beam,
+            nbest=num_samples,
+            length_penalty=length_penalty,
+            min_length=min_length,
+            no_repeat_ngram_size=no_repeat_ngram_size,
+            repetition_penalty=repetition_penalty,
+            sample=sample,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            seed=seed,
+        )
+        if min_length > max_new_tokens:
             raise ConfigError(f"min_length {min_length} is more than max_new_tokens {max_new_tokens}")
-        controls = Controls(no_repeat_ngram_size, repetition_penalty)
-        if not sample:
-            check_nbest(beam, num_samples, name="num_samples", can_sample=True)
-        sampling = SamplingConfig(temperature, top_k, top_p) if sample else None
         cfg = self.model.config
         encoded = [self.tokenizer.encode(p, side="src") for p in prompts]
         by_length: dict[int, list[int]] = defaultdict(list)
@@ -130,49 +138,15 @@ class LanguageModel:
                 raise DataError(f"a prompt of {length} pieces leaves no room in max_len={cfg.max_len}")
             limit = min(max_new_tokens + 1, room)  # + 1: eos
             rows = by_length[length]
-            if sampling is not None:  # independent samples: one row each, MAX_ROWS rows at a time
-                flat = [i for i in rows for _ in range(num_samples)]
-                for start in range(0, len(flat), MAX_ROWS):
-                    chunk = flat[start : start + MAX_ROWS]
-                    state, last, limits = self._start([encoded[i] for i in chunk], limit)
-                    hyps = sample_decode(
-                        self.model,
-                        state,
-                        last,
-                        limits,
-                        sampling=sampling,
-                        generator=generator,
-                        min_len=min_length,
-                        controls=controls,
-                    )
-                    for i, h in zip(chunk, hyps, strict=True):
-                        results[i].append(self._generation(encoded[i], h))
-                continue
-            per_batch = max(1, MAX_ROWS // beam)  # prompts whose beams fit in MAX_ROWS rows
-            for start in range(0, len(rows), per_batch):
-                chunk = rows[start : start + per_batch]
+            # independent samples: one row each; beams: K rows a prompt; MAX_ROWS rows at a time
+            flat = [i for i in rows for _ in range(num_samples)] if sample else rows
+            per_batch = MAX_ROWS if sample else max(1, MAX_ROWS // beam)
+            for start in range(0, len(flat), per_batch):
+                chunk = flat[start : start + per_batch]
                 state, last, limits = self._start([encoded[i] for i in chunk], limit)
-                if beam == 1:
-                    found = [
-                        [h]
-                        for h in greedy_decode(
-                            self.model, state, last, limits, min_len=min_length, controls=controls
-                        )
-                    ]
-                else:
-                    found = beam_decode(
-                        self.model,
-                        state,
-                        last,
-                        limits,
-                        beam_size=beam,
-                        nbest=num_samples,
-                        length_penalty_alpha=length_penalty,
-                        min_len=min_length,
-                        controls=controls,
-                    )
+                found = decode(self.model, state, last, limits, options, generator=generator)
                 for i, hs in zip(chunk, found, strict=True):
-                    results[i] = [self._generation(encoded[i], h) for h in hs]
+                    results[i] += [self._generation(encoded[i], h) for h in hs]
         return results
 
     def _start(self, prompts: list[list[int]], limit: int) -> tuple[DecoderState, Tensor, Tensor]:

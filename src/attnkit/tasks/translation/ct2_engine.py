@@ -52,13 +52,12 @@ from ... import __version__
 from ...checkpoint import load_checkpoint
 from ...decoding import length_limits
 from ...decoding.common import Hypothesis
-from ...decoding.controls import Controls, check_lengths
+from ...decoding.options import SearchOptions
 from ...device import resolve_device
 from ...errors import AttnkitError, ConfigError
-from .inputs import check_search, check_sentences
+from .inputs import check_batch_tokens, check_sentences
 from .translator import Translation, Translator
 
-ENGINES = ("torch", "ctranslate2")
 CACHE_VERSION = 1  # of the cache's layout; bump to make every cached export stale
 
 
@@ -72,29 +71,27 @@ def _ct2():
     return ctranslate2
 
 
-def check_options(
-    *,
-    beam: int,
-    length_penalty: float,
-    min_length: int = 0,
-    no_repeat_ngram_size: int = 0,
-    sampling: Any = None,
-    attention: bool = False,
-) -> None:
-    """Refuse, in one line, what CTranslate2 cannot decode as attnkit does (see the module doc)."""
-    if sampling is not None:
-        raise ConfigError(
+def refuses(options: SearchOptions, *, attention: bool = False) -> str | None:
+    """What CTranslate2 cannot decode as attnkit does (see the module doc), in one line naming the
+    option and the engine; None when it can. The engine's declaration: the command line, the
+    server and :meth:`CT2Translator.translate` ask it."""
+    if options.sample:
+        return (
             "--engine ctranslate2 does not sample: its sampler cannot draw the samples attnkit's seed "
             "gives (use --engine torch)"
         )
-    for name, value in (("min length", min_length), ("no-repeat n-gram size", no_repeat_ngram_size)):
-        if beam > 1 and value:  # measured: 8 and 21 of 60 sentences differ at beam 4
-            raise ConfigError(
+    for name, value in (
+        ("min length", options.min_length),
+        ("no-repeat n-gram size", options.no_repeat_ngram_size),
+    ):
+        if options.beam > 1 and value:  # measured: 8 and 21 of 60 sentences differ at beam 4
+            return (
                 f"--engine ctranslate2 takes a {name} with beam 1 only: its beam search applies it "
                 "otherwise than attnkit's (use --engine torch)"
             )
     if attention:
-        raise ConfigError("--engine ctranslate2 gives no attention maps (the torch model draws them)")
+        return "--engine ctranslate2 gives no attention maps (the torch model draws them)"
+    return None
 
 
 def cache_key(blob: bytes) -> str:
@@ -224,34 +221,20 @@ class CT2Translator:
     def translate(
         self,
         sentences: str | list[str],
+        options: SearchOptions | None = None,
         *,
-        beam: int = 4,
-        nbest: int = 1,
-        length_penalty: float = 0.6,
-        max_len_a: float = 1.5,
-        max_len_b: int = 10,
-        min_length: int = 0,
         prefix: str | Sequence[str] | None = None,
-        no_repeat_ngram_size: int = 0,
-        repetition_penalty: float = 1.0,
         batch_tokens: int = 4000,
         return_attention: bool = False,
-        sampling: Any = None,
-        seed: int = 0,
+        **fields: Any,
     ) -> list[Translation]:
         """:meth:`Translator.translate` by CTranslate2; what it cannot honour is a ConfigError."""
-        check_options(
-            beam=beam,
-            length_penalty=length_penalty,
-            min_length=min_length,
-            no_repeat_ngram_size=no_repeat_ngram_size,
-            sampling=sampling,
-            attention=return_attention,
-        )
+        options = SearchOptions.of(options, **fields)
+        if why := refuses(options, attention=return_attention):
+            raise ConfigError(why)
         sentences = check_sentences(sentences)
-        check_search(beam, nbest, length_penalty, batch_tokens, searching=True)
-        check_lengths(min_length, max_len_a, max_len_b)
-        Controls(no_repeat_ngram_size, repetition_penalty)  # checks them
+        check_batch_tokens(batch_tokens)
+        beam, nbest, max_len_a, max_len_b = options.beam, options.nbest, options.max_len_a, options.max_len_b
         t = self.translator
         ids, truncated = t._encode(sentences)
         prefixes = t._prefixes(prefix, ids, max_len_a, max_len_b)
@@ -265,10 +248,10 @@ class CT2Translator:
         search = {
             "beam_size": beam,
             "num_hypotheses": nbest,
-            "length_penalty": length_penalty,  # CTranslate2's length^alpha (module doc)
-            "min_decoding_length": min_length,
-            "no_repeat_ngram_size": no_repeat_ngram_size,
-            "repetition_penalty": repetition_penalty,
+            "length_penalty": options.length_penalty,  # CTranslate2's length^alpha (module doc)
+            "min_decoding_length": options.min_length,
+            "no_repeat_ngram_size": options.no_repeat_ngram_size,
+            "repetition_penalty": options.repetition_penalty,
             "max_batch_size": batch_tokens,
         }
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import math
 import operator
 
-from ...decoding import check_nbest
 from ...errors import ConfigError, DataError
 
 
@@ -30,18 +28,13 @@ def check_sentences(sentences, *, what: str = "sentence") -> list[str]:
     return sentences
 
 
-def check_search(beam: int, nbest: int, length_penalty: float, batch_tokens: int, *, searching: bool) -> None:
-    for name, value in (("beam", beam), ("nbest", nbest), ("batch_tokens", batch_tokens)):
-        try:
-            positive = not isinstance(value, bool) and operator.index(value) >= 1
-        except TypeError:
-            positive = False
-        if not positive:
-            raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-    if searching:  # sampling draws nbest samples whatever the beam
-        check_nbest(beam, nbest)
-    if not math.isfinite(length_penalty):
-        raise ConfigError(f"length_penalty must be a finite number, got {length_penalty!r}")
+def check_batch_tokens(batch_tokens: int) -> None:
+    try:
+        positive = not isinstance(batch_tokens, bool) and operator.index(batch_tokens) >= 1
+    except TypeError:
+        positive = False
+    if not positive:
+        raise ConfigError(f"batch_tokens must be a positive integer, got {batch_tokens!r}")
 
 
 def length_batches(order: list[int], ids: list[list[int]], batch_tokens: int):

@@ -8,6 +8,7 @@ from typing import Any
 
 from ...checkpoint import model_from_checkpoint
 from ...data.tokenizer import SubwordTokenizer
+from ...decoding.options import SearchOptions
 from ...errors import ConfigError
 from ...fast import packed_linears
 from ..base import parameter_count
@@ -57,59 +58,34 @@ class TranslationModel:
     def translate(
         self,
         sentences: list[str],
+        options: SearchOptions,
         *,
-        beam: int,
-        nbest: int,
-        length_penalty: float,
-        min_length: int = 0,
         prefix: str | tuple[str, ...] | None = None,
-        no_repeat_ngram_size: int = 0,
-        repetition_penalty: float = 1.0,
         batch_tokens: int,
     ) -> list[Translation]:
         """``prefix``: one str for every sentence, or one per sentence."""
         return self.translator.translate(
             sentences,
-            beam=beam,
-            nbest=nbest,
-            length_penalty=length_penalty,
-            min_length=min_length,
+            options,
             prefix=list(prefix) if isinstance(prefix, tuple) else prefix,
-            no_repeat_ngram_size=no_repeat_ngram_size,
-            repetition_penalty=repetition_penalty,
             batch_tokens=batch_tokens,
         )
 
-    def streams(self, *, beam: int, nbest: int, prefix: str | tuple[str, ...] | None = None) -> bool:
-        """Whether requests with these options decode by continuous batching (:meth:`stream`); the
-        RNN, relative or rotary positions, greedy search and a prefix per sentence run as whole
-        batches instead, as does a compiled translator."""
-        if self.translator.layout is not None or isinstance(prefix, tuple):
-            return False
-        return TranslationStream.supports(self.translator, beam)
+    def check_search(self, options: SearchOptions) -> None:
+        """What this model's engine cannot decode is a ConfigError (the server answers 422): the
+        torch engine, eager or compiled, decodes every option."""
 
-    def stream(
-        self,
-        *,
-        beam: int,
-        nbest: int,
-        length_penalty: float,
-        min_length: int = 0,
-        prefix: str | None = None,
-        no_repeat_ngram_size: int = 0,
-        repetition_penalty: float = 1.0,
-    ) -> TranslationStream:
+    def streams(self, options: SearchOptions, *, prefix: str | tuple[str, ...] | None = None) -> bool:
+        """Whether requests with these options decode by continuous batching (:meth:`stream`); the
+        RNN, relative or rotary positions, greedy search, sampling and a prefix per sentence run as
+        whole batches instead, as does a compiled translator."""
+        if self.translator.layout is not None or isinstance(prefix, tuple) or options.sample:
+            return False
+        return TranslationStream.supports(self.translator, options.beam)
+
+    def stream(self, options: SearchOptions, *, prefix: str | None = None) -> TranslationStream:
         """A running beam search; ``prefix`` starts every sentence of it."""
-        return TranslationStream.start(
-            self.translator,
-            beam=beam,
-            nbest=nbest,
-            length_penalty=length_penalty,
-            min_length=min_length,
-            prefix=prefix,
-            no_repeat_ngram_size=no_repeat_ngram_size,
-            repetition_penalty=repetition_penalty,
-        )
+        return TranslationStream.start(self.translator, options, prefix=prefix)
 
     def release(self) -> None:
         """Free the weights (they decode in another process); the tokenizer and config stay."""

@@ -11,11 +11,11 @@ from torch import nn
 
 from ...data.batching import pad_sequences
 from ...decoding.continuous import BeamPool
-from ...decoding.controls import Controls, check_lengths
-from ...errors import DataError
+from ...decoding.options import SearchOptions
+from ...errors import ConfigError, DataError
 from ...model.transformer import Transformer
 from ...positional import ABSOLUTE
-from .inputs import check_search, check_sentences
+from .inputs import check_sentences
 from .translator import Translation, Translator
 
 
@@ -34,34 +34,23 @@ class TranslationStream:
 
     @classmethod
     def start(
-        cls,
-        translator: Translator,
-        *,
-        beam: int = 4,
-        nbest: int = 1,
-        length_penalty: float = 0.6,
-        max_len_a: float = 1.5,
-        max_len_b: int = 10,
-        min_length: int = 0,
-        prefix: str | None = None,
-        no_repeat_ngram_size: int = 0,
-        repetition_penalty: float = 1.0,
+        cls, translator: Translator, options: SearchOptions | None = None, *, prefix: str | None = None
     ) -> TranslationStream:
         """A beam search that sentences join and leave step by step (continuous batching, for a
-        server). The options are ``Translator.translate``'s; ``prefix`` (one str) starts every
-        sentence of the stream."""
-        check_search(beam, nbest, length_penalty, 1, searching=True)
-        check_lengths(min_length, max_len_a, max_len_b)
-        controls = Controls(no_repeat_ngram_size, repetition_penalty)
+        server), searching as ``options`` say (as ``Translator.translate``); ``prefix`` (one str)
+        starts every sentence of the stream."""
+        options = options or SearchOptions()
+        if options.sample:
+            raise ConfigError("a stream searches: sampling decodes whole batches (Translator.translate)")
         pool = BeamPool(
             translator.model,
-            beam_size=beam,
-            nbest=nbest,
-            length_penalty_alpha=length_penalty,
-            max_len_a=max_len_a,
-            max_len_b=max_len_b,
-            min_len=min_length,
-            controls=controls,
+            beam_size=options.beam,
+            nbest=options.nbest,
+            length_penalty=options.length_penalty,
+            max_len_a=options.max_len_a,
+            max_len_b=options.max_len_b,
+            min_len=options.min_length,
+            controls=options.controls,
         )
         return cls(translator, pool, prefix=prefix)
 

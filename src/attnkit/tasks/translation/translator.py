@@ -20,12 +20,11 @@ from torch import Tensor, nn
 from ...checkpoint import load_checkpoint, model_from_checkpoint
 from ...data.batching import pad_sequences
 from ...data.tokenizer import SubwordTokenizer
-from ...decoding import beam_search, greedy_search, length_limits
+from ...decoding import length_limits
 from ...decoding.common import Hypothesis
 from ...decoding.compiled import CompiledDecoding, refuse_on_cpu
-from ...decoding.controls import Controls, check_lengths
 from ...decoding.ensemble import Ensemble
-from ...decoding.sampling import SamplingConfig, sample_search
+from ...decoding.options import SearchOptions, search
 from ...device import resolve_device
 from ...errors import ConfigError, DataError
 from ...fast import packed_linears
@@ -35,7 +34,7 @@ from ...model.transformer import Transformer
 from ...quantize import check_quantize, quantize_int8
 from .attention_maps import AttentionMaps as AttentionMaps  # re-exported: its home before
 from .attention_maps import attention_maps as attention_maps
-from .inputs import check_search, check_sentences, length_batches
+from .inputs import check_batch_tokens, check_sentences, length_batches
 
 
 @dataclass
@@ -165,41 +164,33 @@ class Translator:
     def translate(
         self,
         sentences: str | list[str],
+        options: SearchOptions | None = None,
         *,
-        beam: int = 4,
-        nbest: int = 1,
-        length_penalty: float = 0.6,
-        max_len_a: float = 1.5,
-        max_len_b: int = 10,
-        min_length: int = 0,
         prefix: str | Sequence[str] | None = None,
-        no_repeat_ngram_size: int = 0,
-        repetition_penalty: float = 1.0,
         batch_tokens: int = 4000,
         return_attention: bool = False,
-        sampling: SamplingConfig | None = None,
-        seed: int = 0,
+        **fields: Any,
     ) -> list[Translation]:
-        """Translate ``sentences``; an empty sentence gives an empty translation (counts stay equal).
+        """Translate ``sentences`` as ``options`` say (:class:`~attnkit.decoding.SearchOptions`;
+        ``fields`` change single options: ``translate(text, beam=1)``); an empty sentence gives an
+        empty translation (counts stay equal).
 
         Each output has at most ``max_len_a`` * source tokens + ``max_len_b`` tokens (eos included,
         and no more than the model's ``max_len`` - 1) and at least ``min_length`` before eos (the
         length limit wins). prefix: each translation's first words, forced (a str: the same for every
-        sentence; a sequence: one per sentence, "" for none). no_repeat_ngram_size, repetition_penalty:
-        see :mod:`attnkit.decoding.controls` (0 and 1.0: off).
-        sampling: draw ``nbest`` samples per sentence instead of searching (back-translation), from a
-        generator seeded with ``seed``: the same seed and input give the same samples.
+        sentence; a sequence: one per sentence, "" for none). ``sample``: draw ``nbest`` samples per
+        sentence instead of searching (back-translation), from a generator seeded with ``seed``: the
+        same seed and input give the same samples.
 
         A single ``str`` is one sentence (not a sequence of characters): the result is a list of one.
         Anything else that is not a list of strings, or a string holding undecodable bytes (lone
         surrogates from a non-UTF-8 command line), is a :class:`DataError` naming the item.
         """
+        options = SearchOptions.of(options, **fields)
         sentences = check_sentences(sentences)
-        check_search(beam, nbest, length_penalty, batch_tokens, searching=sampling is None)
-        check_lengths(min_length, max_len_a, max_len_b)
-        controls = Controls(no_repeat_ngram_size, repetition_penalty)
+        check_batch_tokens(batch_tokens)
         ids, truncated = self._encode(sentences)
-        prefixes = self._prefixes(prefix, ids, max_len_a, max_len_b)
+        prefixes = self._prefixes(prefix, ids, options.max_len_a, options.max_len_b)
         if truncated:
             warnings.warn(
                 f"{truncated} input sentence(s) longer than {self.max_src_len} subword tokens were truncated",
@@ -207,49 +198,25 @@ class Translator:
             )
         results: list[Translation | None] = [None] * len(sentences)
         order = sorted((i for i, seq in enumerate(ids) if seq), key=lambda i: len(ids[i]))
-        generator = torch.Generator(device=self.device).manual_seed(seed) if sampling is not None else None
+        generator = torch.Generator(device=self.device).manual_seed(options.seed) if options.sample else None
         for i, seq in enumerate(ids):
             if not seq:
-                results[i] = Translation("", 0.0, [("", 0.0)] * nbest, [], [], [])
+                results[i] = Translation("", 0.0, [("", 0.0)] * options.nbest, [], [], [])
         # Eager searches: weights packed once for all the batches (CPU). A compiled step keeps its own.
         with contextlib.nullcontext() if self.layout is not None else packed_linears(self.model):
             for batch in length_batches(order, ids, batch_tokens):
                 src = pad_sequences([ids[i] for i in batch], self.model.config.pad_id).to(
                     self.device
                 )  # (B, S)
-                forced = None if prefixes is None else [prefixes[i] for i in batch]
-                common: dict[str, Any] = dict(
-                    max_len_a=max_len_a,
-                    max_len_b=max_len_b,
-                    min_len=min_length,
-                    controls=controls,
-                    prefix=forced,
+                found = search(
+                    self.model,
+                    src,
+                    options,
+                    prefix=None if prefixes is None else [prefixes[i] for i in batch],
+                    return_attention=return_attention,
                     layout=self.layout,
+                    generator=generator,
                 )
-                if sampling is not None:
-                    found = sample_search(
-                        self.model,
-                        src,
-                        temperature=sampling.temperature,
-                        top_k=sampling.top_k,
-                        top_p=sampling.top_p,
-                        num_samples=nbest,
-                        generator=generator,
-                        **common,
-                    )
-                elif beam == 1 and nbest == 1:
-                    greedy = greedy_search(self.model, src, return_attention=return_attention, **common)
-                    found = [[h] for h in greedy]
-                else:
-                    found = beam_search(
-                        self.model,
-                        src,
-                        beam_size=beam,
-                        nbest=nbest,
-                        length_penalty_alpha=length_penalty,
-                        return_attention=return_attention,
-                        **common,
-                    )
                 for row, i in enumerate(batch):
                     results[i] = self._translation(ids[i], found[row])
         return results  # type: ignore[return-value]

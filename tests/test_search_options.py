@@ -1,0 +1,103 @@
+"""One options object (attnkit.decoding.SearchOptions): the command line's decoding flags, the HTTP
+schema's fields and the object's fields correspond one to one, with one name, one default and one
+set of bounds; every bound is checked in one place, in one line."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from attnkit.cli import build_parser
+from attnkit.decoding import SearchOptions
+from attnkit.decoding.options import BOUNDS
+from attnkit.errors import ConfigError
+from cli_helpers import assert_user_error, cli
+
+FIELDS = {f.name: f.default for f in dataclasses.fields(SearchOptions)}
+# translate's flags that are not the search's: what to read, where to write, what decodes it
+NOT_SEARCH = {"checkpoint", "input", "prefix_file", "output", "quantize", "engine", "compile"}
+NOT_SEARCH |= {"batch_tokens", "device", "help"}
+
+
+def subparser(name: str):
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    return sub.choices[name]  # type: ignore[attr-defined]
+
+
+def test_translate_flags_are_the_options_fields():
+    actions = {a.dest: a for a in subparser("translate")._actions}
+    assert set(actions) - NOT_SEARCH == set(FIELDS)
+    for name, default in FIELDS.items():
+        action = actions[name]
+        assert action.option_strings == ["--" + name.replace("_", "-")]
+        assert action.default == default, name
+
+
+def test_http_fields_are_the_options_fields_with_their_bounds():
+    pytest.importorskip("pydantic")
+    from attnkit.serve.schemas import TranslateRequest
+
+    fields = TranslateRequest.model_fields
+    assert set(fields) - {"text", "model", "prefix"} == set(FIELDS)
+    for name, default in FIELDS.items():
+        assert fields[name].default == default, name
+    schema = TranslateRequest.model_json_schema()["properties"]
+    for name, bound in BOUNDS.items():
+        low = schema[name].get("exclusiveMinimum" if bound.open_low else "minimum")
+        assert (low, schema[name]["maximum"]) == (bound.low, bound.high), name
+
+
+def edges(bound):
+    """Values at and just inside the bounds (allowed), and beyond them (refused)."""
+    step = 1 if bound.kind is int else 1e-9 * max(1.0, abs(bound.high))
+    inside = [bound.high, bound.low + step if bound.open_low else bound.low]
+    outside = [bound.high + step, bound.low if bound.open_low else bound.low - step]
+    if bound.kind is float:
+        outside += [math.nan, math.inf, -math.inf, 1e308 * 10]
+    else:
+        outside += [10**30, -(10**30), 1.5, True]
+    return inside, outside
+
+
+@pytest.mark.parametrize("name", sorted(BOUNDS))
+def test_every_bound_is_held_in_one_line(name):
+    inside, outside = edges(BOUNDS[name])
+    sample = name in ("temperature", "top_k", "top_p", "seed")
+    nbest = {"beam": 1} if name == "nbest" else {}
+    for value in inside:
+        options = SearchOptions(**{name: value, "sample": sample or name == "nbest", **nbest})
+        assert getattr(options, name) == value
+    for value in outside:
+        with pytest.raises(ConfigError, match=f"^{name} must be ") as e:
+            SearchOptions(**{name: value, "sample": sample})
+        assert "\n" not in str(e.value)
+
+
+def test_sampling_options_need_sample_and_nbest_needs_the_beam():
+    for shaping in ({"temperature": 0.8}, {"top_k": 5}, {"top_p": 0.9}):
+        with pytest.raises(ConfigError, match="shape sampling: ask for it with sample"):
+            SearchOptions(**shaping)
+        SearchOptions(sample=True, **shaping)
+    with pytest.raises(ConfigError, match="nbest 5 must be between 1 and the beam size 4"):
+        SearchOptions(nbest=5)
+    assert SearchOptions(nbest=5, sample=True).sampling is not None
+    with pytest.raises(ConfigError, match="unknown search option"):
+        SearchOptions.of(beam_size=3)
+    assert SearchOptions.of(SearchOptions(beam=2), nbest=2) == SearchOptions(beam=2, nbest=2)
+
+
+@pytest.mark.parametrize(
+    ("flags", "fragments"),
+    [
+        (["--temperature", "0.8"], ["--temperature", "--sample"]),
+        (["--beam", "2", "--nbest", "3"], ["--nbest 3", "beam size 2"]),
+        (["--top-p", "0"], ["--top-p", "over 0"]),
+        (["--seed", str(2**64)], ["--seed"]),
+    ],
+)
+def test_translate_flags_are_checked_before_the_checkpoint_is_read(capsys, tmp_path, flags, fragments):
+    code, _, err = cli(capsys, "translate", "--checkpoint", tmp_path / "missing.pt", *flags)
+    assert_user_error(code, err, *fragments)
