@@ -1,7 +1,9 @@
 """Compiled decoding on a CPU against eager decoding: the measurement behind ``--compile``'s refusal.
 
-The same searches (``greedy_search``, ``beam_search``) three ways: ``eager`` (growing caches),
-``layout`` (the model's step over the fixed layout, eagerly) and ``inductor`` (that step compiled by
+The same searches (``greedy_search``, ``beam_search``) four ways: ``eager`` (growing caches),
+``eager-packed`` (the same with the decoding weights packed, ``attnkit.fast.packed_linears``: what
+``Translator.translate`` runs, the users' eager path), ``layout`` (the model's step over the fixed
+layout, eagerly) and ``inductor`` (that step compiled by
 ``attnkit.decoding.compiled.CompiledDecoding``, what ``--compile`` runs, Inductor with
 ``cpp_wrapper`` and ``freezing``). The main job's model size with random weights, every sentence
 decoding 30 tokens, one thread; sentences per CPU-second, best of ``--repeats``, the first call
@@ -28,13 +30,14 @@ from attnkit.attention import FixedLayout
 from attnkit.decoding import beam_search, greedy_search
 from attnkit.decoding.common import Hypothesis
 from attnkit.decoding.compiled import CompiledDecoding
+from attnkit.fast import packed_linears
 from attnkit.model import Transformer, TransformerConfig
 
 from .report import machine_info
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKENS = 30  # tokens before eos in every sentence
-ENGINES = ("eager", "layout", "inductor")
+ENGINES = ("eager", "eager-packed", "layout", "inductor")
 SEARCH = dict(min_len=TOKENS, max_len_a=0.0, max_len_b=TOKENS + 1)
 
 
@@ -63,8 +66,17 @@ def searcher(model: Transformer, engine: str, beam: int) -> Callable[[torch.Tens
         torch._dynamo.reset()  # its first call is its compile time
         layout = CompiledDecoding(model, options={"cpp_wrapper": True, "freezing": True})
     if beam:
-        return lambda src: [h[0] for h in beam_search(model, src, beam_size=beam, layout=layout, **SEARCH)]
-    return lambda src: greedy_search(model, src, layout=layout, **SEARCH)
+        search = lambda src: [h[0] for h in beam_search(model, src, beam_size=beam, layout=layout, **SEARCH)]  # noqa: E731
+    else:
+        search = lambda src: greedy_search(model, src, layout=layout, **SEARCH)  # noqa: E731
+    if engine != "eager-packed":
+        return search
+
+    def packed(src: torch.Tensor) -> list:
+        with packed_linears(model):
+            return search(src)
+
+    return packed
 
 
 def measure(search: Callable[[torch.Tensor], list], sources: list[torch.Tensor], repeats: int) -> dict:
@@ -117,17 +129,21 @@ def main() -> None:
     for B in (int(b) for b in args.batches.split(",")):
         n_batches = -(-args.sentences // B)
         sources = [torch.randint(4, 4000, (B, args.source_len), generator=g) for _ in range(n_batches)]
-        reference, eager_rate = None, None
+        reference, eager_rate, packed_rate = None, None, None
         for engine in engines:
             with torch.no_grad():
                 level = measure(searcher(model, engine, args.beam), sources, args.repeats)
             hyps = level.pop("hyps")
             if engine == "eager":
                 reference, eager_rate = hyps, level["sentences_per_cpu_s"]
+            if engine == "eager-packed":
+                packed_rate = level["sentences_per_cpu_s"]
             level = {"batch": B, "engine": engine, **level}
             if reference is not None and eager_rate:
                 level["same_as_eager"] = same(hyps, reference)
                 level["vs_eager"] = round(level["sentences_per_cpu_s"] / eager_rate, 2)
+                if packed_rate:
+                    level["vs_eager_packed"] = round(level["sentences_per_cpu_s"] / packed_rate, 2)
             result["levels"].append(level)
             print(json.dumps(level), flush=True)
     if args.out:

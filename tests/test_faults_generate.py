@@ -93,9 +93,9 @@ def test_many_samples_are_decoded_in_bounded_batches(lm_ckpt, monkeypatch):
     seen: list[int] = []
     real = generator.start_from_prompt
 
-    def spy(lm, prompt):
+    def spy(lm, prompt, **layout):
         seen.append(prompt.size(0))
-        return real(lm, prompt)
+        return real(lm, prompt, **layout)
 
     monkeypatch.setattr(generator, "start_from_prompt", spy)
     lm = LanguageModel.from_checkpoint(lm_ckpt, device="cpu")

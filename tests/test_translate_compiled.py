@@ -75,7 +75,7 @@ def test_compile_refuses_what_it_cannot_decode_and_a_cpu(runs):
     ("extra", "fragment"),
     [
         (("--engine", "ctranslate2"), "--compile is for --engine torch"),
-        (("--quantize", "int8"), "int8"),
+        (("--quantize", "int8"), "GPU only"),  # int8 is CPU only: the CPU refusal comes first
         ((), "--engine ctranslate2"),
     ],
 )
@@ -111,3 +111,62 @@ def test_serve_compile_refusals_are_one_line(capsys, runs):
     assert_user_error(code, err, "--compile is for --engine torch")
     code, _, err = cli(capsys, "serve", "--checkpoint", runs.rnn_ckpt, "--compile", "--port", "1")
     assert_user_error(code, err, "--compile", "GPU only", "--engine ctranslate2")
+
+
+def test_a_compiled_language_model_and_captioner_give_the_eager_results():
+    # generate --compile and caption --compile: the same decode dispatch, the same step compiled.
+    import torch
+
+    from attnkit.data.tokenizer import SubwordTokenizer
+    from attnkit.decoding.sampling import SamplingConfig
+    from attnkit.model.captioner import CaptionTransformer
+    from attnkit.model.config import CaptionerConfig
+    from attnkit.tasks.captioning import Captioner
+    from attnkit.tasks.language_model import LanguageModel
+    from decoding_helpers import tiny_lm, tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    lm, compiled_lm = (LanguageModel(tiny_lm(tok), tok, "cpu") for _ in range(2))
+    counter = CompileCounter()
+    compiled_lm.layout = CompiledDecoding(compiled_lm.model, backend=counter)
+    for kwargs in (
+        dict(max_new_tokens=8),
+        dict(max_new_tokens=8, beam=3, num_samples=2, min_length=2),
+        dict(max_new_tokens=8, sample=True, num_samples=2, seed=1, no_repeat_ngram_size=2),
+    ):
+        prompts = ["A dog", "Two men sit", ""]
+        want = [[(g.text, round(g.score, 4)) for g in gens] for gens in lm.generate(prompts, **kwargs)]
+        got = [
+            [(g.text, round(g.score, 4)) for g in gens] for gens in compiled_lm.generate(prompts, **kwargs)
+        ]
+        assert got == want, kwargs
+    assert counter.frame_count > 0
+    captions = [f"a {c} {s}" for c in ("red", "blue", "green") for s in ("square", "circle", "triangle")]
+    ctok = SubwordTokenizer.train(captions, captions, vocab_size=30, model_type="bpe")
+    torch.manual_seed(0)
+    model = CaptionTransformer(CaptionerConfig.preset("tiny", tgt_vocab_size=ctok.tgt_vocab_size))
+    captioner = Captioner(model, ctok, "cpu")
+    images = [torch.randint(0, 256, (3, 32, 32), dtype=torch.uint8) for _ in range(3)]
+    options = (dict(beam=1), dict(beam=3, nbest=2), dict(nbest=2, sampling=SamplingConfig(), seed=4))
+    want = [[c.nbest for c in captioner.caption(images, **kw)] for kw in options]
+    captioner.layout = CompiledDecoding(captioner.model, backend=CompileCounter())
+    got = [[c.nbest for c in captioner.caption(images, **kw)] for kw in options]
+    assert [[[t for t, _ in n] for n in g] for g in got] == [[[t for t, _ in n] for n in w] for w in want]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["generate", "--prompt", "A"],
+        ["caption", "--image", "x.png"],
+        ["translate", "--input", "x.de"],
+    ],
+)
+def test_compile_is_refused_on_a_cpu_before_anything_is_read(capsys, tmp_path, argv):
+    from cli_helpers import cli
+
+    command, *rest = argv
+    missing = tmp_path / "missing.pt"
+    code, _, err = cli(capsys, command, "--checkpoint", missing, *rest, "--compile", "--device", "cpu")
+    assert_user_error(code, err, "--compile", "GPU only")
+    assert "missing.pt" not in err

@@ -12,7 +12,15 @@ from __future__ import annotations
 import sys
 
 from ..errors import ConfigError
-from .common import device, finite_float, int_at_most, non_negative_int
+from .common import (
+    add_compile_flag,
+    announcer,
+    check_compile,
+    device,
+    finite_float,
+    int_at_most,
+    non_negative_int,
+)
 from .generate import add_sampling_flags, sampling_requested
 
 NAME = "caption"
@@ -35,6 +43,7 @@ def add_parser(sub) -> None:
     )
     add_sampling_flags(p)
     p.add_argument("--device", type=device, default="auto")
+    add_compile_flag(p)
 
 
 def run(args) -> None:
@@ -43,6 +52,7 @@ def run(args) -> None:
     from ..tasks.captioning import Captioner
 
     sample = sampling_requested(args)
+    check_compile(args)
     if sample and args.beam is not None:
         raise ConfigError(
             "--beam is for beam search; --temperature/--top-k/--top-p are for sampling: choose one"
@@ -51,6 +61,8 @@ def run(args) -> None:
     if not sample:
         check_nbest(beam, args.nbest, name="--nbest", can_sample=True)
     captioner = Captioner.from_checkpoint(args.checkpoint, device=args.device)
+    if args.compile:
+        captioner.compile(announce=announcer(NAME))
     pixels = [captioner.read(path) for path in args.image]  # every image checked before decoding
     sampling = SamplingConfig(args.temperature or 1.0, args.top_k or 0, args.top_p or 1.0) if sample else None
     found = captioner.caption(

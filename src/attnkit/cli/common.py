@@ -215,3 +215,32 @@ def read_input(path: str | None) -> list[str]:
         raise DataError(f"stdin: not valid UTF-8 (byte offset {e.start})") from None
     lines = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n") if text else []
     return [line.removesuffix("\r") for line in lines]  # as read_lines does for --input
+
+
+def add_compile_flag(p: argparse.ArgumentParser) -> None:
+    """--compile: translate, generate and caption (serve has its own help)."""
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch on a GPU: decode through the model's step compiled by torch.compile and replayed "
+        "from CUDA graphs (each new size of rows and lengths compiles once, announced on stderr); "
+        "refused on a CPU, where it measured slower (translate: --engine ctranslate2 is the fast path)",
+    )
+
+
+def announcer(command: str):
+    """Where a compile's start and end go: stderr, a line each (the first inputs wait for it)."""
+
+    def announce(message: str) -> None:
+        print(f"attnkit {command}: {message}", file=sys.stderr, flush=True)
+
+    return announce
+
+
+def check_compile(args: argparse.Namespace) -> None:
+    """--compile on a CPU: refused in one line before anything is read."""
+    if getattr(args, "compile", False):
+        from ..decoding.compiled import refuse_on_cpu
+        from ..device import resolve_device
+
+        refuse_on_cpu(resolve_device(args.device))

@@ -7,7 +7,10 @@ import sys
 
 from ..errors import ConfigError
 from .common import (
+    add_compile_flag,
     add_control_flags,
+    announcer,
+    check_compile,
     device,
     int_at_most,
     positive_float,
@@ -70,6 +73,7 @@ def add_parser(sub) -> None:
     )
     add_control_flags(p)
     p.add_argument("--device", type=device, default="auto")
+    add_compile_flag(p)
 
 
 def sampling_requested(args) -> bool:
@@ -81,6 +85,7 @@ def run(args) -> None:
     from ..tasks.language_model import LanguageModel
 
     sample = sampling_requested(args)
+    check_compile(args)
     if sample and args.beam is not None:
         raise ConfigError(
             "--beam is for beam search; --temperature/--top-k/--top-p are for sampling: choose one"
@@ -92,6 +97,8 @@ def run(args) -> None:
         [args.prompt] if args.prompt is not None else read_input(None if args.input == "-" else args.input)
     )
     lm = LanguageModel.from_checkpoint(args.checkpoint, device=args.device)
+    if args.compile:
+        lm.compile(announce=announcer(NAME))
     results = lm.generate(
         prompts,
         max_new_tokens=args.max_new_tokens,

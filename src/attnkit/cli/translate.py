@@ -16,7 +16,15 @@ import stat
 import sys
 
 from ..errors import ConfigError, DataError
-from .common import add_decoding_flags, add_search_flags, read_input, search_options
+from .common import (
+    add_compile_flag,
+    add_decoding_flags,
+    add_search_flags,
+    announcer,
+    check_compile,
+    read_input,
+    search_options,
+)
 
 NAME = "translate"
 
@@ -47,13 +55,7 @@ def add_parser(sub) -> None:
         help="what decodes: torch (default) or CTranslate2 (exported once into CHECKPOINT.ct2/ beside "
         "the checkpoint; greedy, or beam search with --length-penalty 0)",
     )
-    p.add_argument(
-        "--compile",
-        action="store_true",
-        help="torch on a GPU: decode through the model's step compiled by torch.compile and replayed "
-        "from CUDA graphs (each new size of rows and lengths compiles once, announced on stderr); "
-        "refused on a CPU, where --engine ctranslate2 is the fast path",
-    )
+    add_compile_flag(p)
     add_search_flags(p)
     add_decoding_flags(p, search=False)
 
@@ -68,6 +70,7 @@ def run(args) -> None:
         check_output_path(args.output, what="--output")
     if args.engine == "ctranslate2":
         _check_ct2(args, options)
+    check_compile(args)
     prefixes = read_input(args.prefix_file) if args.prefix_file else None
     translator: Translator | CT2Translator
     if args.engine == "ctranslate2":
@@ -77,7 +80,7 @@ def run(args) -> None:
     else:
         translator = Translator.from_checkpoints(args.checkpoint, device=args.device, quantize=args.quantize)
         if args.compile:
-            translator.compile(announce=announce)
+            translator.compile(announce=announcer(NAME))
     stream_fd = None if args.input or prefixes is not None else _stream_fd()
     lines = read_input(args.input) if stream_fd is None else []
     if prefixes is not None and len(prefixes) != len(lines):
@@ -156,8 +159,3 @@ def arriving_lines(fd: int):
             yield lines
         if not chunk:
             return
-
-
-def announce(message: str) -> None:
-    """A compile's start and end, on stderr (the first sentences wait for it)."""
-    print(f"attnkit translate: {message}", file=sys.stderr, flush=True)

@@ -65,15 +65,3 @@ def reorder_pieces(proto: bytes, extra_pieces: Sequence[str] = ()) -> tuple[byte
     spec.pad_id, spec.bos_id, spec.eos_id, spec.unk_id = 0, 1, 2, 3
     spec.pad_piece, spec.bos_piece, spec.eos_piece, spec.unk_piece = (names[r] for r in SPECIAL_ROLES)
     return model.SerializeToString(), [p.piece for p in model.pieces]
-
-
-def model_pieces(proto: bytes) -> list[str]:
-    """Every piece of a SentencePiece model, in id order."""
-    import sentencepiece as spm
-
-    sp = spm.SentencePieceProcessor()
-    try:
-        sp.LoadFromSerializedProto(proto)
-    except (RuntimeError, TypeError) as e:
-        raise CheckpointError(f"not a SentencePiece model: {e}") from None
-    return [sp.id_to_piece(i) for i in range(sp.get_piece_size())]

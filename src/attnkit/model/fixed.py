@@ -40,7 +40,8 @@ def decode_fixed(model: Any, tokens: Tensor, state: Any, layout: Any, need_weigh
     tokens = tokens.contiguous()  # a column of a search's history: one stride, one graph
     _allocate(model, state, R, tokens.device)
     layout.position(tokens.device)  # made here, so the step only reads it
-    step = layout.step if layout.step is not None else model.step
+    # one new position a step compiled (a prompt of T > 1, once per request, runs eagerly)
+    step = layout.step if layout.step is not None and T == 1 else model.step
     out = step(tokens, state, need_weights)
     layout.advance(T)
     logits = out.logits[:N]

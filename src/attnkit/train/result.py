@@ -17,7 +17,3 @@ class TrainResult:
     averaged_checkpoint: Path | None
     metrics_csv: Path
     curve_png: Path | None
-
-    @property
-    def best_bleu(self) -> float:
-        return self.best_score

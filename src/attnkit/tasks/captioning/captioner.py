@@ -10,19 +10,22 @@ Legend: B images, C channels, S image size, R regions, T caption tokens.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
 
 from ...checkpoint import load_checkpoint, model_from_checkpoint
 from ...data.tokenizer import SubwordTokenizer
-from ...decoding import beam_decode, check_nbest, greedy_decode, sample_decode
+from ...decoding import check_nbest
 from ...decoding.cache import DeferredKVCache
 from ...decoding.common import Hypothesis
+from ...decoding.compiled import CompiledDecoding, refuse_on_cpu
+from ...decoding.options import SearchOptions, decode
 from ...decoding.sampling import SamplingConfig, seeded_generator
 from ...device import resolve_device
 from ...errors import ConfigError
@@ -58,6 +61,14 @@ class Captioner:
         self.device = resolve_device(device)
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
+        self.layout: CompiledDecoding | None = None  # the compiled step, after compile()
+
+    def compile(self, *, announce: Callable[[str], None] | None = None, **options: Any) -> Captioner:
+        """Decode through the model's own step compiled by ``torch.compile`` from now on (CUDA
+        graphs on a GPU; refused on a CPU): as :meth:`attnkit.tasks.translation.Translator.compile`."""
+        refuse_on_cpu(self.device)
+        self.layout = CompiledDecoding(self.model, announce=announce, **options)
+        return self
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, *, device: str = "auto") -> Captioner:
@@ -133,25 +144,23 @@ class Captioner:
         decoder = cast(IncrementalDecoder, model)  # keeps the search contract (TargetDecoder.decode)
         rows = nbest if sampling is not None else 1  # samples: each its own row from the start
         enc = model.encode(images.repeat_interleave(rows, dim=0))
-        state = model.init_state(enc, cache=DeferredKVCache)
+        state = model.init_state(enc, cache=DeferredKVCache if self.layout is None else self.layout(limit))
         n = images.size(0) * rows
         first = torch.full((n, 1), model.config.bos_id, dtype=torch.long, device=images.device)  # (N, 1)
         limits = torch.full((n,), limit, dtype=torch.long, device=images.device)  # (N,)
-        if sampling is not None:
-            hyps = sample_decode(decoder, state, first, limits, sampling=sampling, generator=generator)
-            return [hyps[b * rows : (b + 1) * rows] for b in range(images.size(0))]
-        if beam == 1 and nbest == 1:
-            return [[h] for h in greedy_decode(decoder, state, first, limits, return_attention=attention)]
-        return beam_decode(
-            decoder,
-            state,
-            first,
-            limits,
-            beam_size=beam,
+        options = SearchOptions(
+            beam=beam,
             nbest=nbest,
             length_penalty=length_penalty,
-            return_attention=attention,
+            sample=sampling is not None,
+            **(dataclasses.asdict(sampling) if sampling is not None else {}),
         )
+        found = decode(
+            decoder, state, first, limits, options, return_attention=attention, generator=generator
+        )
+        if sampling is not None:  # one row a sample: each image's ``rows`` samples
+            return [[h for (h,) in found[b * rows : (b + 1) * rows]] for b in range(images.size(0))]
+        return found
 
     def _caption(self, hyps: list[Hypothesis]) -> Caption:
         best, tok = hyps[0], self.tokenizer

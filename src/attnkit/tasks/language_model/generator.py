@@ -13,8 +13,10 @@ a batch needs no padding and every row continues at the same position; a batch h
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -22,6 +24,8 @@ from torch import Tensor, nn
 from ...checkpoint import load_checkpoint, model_from_checkpoint
 from ...data.tokenizer import SubwordTokenizer
 from ...decoding.cache import DeferredKVCache
+from ...decoding.common import Layout
+from ...decoding.compiled import CompiledDecoding, refuse_on_cpu
 from ...decoding.options import SearchOptions, decode
 from ...decoding.sampling import seeded_generator
 from ...device import resolve_device
@@ -31,14 +35,19 @@ from ...model.interface import DecoderState
 from .scoring import LMScores, score_texts, text_ids
 
 
-def start_from_prompt(lm, prompt: Tensor) -> tuple[DecoderState, Tensor]:
+def start_from_prompt(
+    lm, prompt: Tensor, *, layout: Layout | None = None, limit: int = 0
+) -> tuple[DecoderState, Tensor]:
     """Run bos + prompt (B, P) but its last piece through the LM: the state and the newest tokens (B, 1).
 
-    The searches then continue from there, as they continue a translation from bos.
+    The searches then continue from there, as they continue a translation from bos. ``layout``: the
+    caches as a fixed layout for the prompt and ``limit`` new tokens (a compiled step's).
     """
     cfg = lm.config
     bos = torch.full((prompt.size(0), 1), cfg.bos_id, dtype=torch.long, device=prompt.device)
-    state = lm.init_state(prompt.size(0), cache=DeferredKVCache)  # rows move lazily in the searches
+    # rows move lazily in the searches; or buffers written in place for a compiled step
+    cache = DeferredKVCache if layout is None else layout(prompt.size(1) + limit)
+    state = lm.init_state(prompt.size(0), cache=cache)
     if prompt.size(1) == 0:
         return state, bos
     lm.decode(torch.cat([bos, prompt[:, :-1]], dim=1), state)  # (B, P) positions cached
@@ -69,6 +78,15 @@ class LanguageModel:
         self.device = resolve_device(device)
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
+        self.layout: CompiledDecoding | None = None  # the compiled step, after compile()
+
+    def compile(self, *, announce: Callable[[str], None] | None = None, **options: Any) -> LanguageModel:
+        """Decode through the model's own step compiled by ``torch.compile`` from now on (CUDA
+        graphs on a GPU; refused on a CPU): as :meth:`attnkit.tasks.translation.Translator.compile`.
+        Prompts run eagerly, the steps after them compiled."""
+        refuse_on_cpu(self.device)
+        self.layout = CompiledDecoding(self.model, announce=announce, **options)
+        return self
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, *, device: str = "auto") -> LanguageModel:
@@ -154,7 +172,7 @@ class LanguageModel:
         from the newest token; the controls see them all), and the limits (N,)."""
         n, length = len(prompts), len(prompts[0])
         prompt = torch.tensor(prompts, dtype=torch.long, device=self.device).view(n, length)  # (N, P)
-        state, _ = start_from_prompt(self.model, prompt)
+        state, _ = start_from_prompt(self.model, prompt, layout=self.layout, limit=limit)
         bos = torch.full((n, 1), self.model.config.bos_id, dtype=torch.long, device=self.device)
         return state, torch.cat([bos, prompt], dim=1), torch.full((n,), limit, device=self.device)
 

@@ -5,11 +5,12 @@ attention maps); metrics and the one evaluation: :mod:`.scoring`; the server's m
 """
 
 from ..base import TaskInfo
+from .attention_maps import AttentionMaps, attention_maps
 from .scoring import Evaluation, Scores, corpus_scores, evaluate
 from .served import TranslationModel
 from .stream import TranslationStream
 from .training import TranslationTask
-from .translator import AttentionMaps, Translation, Translator, attention_maps
+from .translator import Translation, Translator
 
 TASK = TaskInfo(
     name="translate",

@@ -32,8 +32,6 @@ from ...model.fixed import check_fixed
 from ...model.interface import Seq2SeqModel
 from ...model.transformer import Transformer
 from ...quantize import check_quantize, quantize_int8
-from .attention_maps import AttentionMaps as AttentionMaps  # re-exported: its home before
-from .attention_maps import attention_maps as attention_maps
 from .inputs import check_batch_tokens, check_sentences, length_batches
 
 
