@@ -110,6 +110,7 @@ class SlotCache(KVCache):
     def __init__(self, layout: FixedLayout):
         super().__init__()
         self.layout = layout
+        self._spare: tuple[Tensor, Tensor] | None = None  # (R, H, Tb, Dh) x 2: where select copies to
 
     def __len__(self) -> int:
         return self.layout.t
@@ -126,13 +127,18 @@ class SlotCache(KVCache):
         return self.k, self.v
 
     def select(self, rows: Tensor) -> None:
-        """Buffer row i takes row ``rows[i]`` (R',): in place when R' is the buffers' R (a captured
-        graph keeps its addresses), else into new buffers of R' rows."""
+        """Buffer row i takes row ``rows[i]`` (R',). Only the positions written so far move, copied
+        once into a second pair of buffers that then takes the first's place (a beam search moves
+        rows at every step: the cache's largest cost at large batches)."""
         if self.k is None or self.v is None:
             return
         rows = rows.to(self.k.device)
-        if rows.numel() == self.k.size(0):
-            self.k.copy_(self.k.index_select(0, rows))
-            self.v.copy_(self.v.index_select(0, rows))
-        else:
-            self.k, self.v = self.k.index_select(0, rows), self.v.index_select(0, rows)
+        t = self.layout.t
+        if self._spare is None or self._spare[0].size(0) != rows.numel():
+            shape = (rows.numel(), *self.k.shape[1:])
+            self._spare = (self.k.new_zeros(shape), self.v.new_zeros(shape))
+        k, v = self._spare
+        torch.index_select(self.k[:, :, :t], 0, rows, out=k[:, :, :t])
+        torch.index_select(self.v[:, :, :t], 0, rows, out=v[:, :, :t])
+        self._spare = (self.k, self.v) if self.k.size(0) == rows.numel() else None
+        self.k, self.v = k, v

@@ -224,7 +224,8 @@ def add_compile_flag(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="torch on a GPU: decode through the model's step compiled by torch.compile and replayed "
         "from CUDA graphs (each new size of rows and lengths compiles once, announced on stderr); "
-        "refused on a CPU, where it measured slower (translate: --engine ctranslate2 is the fast path)",
+        "refused on a CPU, where compiling took longer than it saved (translate: --engine ctranslate2 is "
+        "the fast path)",
     )
 
 

@@ -8,7 +8,9 @@ taken whole (``fullgraph=True``). On a GPU the graph is replayed from a CUDA gra
 (``mode="reduce-overhead"``): a small model's step is bound by kernel launches there, not by math.
 
 A CPU gains too little from it to be offered there (docs/BENCHMARKS.md, "Compiled decoding"):
-:func:`refuse_on_cpu` says so in one line and names the fast CPU path, CTranslate2.
+:func:`refuse_on_cpu` says so in one line and names the fast CPU path, CTranslate2. The buffers'
+rows move by copying the written positions into a second pair of buffers: on a GPU a captured graph
+then meets two addresses per bucket (not yet measured on one).
 
 Every new bucket compiles once (seconds on a GPU, tens of seconds on a CPU); ``announce`` hears
 when a compile starts and ends, with its time, so a first request's wait is never silent.
@@ -33,13 +35,14 @@ GRAPHS_PER_STEP = 64  # graphs one compiled step may hold: row buckets x length 
 
 
 def refuse_on_cpu(device: torch.device, what: str = "--compile") -> None:
-    """Compiled decoding is offered on a GPU only: on a CPU it measured slower than eager decoding
-    at batches of 16 and 64 (docs/BENCHMARKS.md)."""
+    """Compiled decoding is offered on a GPU only: on a CPU its steady state gains at most a fifth to
+    a half at the measured batches, while each size of rows and lengths compiles for seconds, so a
+    run of real sentences took several times as long as eager decoding (docs/BENCHMARKS.md)."""
     if device.type == "cpu":
         raise ConfigError(
-            f"{what} pays on a GPU only (CUDA graphs): on a CPU compiled decoding measured slower "
-            "than eager at batches of 16 and 64 (docs/BENCHMARKS.md); for speed on a CPU use "
-            "--engine ctranslate2"
+            f"{what} pays on a GPU only (CUDA graphs): on a CPU compiling took longer than it saved on "
+            "real sentences (docs/BENCHMARKS.md, Compiled decoding); for speed on a CPU use --engine "
+            "ctranslate2"
         )
 
 

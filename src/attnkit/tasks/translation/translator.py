@@ -78,8 +78,8 @@ class Translator:
     ) -> Translator:
         """Decode through the model's own step compiled by ``torch.compile`` from now on: on a GPU,
         replayed from CUDA graphs (:mod:`attnkit.decoding.compiled`); the same searches and the same
-        translations. A CPU is refused in one line (compiled decoding measured slower there at
-        batches of 16 and 64; CTranslate2 is the fast CPU path). One Transformer with sinusoidal or
+        translations. A CPU is refused in one line (compiling took longer there than it saved on real
+        sentences; CTranslate2 is the fast CPU path). One Transformer with sinusoidal or
         learned positions, not quantized. ``announce`` hears when each new size compiles, and for
         how long. ``check_only``: refuse what cannot compile, compile nothing (a server's front end,
         whose decoding processes hold the device)."""
