@@ -53,9 +53,18 @@ def test_every_search_over_the_fixed_layout_equals_the_growing_caches(kind):
     got = greedy_search(model, src, layout=FixedLayout, return_attention=True)
     want = greedy_search(model, src, return_attention=True)
     for g, w in zip(got, want, strict=True):
-        torch.testing.assert_close(g.attention[:, : src.size(1)], w.attention, atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(g.attention, w.attention, atol=1e-6, rtol=1e-5)  # the same (T + 1, S)
     sampled = sample_search(model, src, num_samples=3, seed=1, layout=FixedLayout)
     same(sampled, sample_search(model, src, num_samples=3, seed=1))
+
+
+def test_an_empty_batch_and_joined_sentences():
+    model = make_model("transformer")
+    assert greedy_search(model, torch.zeros(0, 5, dtype=torch.long), layout=FixedLayout) == []
+    state = model.init_state(model.encode(padded_source()), cache=FixedLayout(20))
+    state.start = torch.zeros(6, dtype=torch.long)
+    with pytest.raises(ValueError, match="no joins"):
+        model.decode(torch.ones(6, 1, dtype=torch.long), state)
 
 
 def test_rows_past_the_live_ones_are_never_read():

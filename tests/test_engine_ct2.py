@@ -148,7 +148,7 @@ def test_each_sentence_keeps_its_own_length_limit(setup):
     assert [t.tokens for t in engine.translate(sentences, beam=1, **tight)] == expected
     prefixed = [t.tokens for t in torch_side.translate(sentences, beam=1, prefix="A", **tight)]
     assert [t.tokens for t in engine.translate(sentences, beam=1, prefix="A", **tight)] == prefixed
-    ids, _ = torch_side._encode(sentences)
+    ids, _ = torch_side.encode_sources(sentences)
     limits = length_limits(torch.tensor([len(s) for s in ids]), 0.5, 2, torch_side.max_src_len - 1)
     assert len(set(limits.tolist())) > 3  # several limits in one call
     beams = engine.translate(sentences, beam=4, nbest=2, length_penalty=0, **tight)

@@ -153,7 +153,7 @@ def test_a_client_that_leaves_stops_its_decoding(url):
         ({"num_samples": 2, "sample": True}, "num_samples must be 1"),
         ({"beam": 2}, "stream needs greedy search (beam 1) or sample"),
         ({"stream": "yes"}, "stream: Input should be a valid boolean"),
-        ({"sample": True, "seed": 2**64}, "seed must be an integer"),
+        ({"sample": True, "seed": 2**64}, "seed: Input should be less than or equal to"),
     ],
 )
 def test_a_stream_it_cannot_give_is_a_422_in_one_line(url, body, fragment):

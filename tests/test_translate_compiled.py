@@ -147,11 +147,19 @@ def test_a_compiled_language_model_and_captioner_give_the_eager_results():
     model = CaptionTransformer(CaptionerConfig.preset("tiny", tgt_vocab_size=ctok.tgt_vocab_size))
     captioner = Captioner(model, ctok, "cpu")
     images = [torch.randint(0, 256, (3, 32, 32), dtype=torch.uint8) for _ in range(3)]
-    options = (dict(beam=1), dict(beam=3, nbest=2), dict(nbest=2, sampling=SamplingConfig(), seed=4))
-    want = [[c.nbest for c in captioner.caption(images, **kw)] for kw in options]
+    options = (
+        dict(beam=1),
+        dict(beam=3, nbest=2),
+        dict(nbest=2, sampling=SamplingConfig(), seed=4),
+        dict(beam=2, return_attention=True),
+    )
+    want = [captioner.caption(images, **kw) for kw in options]
     captioner.layout = CompiledDecoding(captioner.model, backend=CompileCounter())
-    got = [[c.nbest for c in captioner.caption(images, **kw)] for kw in options]
-    assert [[[t for t, _ in n] for n in g] for g in got] == [[[t for t, _ in n] for n in w] for w in want]
+    got = [captioner.caption(images, **kw) for kw in options]
+    for g, w in zip(got, want, strict=True):
+        assert [[t for t, _ in c.nbest] for c in g] == [[t for t, _ in c.nbest] for c in w]
+    for g, w in zip(got[-1], want[-1], strict=True):  # (T + 1, regions): no padding positions
+        torch.testing.assert_close(g.attention, w.attention, atol=1e-5, rtol=1e-4)
 
 
 @pytest.mark.parametrize(

@@ -4,13 +4,15 @@ The searches are unchanged (:func:`~.search.run_search` with its strategies); on
 they call runs compiled. A state over a :class:`~attnkit.attention.FixedLayout` reads buffers of one
 shape per bucket of rows, cache positions and source positions, and its position is a tensor, so
 the model's ``step`` (its own layers, the same code as eager decoding) is one graph per bucket,
-taken whole (``fullgraph=True``). On a GPU the graph is replayed from a CUDA graph
-(``mode="reduce-overhead"``): a small model's step is bound by kernel launches there, not by math.
+taken whole (``fullgraph=True``). On a GPU it compiles with ``mode="reduce-overhead"``, which
+replays CUDA graphs where torch can capture the step (a small model's step is bound by kernel
+launches there, not by math). Not yet measured on a GPU: the step writes its key/value buffers in
+place, and torch captures a graph that mutates its inputs only for inputs of fixed addresses, which
+these buffers are not yet (they are allocated per batch).
 
 A CPU gains too little from it to be offered there (docs/BENCHMARKS.md, "Compiled decoding"):
 :func:`refuse_on_cpu` says so in one line and names the fast CPU path, CTranslate2. The buffers'
-rows move by copying the written positions into a second pair of buffers: on a GPU a captured graph
-then meets two addresses per bucket (not yet measured on one).
+rows move by copying the written positions into a second pair of buffers.
 
 Every new bucket compiles once (seconds on a GPU, tens of seconds on a CPU); ``announce`` hears
 when a compile starts and ends, with its time, so a first request's wait is never silent.
@@ -31,7 +33,7 @@ from ..errors import ConfigError
 from ..model.fixed import check_fixed
 from ..model.interface import DecoderOutput
 
-GRAPHS_PER_STEP = 64  # graphs one compiled step may hold: row buckets x length and source buckets
+GRAPHS_PER_STEP = 64  # graphs one compiled step holds (sizes of rows, lengths, sources); more decode eagerly
 
 
 def refuse_on_cpu(device: torch.device, what: str = "--compile") -> None:
@@ -67,46 +69,57 @@ class CompiledDecoding:
         if device.type == "cuda" and "backend" not in options:
             options.setdefault("mode", "reduce-overhead")
         options = {"fullgraph": True, "dynamic": False, **options, **_graph_limits()}
+        self.model, self.announce = model, announce
         self.compiled = torch.compile(model.step, **options)
-        self.announce = announce
-        self.buckets: set[tuple] = set()
+        self.buckets: set[tuple] = set()  # the sizes compiled so far
+        self.full = False  # GRAPHS_PER_STEP graphs held: new sizes decode eagerly
 
     def __call__(self, length: int) -> FixedLayout:
         return FixedLayout(length, step=self.step)
 
     def step(self, tokens: Tensor, state: Any, need_weights: bool = False) -> DecoderOutput:
-        key = _bucket(tokens, state)
-        if key in self.buckets or self.announce is None:
+        key = _bucket(tokens, state, need_weights)
+        if key in self.buckets:
             return self._run(tokens, state, need_weights)
-        rows, length, source, _ = key
-        self.announce(
-            f"compiling the decoding step for {rows} rows, {length} positions and {source} source "
-            "positions (once per size) ..."
-        )
+        if len(self.buckets) >= GRAPHS_PER_STEP:  # a long run met more sizes than the graphs it may hold
+            if not self.full and self.announce is not None:
+                self.announce(f"{GRAPHS_PER_STEP} sizes compiled: further sizes decode eagerly")
+            self.full = True
+            return self.model.step(tokens, state, need_weights)
+        rows, length, source, _, _ = key
+        if self.announce is not None:
+            self.announce(
+                f"compiling the decoding step for {rows} rows, {length} positions and {source} source "
+                "positions (once per size) ..."
+            )
         started = time.perf_counter()
         out = self._run(tokens, state, need_weights)
-        self.announce(f"compiled the decoding step in {time.perf_counter() - started:.1f} s")
+        if self.announce is not None:
+            self.announce(f"compiled the decoding step in {time.perf_counter() - started:.1f} s")
         self.buckets.add(key)
         return out
 
     def _run(self, tokens: Tensor, state: Any, need_weights: bool) -> DecoderOutput:
-        """The compiled step; a compiler's failure (no C++ compiler, more graphs than the limit) as a
-        one-line :class:`ConfigError` instead of a compiler's traceback."""
+        """The compiled step; a compiler's failure (no C++ compiler) as a one-line
+        :class:`ConfigError` instead of a compiler's traceback."""
         from torch._dynamo.exc import FailOnRecompileLimitHit, TorchDynamoException
 
         try:
             return self.compiled(tokens, state, need_weights)
-        except (TorchDynamoException, FailOnRecompileLimitHit) as e:
+        except FailOnRecompileLimitHit:  # Dynamo's own count ran out first: this size eagerly
+            self.buckets.discard(_bucket(tokens, state, need_weights))
+            return self.model.step(tokens, state, need_weights)
+        except TorchDynamoException as e:
             cause = getattr(e, "inner_exception", None) or e  # a backend's own error, where it raised one
             lines = str(cause).strip().splitlines()
             reason = f"{type(cause).__name__}: {lines[0]}" if lines else type(cause).__name__
             raise ConfigError(f"compiled decoding failed ({reason}); decode without --compile") from None
 
 
-def _bucket(tokens: Tensor, state: Any) -> tuple:
-    """(rows, cache positions, source positions) of a step: one graph each."""
+def _bucket(tokens: Tensor, state: Any, need_weights: bool) -> tuple:
+    """(rows, cache positions, source positions, new positions, weights) of a step: one graph each."""
     S = state.src_mask.size(-1) if hasattr(state, "src_mask") else 0
-    return (tokens.size(0), state.layout.length, S, tokens.size(1))
+    return (tokens.size(0), state.layout.length, S, tokens.size(1), need_weights)
 
 
 def _graph_limits() -> dict[str, Any]:

@@ -159,6 +159,8 @@ def search(
     """Decode src (B, S) as ``options`` say: each sentence's ``nbest`` hypotheses (best first) or
     samples (in the order drawn). The one place that picks the strategy."""
     if options.sample:  # each sample its own row from the start
+        if return_attention:
+            raise ConfigError("attention maps come from a search, not from sampling")
         return sample_search(
             model,
             src,

@@ -33,6 +33,8 @@ def check_fixed(config: Any) -> None:
 def decode_fixed(model: Any, tokens: Tensor, state: Any, layout: Any, need_weights: bool) -> DecoderOutput:
     """tokens (N, T) of the live rows -> their logits (N, T, V), through ``model.step`` over (R, T)."""
     N, T = tokens.shape
+    if getattr(state, "start", None) is not None:
+        raise ValueError("a fixed layout decodes sentences that started together (no joins)")
     R = state.rows()
     layout.check(T)
     if R > N:  # rows past the live ones decode a copy of the last token, unread
@@ -47,8 +49,11 @@ def decode_fixed(model: Any, tokens: Tensor, state: Any, layout: Any, need_weigh
     logits = out.logits[:N]
     if not need_weights:
         return DecoderOutput(logits)
-    live = lambda ws: None if ws is None else [w[:N] for w in ws]  # noqa: E731
-    return DecoderOutput(logits, live(out.self_attn), live(out.cross_attn))
+    # the live rows over the positions written and the source without its padding, as eagerly
+    S = getattr(state, "src_len", 0)
+    self_attn = None if out.self_attn is None else [w[:N, ..., : layout.t] for w in out.self_attn]
+    cross_attn = None if out.cross_attn is None else [w[:N, ..., :S] for w in out.cross_attn]
+    return DecoderOutput(logits, self_attn, cross_attn)
 
 
 def _allocate(model: Any, state: Any, R: int, device: torch.device) -> None:

@@ -62,11 +62,13 @@ class TransformerState:
     start: Tensor | None = None  # (B,) cache position of each sentence's first target token
     layout: FixedLayout | None = None
     live: int = -1  # sentences decoding, the first ``live`` of the B rows (-1: all of them)
+    src_len: int = -1  # source positions before a fixed layout's padding (-1: all of them)
 
     def __post_init__(self) -> None:
         if self.live < 0:
             self.live = self.src_mask.size(0)
-        if self.layout is not None:
+        self.src_len = self.src_mask.size(-1)
+        if self.layout is not None and self.live:
             self._pad_sentences(torch.arange(self.live, device=self.src_mask.device))
 
     def __len__(self) -> int:

@@ -209,7 +209,8 @@ def create_app(
         call = Call.of(model.name, "translate", options=options, prefix=prefix)
         # beam search: continuous batching where the model can. A prefix is checked against each
         # sentence's length limit as it decodes: alone, one too long fails this request only (422).
-        results = await run_job(call, sentences, cost, alone=prefix is not None)
+        # sampled requests alone too: the seed draws this request's samples, whatever else is asked
+        results = await run_job(call, sentences, cost, alone=prefix is not None or options.sample)
         # Built here and returned as is: the response model only documents it (validating our own
         # output again cost ~0.1 ms of the event loop's time per request).
         return JSONResponse(
@@ -242,8 +243,7 @@ def create_app(
             raise ServeError(422, f"beam {req.beam} is over the limit of {limits.max_beam}")
         if req.num_samples > limits.max_samples:
             raise ServeError(422, f"num_samples {req.num_samples} is over the limit of {limits.max_samples}")
-        if not req.sample:
-            check_nbest(req.beam, req.num_samples, name="num_samples", can_sample=True)  # 422 when not
+        req.search_options()  # every option checked here, streamed or not: 422
         if req.min_length > req.max_tokens:
             raise ServeError(422, f"min_length {req.min_length} is more than max_tokens {req.max_tokens}")
         cost = _check_sentence(model, req.text, 0, limits) if req.text else 0

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..decoding.options import _DEFAULTS as SEARCH_DEFAULTS
 from ..decoding.options import BOUNDS, SearchOptions
+from ..errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -47,9 +48,10 @@ class _Request(BaseModel):
         return value
 
 
-def _option(name: str, description: str) -> Any:
-    """A :class:`~attnkit.decoding.SearchOptions` field: its default and its declared bounds."""
-    default: Any = SEARCH_DEFAULTS[name]
+def _option(name: str, description: str, *, default: Any = None) -> Any:
+    """A :class:`~attnkit.decoding.SearchOptions` field: its declared bounds, and its default
+    (``default``: a task's own, where it differs)."""
+    default = SEARCH_DEFAULTS[name] if default is None else default
     bound = BOUNDS.get(name)
     if bound is None:
         return Field(default, description=description)
@@ -102,25 +104,35 @@ class GenerateRequest(_Request):
         None, description="a name from GET /v1/models; default: the first language model"
     )
     max_tokens: int = Field(50, ge=1, description="new subword tokens at most")
-    beam: int = Field(1, ge=1, description="beam size when not sampling; 1 = greedy")
-    sample: bool = Field(False, description="sample instead of searching (temperature, top_k, top_p, seed)")
-    temperature: float = Field(1.0, gt=0.0, le=100.0)
-    top_k: int = Field(0, ge=0, description="sample from the k most probable tokens; 0 = all")
-    top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling: the smallest set of mass top_p")
-    num_samples: int = Field(1, ge=1, description="continuations returned (samples, or the beam's best)")
-    seed: int = Field(0, ge=0, description="the same seed gives the same samples")
-    min_length: int = Field(0, ge=0, description="new pieces before the end (at most max_tokens)")
-    no_repeat_ngram_size: int = Field(
-        0, ge=0, le=1000, description="no n-gram of this size twice, the prompt's included; 0 = off"
+    # the search: SearchOptions' fields and bounds (num_samples is its nbest)
+    beam: int = _option("beam", "beam size when not sampling; 1 = greedy", default=1)
+    sample: bool = _option("sample", "sample instead of searching (temperature, top_k, top_p, seed)")
+    temperature: float = _option("temperature", "sampling temperature")
+    top_k: int = _option("top_k", "sample from the k most probable tokens; 0 = all")
+    top_p: float = _option("top_p", "nucleus sampling: the smallest set of mass top_p")
+    num_samples: int = _option("nbest", "continuations returned (samples, or the beam's best)")
+    seed: int = _option("seed", "the same seed gives the same samples")
+    min_length: int = _option("min_length", "new pieces before the end (at most max_tokens)")
+    no_repeat_ngram_size: int = _option(
+        "no_repeat_ngram_size", "no n-gram of this size twice, the prompt's included; 0 = off"
     )
-    repetition_penalty: float = Field(
-        1.0, gt=0.0, le=100.0, description="divides the score of every piece already there (CTRL); 1 = off"
+    repetition_penalty: float = _option(
+        "repetition_penalty", "divides the score of every piece already there (CTRL); 1 = off"
     )
     stream: bool = Field(
         False,
         description="answer as Server-Sent Events: a 'token' event per token as it is chosen, then a "
         "'result' event (this endpoint's answer), then 'data: [DONE]'; greedy or sampling, one continuation",
     )
+
+    def search_options(self) -> SearchOptions:
+        """The request's search, checked as every other search is (a ConfigError answers 422)."""
+        fields = ["beam", "sample", "temperature", "top_k", "top_p", "seed", "min_length"]
+        fields += ["no_repeat_ngram_size", "repetition_penalty"]
+        try:
+            return SearchOptions(nbest=self.num_samples, **{f: getattr(self, f) for f in fields})
+        except ConfigError as e:
+            raise ConfigError(str(e).replace("nbest", "num_samples")) from None
 
 
 class ClassifyRequest(_Request):

@@ -236,8 +236,8 @@ class CT2Translator:
         check_batch_tokens(batch_tokens)
         beam, nbest, max_len_a, max_len_b = options.beam, options.nbest, options.max_len_a, options.max_len_b
         t = self.translator
-        ids, truncated = t._encode(sentences)
-        prefixes = t._prefixes(prefix, ids, max_len_a, max_len_b)
+        ids, truncated = t.encode_sources(sentences)
+        prefixes = t.target_prefixes(prefix, ids, max_len_a, max_len_b)
         if truncated:
             warnings.warn(
                 f"{truncated} input sentence(s) longer than {t.max_src_len} subword tokens were truncated",
@@ -291,7 +291,7 @@ class CT2Translator:
                 Hypothesis([self._tgt_id[p] for p in pieces], score, score)
                 for pieces, score in zip(r.hypotheses, r.scores, strict=True)
             ]
-            results[i] = t._translation(ids[i], hyps)
+            results[i] = t.translation(ids[i], hyps)
         return results
 
     def _source(self, seq: list[int]) -> list[int]:

@@ -69,7 +69,8 @@ class TranslationStream:
 
     def add(self, items: list[tuple[Hashable, str]]) -> list[tuple[Hashable, Translation]]:
         tags, texts = zip(*items) if items else ((), ())
-        ids, _ = self.translator._encode(check_sentences(list(texts)))  # the server checks lengths first
+        # the server checks lengths first
+        ids, _ = self.translator.encode_sources(check_sentences(list(texts)))
         done = [
             (t, Translation("", 0.0, [("", 0.0)] * self.nbest, [], [], []))
             for t, seq in zip(tags, ids)
@@ -81,11 +82,11 @@ class TranslationStream:
             p = self.pool
             ids = [seq for _, seq in new]
             joining = [t for t, _ in new]
-            prefix = self.translator._prefixes(self.prefix, ids, p.max_len_a, p.max_len_b)
+            prefix = self.translator.target_prefixes(self.prefix, ids, p.max_len_a, p.max_len_b)
             p.add(src.to(self.translator.device), joining, prefix=prefix)
             self.src_ids.update(new)
         return done
 
     def step(self) -> list[tuple[Hashable, Translation]]:
         done = self.pool.step()
-        return [(tag, self.translator._translation(self.src_ids.pop(tag), hyps)) for tag, hyps in done]
+        return [(tag, self.translator.translation(self.src_ids.pop(tag), hyps)) for tag, hyps in done]

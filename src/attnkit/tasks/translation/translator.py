@@ -149,7 +149,8 @@ class Translator:
     def max_src_len(self) -> int:
         return int(self.model.config.max_len)
 
-    def _encode(self, sentences: list[str]) -> tuple[list[list[int]], int]:
+    def encode_sources(self, sentences: list[str]) -> tuple[list[list[int]], int]:
+        """Each sentence as source ids, cut to max_len, and how many were cut: every engine's input."""
         ids, truncated = [], 0
         for text in sentences:
             seq = self.tokenizer.encode(text, side="src")
@@ -187,8 +188,8 @@ class Translator:
         options = SearchOptions.of(options, **fields)
         sentences = check_sentences(sentences)
         check_batch_tokens(batch_tokens)
-        ids, truncated = self._encode(sentences)
-        prefixes = self._prefixes(prefix, ids, options.max_len_a, options.max_len_b)
+        ids, truncated = self.encode_sources(sentences)
+        prefixes = self.target_prefixes(prefix, ids, options.max_len_a, options.max_len_b)
         if truncated:
             warnings.warn(
                 f"{truncated} input sentence(s) longer than {self.max_src_len} subword tokens were truncated",
@@ -216,10 +217,10 @@ class Translator:
                     generator=generator,
                 )
                 for row, i in enumerate(batch):
-                    results[i] = self._translation(ids[i], found[row])
+                    results[i] = self.translation(ids[i], found[row])
         return results  # type: ignore[return-value]
 
-    def _prefixes(
+    def target_prefixes(
         self, prefix: str | Sequence[str] | None, ids: list[list[int]], max_len_a: float, max_len_b: int
     ) -> list[list[int]] | None:
         """Each sentence's prefix as target ids (None: no prefix at all); one too long for its
@@ -241,7 +242,7 @@ class Translator:
                 )
         return out if any(out) else None
 
-    def _translation(self, src_ids: list[int], hyps: list[Hypothesis]) -> Translation:
+    def translation(self, src_ids: list[int], hyps: list[Hypothesis]) -> Translation:
         """The best hypothesis and the n-best list of one sentence as text."""
         best = hyps[0]
         attention = None
