@@ -157,6 +157,11 @@ def test_a_compiled_step_is_one_graph_per_bucket():
     same(greedy_search(model, other, layout=compiled), greedy_search(model, other))
     same(beam_search(model, other, beam_size=4, layout=compiled), beam_search(model, other, beam_size=4))
     assert counter.frame_count == graphs and heard == []
+    # A batch that fills its bucket exactly (no padding rows): the newest tokens are a column of the
+    # beam's history, whose stride grows every step; still one graph per size.
+    four = padded_source(B=4, seed=5)
+    same(beam_search(model, four, beam_size=4, layout=compiled), beam_search(model, four, beam_size=4))
+    assert counter.frame_count <= graphs + 4
 
 
 def test_inductor_gives_the_eager_tokens():
@@ -183,3 +188,18 @@ def test_a_cpu_is_refused_with_what_to_use():
         refuse_on_cpu(torch.device("cpu"))
     assert "\n" not in str(e.value)
     refuse_on_cpu(torch.device("cuda"))  # a GPU is not refused (no device needed to say so)
+
+
+def test_sizes_past_the_graph_limit_decode_eagerly(monkeypatch):
+    # A long run meets more sizes than a compiled step may hold: the rest decode eagerly, announced
+    # once, with the same results (never a failed run).
+    import attnkit.decoding.compiled as compiled_module
+
+    monkeypatch.setattr(compiled_module, "GRAPHS_PER_STEP", 1)
+    model = make_model("transformer")
+    counter, heard = CompileCounter(), []
+    compiled = CompiledDecoding(model, backend=counter, announce=heard.append)
+    src = padded_source()
+    same(beam_search(model, src, beam_size=4, layout=compiled), beam_search(model, src, beam_size=4))
+    assert counter.frame_count == 1 and compiled.full
+    assert sum("further sizes decode eagerly" in m for m in heard) == 1
