@@ -110,7 +110,17 @@ def test_caption_command_prints_captions_and_refuses_bad_images_in_one_line(run,
     code, out, _ = cli(capsys, "caption", "--checkpoint", ckpt, "--image", images[0], "--nbest", "2")
     assert code == 0 and len(out.splitlines()) == 2
     code, out, _ = cli(
-        capsys, "caption", "--checkpoint", ckpt, "--image", images[0], "--top-k", "3", "--seed", "4"
+        capsys,
+        "caption",
+        "--checkpoint",
+        ckpt,
+        "--image",
+        images[0],
+        "--sample",
+        "--top-k",
+        "3",
+        "--seed",
+        "4",
     )
     assert code == 0 and out.strip()
 

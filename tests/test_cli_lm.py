@@ -115,6 +115,7 @@ def test_generate_seeded_samples_repeat(ckpts):
         str(ckpts["lm"]),
         "--prompt",
         "Two men",
+        "--sample",
         "--top-p",
         "0.95",
         "--temperature",
@@ -154,7 +155,9 @@ def test_generate_prompts_of_different_lengths_from_a_file(ckpts, tmp_path):
 @pytest.mark.parametrize(
     "flags, fragments",
     [
-        (["--beam", "2", "--top-k", "5"], ["choose one"]),
+        (["--beam", "2", "--sample", "--top-k", "5"], ["choose one"]),
+        (["--top-k", "5"], ["--top-k", "--sample"]),
+        (["--temperature", "0.8", "--top-p", "0.9"], ["--temperature, --top-p", "--sample"]),
         (["--num-samples", "3"], ["--num-samples"]),
         (["--top-p", "0"], ["--top-p", "(0, 1]"]),
         (["--temperature", "-1"], ["--temperature"]),
@@ -386,7 +389,7 @@ def test_classify_reads_text_pairs_like_training(ckpts, tmp_path):
 
 
 def test_generate_from_an_empty_prompt(ckpts):
-    argv = ["--prompt", "", "--top-k", "5", "--seed", "3", "--max-new-tokens", "6"]
+    argv = ["--prompt", "", "--sample", "--top-k", "5", "--seed", "3", "--max-new-tokens", "6"]
     code, out, err = cli("generate", "--checkpoint", str(ckpts["lm"]), *argv)
     assert code == 0, err
     assert out.count("\n") == 1

@@ -401,6 +401,7 @@ def test_generate_controls_on_the_command_line(tok, tmp_path):
         path,
         "--prompt",
         "A dog",
+        "--sample",
         "--temperature",
         "0.7",
         "--num-samples",

@@ -41,10 +41,10 @@ def lm_ckpt(tmp_path_factory) -> Path:
 @pytest.mark.parametrize(
     "flags, fragments",
     [
-        (["--num-samples", "10000000", "--temperature", "1"], ["--num-samples", "at most 1,000"]),
+        (["--num-samples", "10000000", "--sample"], ["--num-samples", "at most 1,000"]),
         (["--beam", "10000"], ["--beam", "at most 256"]),
-        (["--seed", str(2**80), "--temperature", "1"], ["--seed", str(2**80)]),
-        (["--seed", str(-(2**64)), "--top-k", "3"], ["--seed"]),
+        (["--seed", str(2**80), "--sample"], ["--seed", str(2**80)]),
+        (["--seed", str(-(2**64)), "--sample", "--top-k", "3"], ["--seed"]),
     ],
 )
 def test_generate_refuses_unbounded_sizes_and_seeds(capsys, lm_ckpt, flags, fragments):
@@ -67,7 +67,7 @@ def test_generate_refuses_unbounded_sizes_and_seeds(capsys, lm_ckpt, flags, frag
 )
 def test_generate_samples_at_the_edges_of_temperature_top_p_and_seed(capsys, lm_ckpt, flags):
     code, out, err = cli(
-        capsys, "generate", "--checkpoint", lm_ckpt, "--prompt", "a", "--num-samples", "3", *flags
+        capsys, "generate", "--checkpoint", lm_ckpt, "--prompt", "a", "--num-samples", "3", "--sample", *flags
     )
     assert code == 0, err
     assert "Traceback" not in err and len(out.splitlines()) == 3

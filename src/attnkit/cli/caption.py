@@ -1,8 +1,8 @@
 """``attnkit caption``: a caption for each image, with a captioner (greedy, beam or sampling).
 
 One image prints its caption; several print ``PATH<TAB>caption`` lines, in order. ``--nbest N``
-prints N ``PATH<TAB>score<TAB>caption`` lines per image: a search's best first, or, when sampling
-(``--temperature``, ``--top-k``, ``--top-p``), N draws in the order drawn. A
+prints N ``PATH<TAB>score<TAB>caption`` lines per image: a search's best first, or, with ``--sample``
+(shaped by ``--temperature``, ``--top-k``, ``--top-p``), N draws in the order drawn. A
 file that is no image, too large an image or one of an unreadable pixel mode is a one-line error
 (exit code 2), found before anything is decoded.
 """
@@ -54,9 +54,7 @@ def run(args) -> None:
     sample = sampling_requested(args)
     check_compile(args)
     if sample and args.beam is not None:
-        raise ConfigError(
-            "--beam is for beam search; --temperature/--top-k/--top-p are for sampling: choose one"
-        )
+        raise ConfigError("--beam is for beam search; --sample draws: choose one")
     beam = args.beam or 4
     if not sample:
         check_nbest(beam, args.nbest, name="--nbest", can_sample=True)

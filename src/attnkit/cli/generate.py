@@ -38,7 +38,13 @@ def seed(text: str) -> int:
 
 
 def add_sampling_flags(p: argparse.ArgumentParser) -> None:
-    """--temperature, --top-k, --top-p, --seed: shared with ``attnkit translate --sample``."""
+    """--sample, --temperature, --top-k, --top-p, --seed: ``generate`` and ``caption`` (``translate``
+    has them from SearchOptions, with the same rule: the shaping flags need --sample)."""
+    p.add_argument(
+        "--sample",
+        action="store_true",
+        help="sample instead of searching (--temperature, --top-k, --top-p, --seed shape the draws)",
+    )
     p.add_argument(
         "--temperature", type=positive_float, default=None, help="sampling temperature (default 1)"
     )
@@ -62,7 +68,7 @@ def add_parser(sub) -> None:
         "--beam",
         type=int_at_most(MAX_BEAM),
         default=None,
-        help=f"beam search with K beams, at most {MAX_BEAM} (not with sampling)",
+        help=f"beam search with K beams, at most {MAX_BEAM} (default: greedy search, 1; not with --sample)",
     )
     add_sampling_flags(p)
     p.add_argument(
@@ -77,7 +83,12 @@ def add_parser(sub) -> None:
 
 
 def sampling_requested(args) -> bool:
-    return any(getattr(args, f) is not None for f in ("temperature", "top_k", "top_p"))
+    """--sample, checked as SearchOptions checks it: the shaping flags without it are an error."""
+    shaping = [f for f in ("temperature", "top_k", "top_p") if getattr(args, f) is not None]
+    if shaping and not args.sample:
+        flags = ", ".join("--" + f.replace("_", "-") for f in shaping)
+        raise ConfigError(f"{flags} shape sampling: ask for it with --sample")
+    return bool(args.sample)
 
 
 def run(args) -> None:
@@ -87,9 +98,7 @@ def run(args) -> None:
     sample = sampling_requested(args)
     check_compile(args)
     if sample and args.beam is not None:
-        raise ConfigError(
-            "--beam is for beam search; --temperature/--top-k/--top-p are for sampling: choose one"
-        )
+        raise ConfigError("--beam is for beam search; --sample draws: choose one")
     beam = args.beam or 1
     if not sample:
         check_nbest(beam, args.num_samples, name="--num-samples", can_sample=True)

@@ -103,7 +103,7 @@ class GenerateRequest(_Request):
     model: str | None = Field(
         None, description="a name from GET /v1/models; default: the first language model"
     )
-    max_tokens: int = Field(50, ge=1, description="new subword tokens at most")
+    max_tokens: int = Field(40, ge=1, description="new subword tokens at most (as generate --max-new-tokens)")
     # the search: SearchOptions' fields and bounds (num_samples is its nbest)
     beam: int = _option("beam", "beam size when not sampling; 1 = greedy", default=1)
     sample: bool = _option("sample", "sample instead of searching (temperature, top_k, top_p, seed)")
