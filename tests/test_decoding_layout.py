@@ -203,3 +203,23 @@ def test_sizes_past_the_graph_limit_decode_eagerly(monkeypatch):
     same(beam_search(model, src, beam_size=4, layout=compiled), beam_search(model, src, beam_size=4))
     assert counter.frame_count == 1 and compiled.full
     assert sum("further sizes decode eagerly" in m for m in heard) == 1
+
+
+def test_static_buffers_are_kept_across_batches_and_moved_in_place():
+    # What CUDA graphs need (the default on a GPU, forced here): one pair of buffers per layer and
+    # size, kept from batch to batch at the same addresses, rows moved in place; the same results
+    # and no new graph for a second batch of the same sizes.
+    model = make_model("transformer")
+    counter = CompileCounter()
+    compiled = CompiledDecoding(model, backend=counter, static_buffers=True)
+    assert compiled.pool is not None
+    src = padded_source()
+    for search, options in ((greedy_search, {}), (beam_search, {"beam_size": 4})):
+        same(search(model, src, layout=compiled, **options), search(model, src, **options))
+    graphs = counter.frame_count
+    kept = {key: (k.data_ptr(), v.data_ptr()) for key, (k, v) in compiled.pool.buffers.items()}
+    other = padded_source(seed=9, S=11)
+    for search, options in ((greedy_search, {}), (beam_search, {"beam_size": 4})):
+        same(search(model, other, layout=compiled, **options), search(model, other, **options))
+    assert counter.frame_count == graphs
+    assert {key: (k.data_ptr(), v.data_ptr()) for key, (k, v) in compiled.pool.buffers.items()} == kept

@@ -52,6 +52,28 @@ def padded_rows(rows: Tensor, capacity: int) -> Tensor:
     return torch.cat([rows, fill.expand(capacity - n)])
 
 
+class BufferPool:
+    """Key/value buffers kept from batch to batch, one pair per layer and shape, at fixed addresses:
+    what a captured CUDA graph needs, since it replays reading and writing the same memory (torch
+    captures a graph that writes its inputs only where their addresses are marked static). Rows
+    then move in place. One decoder state at a time may use a pool."""
+
+    def __init__(self, *, static: bool = True):
+        self.static = static
+        self.buffers: dict[tuple, tuple[Tensor, Tensor]] = {}
+
+    def get(self, layer: int, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device):
+        """The (k, v) buffers of ``layer`` of this shape, made (zeros) the first time."""
+        key = (layer, shape, dtype, str(device))
+        if key not in self.buffers:
+            k, v = (torch.zeros(shape, dtype=dtype, device=device) for _ in range(2))
+            if self.static:
+                torch._dynamo.mark_static_address(k)
+                torch._dynamo.mark_static_address(v)
+            self.buffers[key] = (k, v)
+        return self.buffers[key]
+
+
 class FixedLayout:
     """What the caches of one decoder state share: their length and the position of the next step.
 
@@ -59,16 +81,29 @@ class FixedLayout:
         length: positions the state will decode at most (rounded up to :func:`length_bucket`).
         step: the function that runs the model's layers over the buffers (the model's own, or the
             same compiled: :mod:`attnkit.decoding.compiled`); None: the model's own, eagerly.
+        pool: where the buffers come from (kept across batches); None: new buffers per state.
     """
 
-    def __init__(self, length: int, *, step: Callable[..., Any] | None = None):
+    def __init__(
+        self, length: int, *, step: Callable[..., Any] | None = None, pool: BufferPool | None = None
+    ):
         self.length = length_bucket(length)
-        self.step = step
+        self.step, self.pool = step, pool
         self.t = 0  # positions written, on the host
         self.pos: Tensor | None = None  # (1,) the same on the caches' device: the step reads it
+        self.layers = 0  # caches made so far: each its layer's index
 
     def cache(self) -> SlotCache:
-        return SlotCache(self)
+        self.layers += 1
+        return SlotCache(self, self.layers - 1)
+
+    def buffers(self, layer: int, rows: int, like: Tensor) -> tuple[Tensor, Tensor]:
+        """(k, v) of ``rows`` rows, shaped as ``like`` (R, H, Tb, Dh) otherwise: from the pool,
+        or new."""
+        shape = (rows, *like.shape[1:])
+        if self.pool is not None:
+            return self.pool.get(layer, shape, like.dtype, like.device)
+        return like.new_zeros(shape), like.new_zeros(shape)
 
     def capacity(self, n: int) -> int:
         """Buffer rows for ``n`` live rows (or sentences)."""
@@ -107,9 +142,9 @@ class SlotCache(KVCache):
 
     fixed = True
 
-    def __init__(self, layout: FixedLayout):
+    def __init__(self, layout: FixedLayout, layer: int = 0):
         super().__init__()
-        self.layout = layout
+        self.layout, self.layer = layout, layer
         self._spare: tuple[Tensor, Tensor] | None = None  # (R, H, Tb, Dh) x 2: where select copies to
 
     def __len__(self) -> int:
@@ -134,9 +169,18 @@ class SlotCache(KVCache):
             return
         rows = rows.to(self.k.device)
         t = self.layout.t
+        if self.layout.pool is not None:  # fixed addresses: a size's buffers are the pool's
+            if rows.numel() == self.k.size(0):  # in place, through a copy of the rows moved
+                self.k[:, :, :t] = self.k[:, :, :t].index_select(0, rows)
+                self.v[:, :, :t] = self.v[:, :, :t].index_select(0, rows)
+                return
+            k, v = self.layout.buffers(self.layer, rows.numel(), self.k)
+            torch.index_select(self.k[:, :, :t], 0, rows, out=k[:, :, :t])
+            torch.index_select(self.v[:, :, :t], 0, rows, out=v[:, :, :t])
+            self.k, self.v = k, v
+            return
         if self._spare is None or self._spare[0].size(0) != rows.numel():
-            shape = (rows.numel(), *self.k.shape[1:])
-            self._spare = (self.k.new_zeros(shape), self.v.new_zeros(shape))
+            self._spare = self.layout.buffers(self.layer, rows.numel(), self.k)
         k, v = self._spare
         torch.index_select(self.k[:, :, :t], 0, rows, out=k[:, :, :t])
         torch.index_select(self.v[:, :, :t], 0, rows, out=v[:, :, :t])

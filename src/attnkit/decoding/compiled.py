@@ -6,9 +6,10 @@ shape per bucket of rows, cache positions and source positions, and its position
 the model's ``step`` (its own layers, the same code as eager decoding) is one graph per bucket,
 taken whole (``fullgraph=True``). On a GPU it compiles with ``mode="reduce-overhead"``, which
 replays CUDA graphs where torch can capture the step (a small model's step is bound by kernel
-launches there, not by math). Not yet measured on a GPU: the step writes its key/value buffers in
-place, and torch captures a graph that mutates its inputs only for inputs of fixed addresses, which
-these buffers are not yet (they are allocated per batch).
+launches there, not by math). The step writes its key/value buffers in place, and torch captures a
+graph that writes its inputs only where their addresses are marked static: on CUDA the buffers come
+from a :class:`~attnkit.attention.layout.BufferPool` kept across batches, marked so, and rows move in
+place. Not yet measured on a GPU.
 
 A CPU gains too little from it to be offered there (docs/BENCHMARKS.md, "Compiled decoding"):
 :func:`refuse_on_cpu` says so in one line and names the fast CPU path, CTranslate2. The buffers'
@@ -29,6 +30,7 @@ import torch
 from torch import Tensor
 
 from ..attention import FixedLayout
+from ..attention.layout import BufferPool
 from ..errors import ConfigError
 from ..model.fixed import check_fixed
 from ..model.interface import DecoderOutput
@@ -59,7 +61,14 @@ class CompiledDecoding:
             a GPU (``mode="reduce-overhead"``) and Inductor's defaults elsewhere.
     """
 
-    def __init__(self, model: Any, *, announce: Callable[[str], None] | None = None, **options: Any):
+    def __init__(
+        self,
+        model: Any,
+        *,
+        announce: Callable[[str], None] | None = None,
+        static_buffers: bool | None = None,
+        **options: Any,
+    ):  # static_buffers: keep the buffers in a pool at fixed addresses (default: on CUDA)
         if not hasattr(model, "step"):
             raise ConfigError(f"compiled decoding needs a Transformer decoder, not {type(model).__name__}")
         check_fixed(model.config)
@@ -73,9 +82,12 @@ class CompiledDecoding:
         self.compiled = torch.compile(model.step, **options)
         self.buckets: set[tuple] = set()  # the sizes compiled so far
         self.full = False  # GRAPHS_PER_STEP graphs held: new sizes decode eagerly
+        if static_buffers is None:
+            static_buffers = device.type == "cuda"  # CUDA graphs need their buffers' addresses fixed
+        self.pool = BufferPool() if static_buffers else None
 
     def __call__(self, length: int) -> FixedLayout:
-        return FixedLayout(length, step=self.step)
+        return FixedLayout(length, step=self.step, pool=self.pool)
 
     def step(self, tokens: Tensor, state: Any, need_weights: bool = False) -> DecoderOutput:
         key = _bucket(tokens, state, need_weights)

@@ -66,6 +66,6 @@ def _allocate(model: Any, state: Any, R: int, device: torch.device) -> None:
     dtype = model.output_proj.weight.dtype
     if torch.is_autocast_enabled(device.type):
         dtype = torch.get_autocast_dtype(device.type)
+    like = torch.empty(0, H, state.layout.length, Dh, dtype=dtype, device=device)
     for kv in state.self_kv:
-        kv.k = torch.zeros(R, H, state.layout.length, Dh, dtype=dtype, device=device)
-        kv.v = torch.zeros_like(kv.k)
+        kv.k, kv.v = state.layout.buffers(kv.layer, R, like)
