@@ -101,3 +101,24 @@ def test_sampling_options_need_sample_and_nbest_needs_the_beam():
 def test_translate_flags_are_checked_before_the_checkpoint_is_read(capsys, tmp_path, flags, fragments):
     code, _, err = cli(capsys, "translate", "--checkpoint", tmp_path / "missing.pt", *flags)
     assert_user_error(code, err, *fragments)
+
+
+def test_engines_declare_what_they_refuse_and_the_doors_ask_them(capsys, tmp_path):
+    from attnkit.tasks.translation.ct2_engine import CT2Translator
+    from attnkit.tasks.translation.translator import Translator
+
+    every = [
+        SearchOptions(sample=True, nbest=3, temperature=0.5),
+        SearchOptions(beam=4, min_length=3, no_repeat_ngram_size=2),
+        SearchOptions(beam=1, min_length=3),
+    ]
+    assert all(Translator.refuses(o, attention=True) is None for o in every)  # torch decodes all
+    assert CT2Translator.refuses(every[0]) is not None and "sample" in CT2Translator.refuses(every[0])
+    assert "min length" in CT2Translator.refuses(every[1])
+    assert CT2Translator.refuses(every[2]) is None  # beam 1 takes a min length
+    assert "attention" in CT2Translator.refuses(SearchOptions(), attention=True)
+    # the command line asks the declaration before the checkpoint is read
+    missing = tmp_path / "missing.pt"
+    code, _, err = cli(capsys, "translate", "--checkpoint", missing, "--engine", "ctranslate2", "--sample")
+    assert_user_error(code, err, "--engine ctranslate2", "sample")
+    assert "missing.pt" not in err

@@ -64,12 +64,16 @@ def run(args) -> None:
     from ..files import atomic_write, check_output_path
     from ..tasks.translation import Translator
     from ..tasks.translation.ct2_engine import CT2Translator
+    from ..tasks.translation.translator import TranslationEngine
 
     options = search_options(args)  # checked before the checkpoint is read
     if args.output:  # checked before the decoding, not after it
         check_output_path(args.output, what="--output")
     if args.engine == "ctranslate2":
         _check_ct2(args, options)
+    engine: type[TranslationEngine] = CT2Translator if args.engine == "ctranslate2" else Translator
+    if why := engine.refuses(options):  # the engine's own declaration, before anything is read
+        raise ConfigError(why)
     check_compile(args)
     prefixes = read_input(args.prefix_file) if args.prefix_file else None
     translator: Translator | CT2Translator
@@ -106,14 +110,10 @@ def run(args) -> None:
 
 def _check_ct2(args, options) -> None:
     """What --engine ctranslate2 cannot do, refused before anything is read or exported."""
-    from ..tasks.translation.ct2_engine import refuses
-
     if len(args.checkpoint) > 1:
         raise ConfigError("--engine ctranslate2 decodes one checkpoint, not an ensemble (use --engine torch)")
     if args.compile:
         raise ConfigError("--compile is for --engine torch (CTranslate2 runs its own kernels)")
-    if why := refuses(options):
-        raise ConfigError(why)
 
 
 def _write(out, results, nbest: int, *, first: int) -> None:

@@ -16,7 +16,7 @@ from ..data.tokenizer import SubwordTokenizer
 from ..decoding.options import SearchOptions
 from ..errors import ConfigError
 from ..tasks.translation import TranslationModel, Translator
-from ..tasks.translation.ct2_engine import CT2Translator, exported_model, refuses
+from ..tasks.translation.ct2_engine import CT2Translator, exported_model
 from ..tasks.translation.translator import Translation
 
 
@@ -79,7 +79,7 @@ class CT2Served(TranslationModel):
         return self.engine.translate(sentences, options, prefix=each, batch_tokens=batch_tokens)
 
     def check_search(self, options: SearchOptions) -> None:
-        if why := refuses(options):
+        if why := CT2Translator.refuses(options):
             raise ConfigError(why)
 
     def streams(self, options: SearchOptions, *, prefix: str | tuple[str, ...] | None = None) -> bool:

@@ -174,6 +174,13 @@ def cores() -> int:
 class CT2Translator:
     """A CTranslate2 model beside the torch :class:`Translator` whose tokenizer and checks it shares."""
 
+    name = "ctranslate2"
+
+    @staticmethod
+    def refuses(options: SearchOptions, *, attention: bool = False) -> str | None:
+        """The engine's declaration (:class:`~.translator.TranslationEngine`): :func:`refuses`."""
+        return refuses(options, attention=attention)
+
     def __init__(
         self,
         translator: Translator,
@@ -230,7 +237,7 @@ class CT2Translator:
     ) -> list[Translation]:
         """:meth:`Translator.translate` by CTranslate2; what it cannot honour is a ConfigError."""
         options = SearchOptions.of(options, **fields)
-        if why := refuses(options, attention=return_attention):
+        if why := self.refuses(options, attention=return_attention):
             raise ConfigError(why)
         sentences = check_sentences(sentences)
         check_batch_tokens(batch_tokens)

@@ -72,8 +72,10 @@ class TranslationModel:
         )
 
     def check_search(self, options: SearchOptions) -> None:
-        """What this model's engine cannot decode is a ConfigError (the server answers 422): the
-        torch engine, eager or compiled, decodes every option."""
+        """What this model's engine cannot decode is a ConfigError (the server answers 422), as the
+        engine declares it (:class:`~.translator.TranslationEngine`)."""
+        if why := self.translator.refuses(options):
+            raise ConfigError(why)
 
     def streams(self, options: SearchOptions, *, prefix: str | tuple[str, ...] | None = None) -> bool:
         """Whether requests with these options decode by continuous batching (:meth:`stream`); the

@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor, nn
@@ -51,8 +51,40 @@ class Translation:
     attention: Tensor | None = None
 
 
+class TranslationEngine(Protocol):
+    """What translates text: the torch engine (:class:`Translator`, eager or after ``compile()``) and
+    CTranslate2 (:class:`~.ct2_engine.CT2Translator`). Each declares once what it refuses; the
+    command line and the server ask that declaration before anything is decoded."""
+
+    name: str
+
+    @staticmethod
+    def refuses(options: SearchOptions, *, attention: bool = False) -> str | None:
+        """Why this engine cannot decode ``options`` as attnkit's searches do, in one line naming the
+        option and the engine; None when it can."""
+        ...
+
+    def translate(
+        self,
+        sentences: str | list[str],
+        options: SearchOptions | None = None,
+        *,
+        prefix: str | Sequence[str] | None = None,
+        batch_tokens: int = 4000,
+        return_attention: bool = False,
+        **fields: Any,
+    ) -> list[Translation]: ...
+
+
 class Translator:
-    """A model, its tokenizer and a device; stateless between calls."""
+    """A model, its tokenizer and a device; stateless between calls. The torch engine: it decodes
+    every option, eagerly or through its compiled step."""
+
+    name = "torch"
+
+    @staticmethod
+    def refuses(options: SearchOptions, *, attention: bool = False) -> str | None:
+        return None
 
     def __init__(
         self,
