@@ -158,7 +158,7 @@ def test_generate_prompts_of_different_lengths_from_a_file(ckpts, tmp_path):
         (["--beam", "2", "--sample", "--top-k", "5"], ["choose one"]),
         (["--top-k", "5"], ["--top-k", "--sample"]),
         (["--temperature", "0.8", "--top-p", "0.9"], ["--temperature, --top-p", "--sample"]),
-        (["--num-samples", "3"], ["--num-samples"]),
+        (["--num-samples", "3"], ["--nbest 3"]),  # the flag's name before --nbest
         (["--top-p", "0"], ["--top-p", "(0, 1]"]),
         (["--temperature", "-1"], ["--temperature"]),
         (["--temperature", "inf"], ["--temperature", "positive number"]),

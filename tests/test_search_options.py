@@ -122,3 +122,17 @@ def test_engines_declare_what_they_refuse_and_the_doors_ask_them(capsys, tmp_pat
     code, _, err = cli(capsys, "translate", "--checkpoint", missing, "--engine", "ctranslate2", "--sample")
     assert_user_error(code, err, "--engine ctranslate2", "sample")
     assert "missing.pt" not in err
+
+
+def test_generate_takes_the_options_names_and_its_earlier_ones():
+    pytest.importorskip("pydantic")
+    from attnkit.serve.schemas import GenerateRequest
+
+    assert GenerateRequest(text="a", nbest=3, max_new_tokens=5).nbest == 3
+    old = GenerateRequest.model_validate({"text": "a", "num_samples": 3, "max_tokens": 5})
+    assert (old.nbest, old.max_new_tokens) == (3, 5)
+    actions = {a.dest: a for a in subparser("generate")._actions}
+    assert actions["nbest"].option_strings == ["--nbest", "--num-samples"]
+    searched = set(FIELDS) - {"max_len_a", "max_len_b", "length_penalty"}  # its own length rule
+    assert searched <= set(actions) and searched <= set(GenerateRequest.model_fields)
+    assert GenerateRequest.model_fields["max_new_tokens"].default == actions["max_new_tokens"].default

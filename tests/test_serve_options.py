@@ -109,7 +109,12 @@ def test_generate_answers_as_the_language_model_streamed_or_not(client, ckpts, s
             "no_repeat_ngram_size: Input should be a valid integer",
         ),
         ("/v1/translate", {"min_length": -2}, 422, "min_length: Input should be greater than or equal to 0"),
-        ("/v1/generate", {"min_length": 9, "max_tokens": 8}, 422, "min_length 9 is more than max_tokens 8"),
+        (
+            "/v1/generate",
+            {"min_length": 9, "max_tokens": 8},
+            422,
+            "min_length 9 is more than max_new_tokens 8",
+        ),
         ("/v1/generate", {"prefix": "Ein"}, 422, "unknown field 'prefix'"),
         ("/v1/translate", {"prefix": 5}, 422, "prefix"),
         ("/v1/translate", {"prefix": ["a", "b"]}, 422, "prefix has 2 items for 1 sentences"),

@@ -150,7 +150,7 @@ def test_a_client_that_leaves_stops_its_decoding(url):
 @pytest.mark.parametrize(
     "body, fragment",
     [
-        ({"num_samples": 2, "sample": True}, "num_samples must be 1"),
+        ({"num_samples": 2, "sample": True}, "nbest must be 1"),
         ({"beam": 2}, "stream needs greedy search (beam 1) or sample"),
         ({"stream": "yes"}, "stream: Input should be a valid boolean"),
         ({"sample": True, "seed": 2**64}, "seed: Input should be less than or equal to"),

@@ -123,7 +123,7 @@ def test_generate_answers_as_the_python_api_and_sampling_is_seeded(client, ckpts
             "/v1/generate",
             {"text": "A dog", "num_samples": 2},
             422,
-            "num_samples 2 must be between 1 and the beam size 1",
+            "nbest 2 must be between 1 and the beam size 1",
         ),
         ("/v1/generate", {"text": "A dog", "top_p": 0}, 422, "top_p"),
         ("/v1/generate", {"text": "dog " * 40}, 422, "takes at most 31"),

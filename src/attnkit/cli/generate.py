@@ -72,10 +72,13 @@ def add_parser(sub) -> None:
     )
     add_sampling_flags(p)
     p.add_argument(
+        "--nbest",
         "--num-samples",
+        dest="nbest",
         type=int_at_most(MAX_SAMPLES),
         default=1,
-        help=f"continuations per prompt (default 1, at most {MAX_SAMPLES:,})",
+        help=f"continuations per prompt: the beam's best, or samples (default 1, at most {MAX_SAMPLES:,}; "
+        "--num-samples is its name before)",
     )
     add_control_flags(p)
     p.add_argument("--device", type=device, default="auto")
@@ -101,7 +104,7 @@ def run(args) -> None:
         raise ConfigError("--beam is for beam search; --sample draws: choose one")
     beam = args.beam or 1
     if not sample:
-        check_nbest(beam, args.num_samples, name="--num-samples", can_sample=True)
+        check_nbest(beam, args.nbest, name="--nbest", can_sample=True)
     prompts = (
         [args.prompt] if args.prompt is not None else read_input(None if args.input == "-" else args.input)
     )
@@ -116,7 +119,7 @@ def run(args) -> None:
         temperature=args.temperature or 1.0,
         top_k=args.top_k or 0,
         top_p=args.top_p or 1.0,
-        num_samples=args.num_samples,
+        nbest=args.nbest,
         seed=args.seed,
         min_length=args.min_length,
         no_repeat_ngram_size=args.no_repeat_ngram_size,
@@ -124,7 +127,7 @@ def run(args) -> None:
     )
     for i, gens in enumerate(results):
         for g in gens:
-            if len(prompts) == 1 and args.num_samples == 1:
+            if len(prompts) == 1 and args.nbest == 1:
                 sys.stdout.write(g.text + "\n")
             else:
                 sys.stdout.write(f"{i}\t{g.score:.4f}\t{g.text}\n")

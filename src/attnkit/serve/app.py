@@ -241,14 +241,16 @@ def create_app(
         model: LanguageModelServed = resolve(req.model, "generate")
         if req.beam > limits.max_beam:
             raise ServeError(422, f"beam {req.beam} is over the limit of {limits.max_beam}")
-        if req.num_samples > limits.max_samples:
-            raise ServeError(422, f"num_samples {req.num_samples} is over the limit of {limits.max_samples}")
+        if req.nbest > limits.max_samples:
+            raise ServeError(422, f"nbest {req.nbest} is over the limit of {limits.max_samples}")
         req.search_options()  # every option checked here, streamed or not: 422
-        if req.min_length > req.max_tokens:
-            raise ServeError(422, f"min_length {req.min_length} is more than max_tokens {req.max_tokens}")
+        if req.min_length > req.max_new_tokens:
+            raise ServeError(
+                422, f"min_length {req.min_length} is more than max_new_tokens {req.max_new_tokens}"
+            )
         cost = _check_sentence(model, req.text, 0, limits) if req.text else 0
         options: dict[str, Any] = dict(
-            max_new_tokens=req.max_tokens,
+            max_new_tokens=req.max_new_tokens,
             sample=req.sample,
             temperature=req.temperature,
             top_k=req.top_k,
@@ -262,7 +264,7 @@ def create_app(
             _check_stream(req)
             call = Call.of(model.name, "generate_stream", **options)
             return stream_job(call, [req.text], cost, lambda gens: _generations(model.name, gens[0]))
-        call = Call.of(model.name, "generate", **options, beam=req.beam, num_samples=req.num_samples)
+        call = Call.of(model.name, "generate", **options, beam=req.beam, nbest=req.nbest)
         (gens,) = await run_job(call, [req.text], cost, alone=True)
         return _generations(model.name, gens)
 
@@ -342,8 +344,8 @@ def _generations(name: str, gens: list) -> dict[str, Any]:
 
 def _check_stream(req: GenerateRequest) -> None:
     """A stream sends one continuation's tokens as they are chosen: greedy search or sampling."""
-    if req.num_samples != 1:
-        raise ServeError(422, f"stream gives one continuation: num_samples must be 1, got {req.num_samples}")
+    if req.nbest != 1:
+        raise ServeError(422, f"stream gives one continuation: nbest must be 1, got {req.nbest}")
     if req.beam != 1 and not req.sample:
         raise ServeError(
             422,

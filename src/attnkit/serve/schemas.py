@@ -9,11 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from ..decoding.options import _DEFAULTS as SEARCH_DEFAULTS
 from ..decoding.options import BOUNDS, SearchOptions
-from ..errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -24,7 +23,7 @@ class Limits:
     max_sentences: int = 256
     max_chars: int = 2_000  # per sentence, checked before tokenizing
     max_beam: int = 16
-    max_samples: int = 16  # generate: num_samples
+    max_samples: int = 16  # generate: nbest when sampling
 
 
 class _Request(BaseModel):
@@ -103,16 +102,27 @@ class GenerateRequest(_Request):
     model: str | None = Field(
         None, description="a name from GET /v1/models; default: the first language model"
     )
-    max_tokens: int = Field(40, ge=1, description="new subword tokens at most (as generate --max-new-tokens)")
-    # the search: SearchOptions' fields and bounds (num_samples is its nbest)
+    max_new_tokens: int = Field(
+        40,
+        ge=1,
+        validation_alias=AliasChoices("max_new_tokens", "max_tokens"),
+        description="new subword tokens at most (max_tokens: its name before)",
+    )
+    # the search: SearchOptions' fields, names and bounds (beam: greedy by default)
     beam: int = _option("beam", "beam size when not sampling; 1 = greedy", default=1)
     sample: bool = _option("sample", "sample instead of searching (temperature, top_k, top_p, seed)")
     temperature: float = _option("temperature", "sampling temperature")
     top_k: int = _option("top_k", "sample from the k most probable tokens; 0 = all")
     top_p: float = _option("top_p", "nucleus sampling: the smallest set of mass top_p")
-    num_samples: int = _option("nbest", "continuations returned (samples, or the beam's best)")
+    nbest: int = Field(
+        1,
+        ge=BOUNDS["nbest"].low,
+        le=BOUNDS["nbest"].high,
+        validation_alias=AliasChoices("nbest", "num_samples"),
+        description="continuations returned: samples, or the beam's best (num_samples: its name before)",
+    )
     seed: int = _option("seed", "the same seed gives the same samples")
-    min_length: int = _option("min_length", "new pieces before the end (at most max_tokens)")
+    min_length: int = _option("min_length", "new pieces before the end (at most max_new_tokens)")
     no_repeat_ngram_size: int = _option(
         "no_repeat_ngram_size", "no n-gram of this size twice, the prompt's included; 0 = off"
     )
@@ -129,10 +139,7 @@ class GenerateRequest(_Request):
         """The request's search, checked as every other search is (a ConfigError answers 422)."""
         fields = ["beam", "sample", "temperature", "top_k", "top_p", "seed", "min_length"]
         fields += ["no_repeat_ngram_size", "repetition_penalty"]
-        try:
-            return SearchOptions(nbest=self.num_samples, **{f: getattr(self, f) for f in fields})
-        except ConfigError as e:
-            raise ConfigError(str(e).replace("nbest", "num_samples")) from None
+        return SearchOptions(nbest=self.nbest, **{f: getattr(self, f) for f in fields})
 
 
 class ClassifyRequest(_Request):

@@ -1,7 +1,7 @@
 """Use a trained language model: continue prompts (greedy, beam or sampling) and score text.
 
     lm = LanguageModel.from_checkpoint("runs/lm_en/checkpoint_best.pt")
-    lm.generate(["A dog"], max_new_tokens=20, temperature=0.8, top_p=0.9, num_samples=3, seed=1)
+    lm.generate(["A dog"], max_new_tokens=20, sample=True, temperature=0.8, top_p=0.9, nbest=3, seed=1)
     lm.score(["A dog runs on the beach ."]).perplexity
 
 The searches are the translation ones, continued from the state the prompt leaves
@@ -106,41 +106,28 @@ class LanguageModel:
     def generate(
         self,
         prompts: list[str],
+        options: SearchOptions | None = None,
         *,
         max_new_tokens: int = 40,
-        beam: int = 1,
-        sample: bool = False,
-        temperature: float = 1.0,
-        top_k: int = 0,
-        top_p: float = 1.0,
-        num_samples: int = 1,
-        seed: int = 0,
-        length_penalty: float = 0.6,
-        min_length: int = 0,
-        no_repeat_ngram_size: int = 0,
-        repetition_penalty: float = 1.0,
+        num_samples: int | None = None,
+        **fields: Any,
     ) -> list[list[Generation]]:
-        """For each prompt its continuations: ``num_samples`` samples, or the beam's ``num_samples`` best.
+        """For each prompt its continuations, searched as ``options`` say (a language model's default
+        search is greedy: ``SearchOptions(beam=1)``; ``fields`` change single options): ``nbest``
+        samples, or the beam's ``nbest`` best (``num_samples``: nbest's name before it).
 
         min_length: new pieces before eos may end a continuation. no_repeat_ngram_size,
         repetition_penalty: see :mod:`attnkit.decoding.controls` (0 and 1.0: off); they count the
         prompt as already produced, as Hugging Face's ``generate`` does.
         """
+        if num_samples is not None:
+            fields["nbest"] = num_samples
+        # one check of every option, one choice of the search (decode)
+        options = SearchOptions.of(options or SearchOptions(beam=1), **fields)
         if max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        options = SearchOptions(  # one check of every option, one choice of the search (decode)
-            beam=beam,
-            nbest=num_samples,
-            length_penalty=length_penalty,
-            min_length=min_length,
-            no_repeat_ngram_size=no_repeat_ngram_size,
-            repetition_penalty=repetition_penalty,
-            sample=sample,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            seed=seed,
-        )
+        beam, sample, min_length = options.beam, options.sample, options.min_length
+        num_samples = options.nbest
         if min_length > max_new_tokens:
             raise ConfigError(f"min_length {min_length} is more than max_new_tokens {max_new_tokens}")
         cfg = self.model.config
@@ -149,7 +136,7 @@ class LanguageModel:
         for i, ids in enumerate(encoded):
             by_length[len(ids)].append(i)
         results: list[list[Generation]] = [[] for _ in prompts]
-        generator = seeded_generator(seed, self.device)
+        generator = seeded_generator(options.seed, self.device)
         for length in sorted(by_length):
             room = cfg.max_len - length  # positions left for new tokens after bos and the prompt
             if room < 1:
