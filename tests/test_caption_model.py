@@ -88,10 +88,8 @@ def test_beam_one_is_greedy_and_beam_scores_are_sorted(captioner):
 
 
 def test_sampling_is_seeded_and_attention_rows_are_distributions_over_regions(captioner):
-    from attnkit.decoding.sampling import SamplingConfig
-
     image = torch.randint(0, 256, (3, 32, 32), dtype=torch.uint8)
-    draw = [captioner.caption([image], nbest=3, sampling=SamplingConfig(), seed=s)[0].nbest for s in (7, 7)]
+    draw = [captioner.caption([image], nbest=3, sample=True, seed=s)[0].nbest for s in (7, 7)]
     assert draw[0] == draw[1] and len(draw[0]) == 3
     (c,) = captioner.caption([image], beam=2, return_attention=True)
     assert c.attention is not None and c.attention.shape == (len(c.tokens) + 1, 64)

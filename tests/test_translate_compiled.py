@@ -118,7 +118,6 @@ def test_a_compiled_language_model_and_captioner_give_the_eager_results():
     import torch
 
     from attnkit.data.tokenizer import SubwordTokenizer
-    from attnkit.decoding.sampling import SamplingConfig
     from attnkit.model.captioner import CaptionTransformer
     from attnkit.model.config import CaptionerConfig
     from attnkit.tasks.captioning import Captioner
@@ -150,7 +149,7 @@ def test_a_compiled_language_model_and_captioner_give_the_eager_results():
     options = (
         dict(beam=1),
         dict(beam=3, nbest=2),
-        dict(nbest=2, sampling=SamplingConfig(), seed=4),
+        dict(nbest=2, sample=True, seed=4),
         dict(beam=2, return_attention=True),
     )
     want = [captioner.caption(images, **kw) for kw in options]

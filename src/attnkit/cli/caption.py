@@ -47,8 +47,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> None:
-    from ..decoding import check_nbest
-    from ..decoding.sampling import SamplingConfig
+    from ..decoding import SearchOptions, check_nbest
     from ..tasks.captioning import Captioner
 
     sample = sampling_requested(args)
@@ -62,16 +61,17 @@ def run(args) -> None:
     if args.compile:
         captioner.compile(announce=announcer(NAME))
     pixels = [captioner.read(path) for path in args.image]  # every image checked before decoding
-    sampling = SamplingConfig(args.temperature or 1.0, args.top_k or 0, args.top_p or 1.0) if sample else None
-    found = captioner.caption(
-        pixels,
+    options = SearchOptions(
         beam=beam,
         nbest=args.nbest,
         length_penalty=args.length_penalty,
-        max_length=args.max_length,
-        sampling=sampling,
+        sample=sample,
+        temperature=args.temperature or 1.0,
+        top_k=args.top_k or 0,
+        top_p=args.top_p or 1.0,
         seed=args.seed,
     )
+    found = captioner.caption(pixels, options, max_length=args.max_length)
     for path, c in zip(args.image, found):
         if args.nbest > 1:
             sys.stdout.write("".join(f"{path}\t{score:.4f}\t{text}\n" for text, score in c.nbest))

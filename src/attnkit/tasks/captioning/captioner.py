@@ -10,7 +10,6 @@ Legend: B images, C channels, S image size, R regions, T caption tokens.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,12 +20,11 @@ from torch import Tensor, nn
 
 from ...checkpoint import load_checkpoint, model_from_checkpoint
 from ...data.tokenizer import SubwordTokenizer
-from ...decoding import check_nbest
 from ...decoding.cache import DeferredKVCache
 from ...decoding.common import Hypothesis
 from ...decoding.compiled import CompiledDecoding, refuse_on_cpu
 from ...decoding.options import SearchOptions, decode
-from ...decoding.sampling import SamplingConfig, seeded_generator
+from ...decoding.sampling import seeded_generator
 from ...device import resolve_device
 from ...errors import ConfigError
 from ...model.captioner import CaptionTransformer
@@ -102,63 +100,52 @@ class Captioner:
     def caption(
         self,
         images: Sequence[Image],
+        options: SearchOptions | None = None,
         *,
-        beam: int = 4,
-        nbest: int = 1,
-        length_penalty: float = 0.6,
         max_length: int = 0,
-        sampling: SamplingConfig | None = None,
-        seed: int = 0,
         batch_size: int = 32,
         return_attention: bool = False,
         names: Sequence[str] | None = None,
+        **fields: Any,
     ) -> list[Caption]:
-        """A caption per image, in order. ``max_length``: pieces at most before eos (0: as many as the
-        model's positions allow). ``sampling``: draw ``nbest`` captions per image, from a generator
-        seeded with ``seed``. ``names``: what errors call each image (default: its path)."""
-        if not (isinstance(beam, int) and beam >= 1 and isinstance(batch_size, int) and batch_size >= 1):
-            raise ConfigError(f"beam and batch_size must be positive integers, got {beam!r}, {batch_size!r}")
-        if sampling is None:
-            check_nbest(beam, nbest)
-        elif return_attention:
+        """A caption per image, in order, searched as ``options`` say (:class:`SearchOptions`, as for
+        translation; ``fields`` change single options: ``caption(images, beam=1)``; with ``sample``,
+        ``nbest`` captions per image drawn from a generator seeded with ``seed``). ``max_length``:
+        pieces at most before eos (0: as many as the model's positions allow). ``names``: what
+        errors call each image (default: its path)."""
+        options = SearchOptions.of(options, **fields)
+        if not (isinstance(batch_size, int) and batch_size >= 1):
+            raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if options.sample and return_attention:
             raise ConfigError("return_attention is for search, not sampling")
         if max_length < 0:
             raise ConfigError(f"max_length must be >= 0, got {max_length}")
         limit = min(max_length + 1, self.max_tokens) if max_length else self.max_tokens
         pixels = [self.read(img, name=names[i] if names else None) for i, img in enumerate(images)]
-        generator = seeded_generator(seed, self.device) if sampling is not None else None
+        generator = seeded_generator(options.seed, self.device) if options.sample else None
         out: list[Caption] = []
         for start in range(0, len(pixels), batch_size):
             batch = as_floats(torch.stack(pixels[start : start + batch_size]).to(self.device))  # (B, C, S, S)
-            for hyps in self._search(
-                batch, limit, beam, nbest, length_penalty, sampling, generator, return_attention
-            ):
+            for hyps in self._search(batch, limit, options, generator, return_attention):
                 out.append(self._caption(hyps))
         return out
 
     def _search(
-        self, images: Tensor, limit: int, beam, nbest, length_penalty, sampling, generator, attention
+        self, images: Tensor, limit: int, options: SearchOptions, generator, attention: bool
     ) -> list[list[Hypothesis]]:
         """Every image's hypotheses, best (or first drawn) first."""
         model = self.model
         decoder = cast(IncrementalDecoder, model)  # keeps the search contract (TargetDecoder.decode)
-        rows = nbest if sampling is not None else 1  # samples: each its own row from the start
+        rows = options.nbest if options.sample else 1  # samples: each its own row from the start
         enc = model.encode(images.repeat_interleave(rows, dim=0))
         state = model.init_state(enc, cache=DeferredKVCache if self.layout is None else self.layout(limit))
         n = images.size(0) * rows
         first = torch.full((n, 1), model.config.bos_id, dtype=torch.long, device=images.device)  # (N, 1)
         limits = torch.full((n,), limit, dtype=torch.long, device=images.device)  # (N,)
-        options = SearchOptions(
-            beam=beam,
-            nbest=nbest,
-            length_penalty=length_penalty,
-            sample=sampling is not None,
-            **(dataclasses.asdict(sampling) if sampling is not None else {}),
-        )
         found = decode(
             decoder, state, first, limits, options, return_attention=attention, generator=generator
         )
-        if sampling is not None:  # one row a sample: each image's ``rows`` samples
+        if options.sample:  # one row a sample: each image's ``rows`` samples
             return [[h for (h,) in found[b * rows : (b + 1) * rows]] for b in range(images.size(0))]
         return found
 
