@@ -151,38 +151,31 @@ class SlotCache(KVCache):
         return self.layout.t
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Write k, v (R, H, T, Dh) at the layout's position; the whole buffers (R, H, Tb, Dh)."""
-        if self.k is None or self.v is None:
-            R, H, _, Dh = k.shape
-            self.k = k.new_zeros(R, H, self.layout.length, Dh)
-            self.v = v.new_zeros(R, H, self.layout.length, Dh)
+        """Write k, v (R, H, T, Dh) at the layout's position; the whole buffers (R, H, Tb, Dh), which
+        the decoder allocated before the step (never inside a compiled one)."""
+        assert self.k is not None and self.v is not None, "a fixed layout's buffers come before its step"
         at = self.layout.position(k.device) + torch.arange(k.size(2), device=k.device)  # (T,)
         self.k.index_copy_(2, at, k)
         self.v.index_copy_(2, at, v)
         return self.k, self.v
 
     def select(self, rows: Tensor) -> None:
-        """Buffer row i takes row ``rows[i]`` (R',). Only the positions written so far move, copied
-        once into a second pair of buffers that then takes the first's place (a beam search moves
-        rows at every step: the cache's largest cost at large batches)."""
+        """Buffer row i takes row ``rows[i]`` (R',); only the positions written so far move. They are
+        copied once into a second pair of buffers that then takes the first's place (a beam search
+        moves rows at every step: the cache's largest cost at large batches); with a pool's fixed
+        addresses, in place while the size stays."""
         if self.k is None or self.v is None:
             return
-        rows = rows.to(self.k.device)
-        t = self.layout.t
-        if self.layout.pool is not None:  # fixed addresses: a size's buffers are the pool's
-            if rows.numel() == self.k.size(0):  # in place, through a copy of the rows moved
-                self.k[:, :, :t] = self.k[:, :, :t].index_select(0, rows)
-                self.v[:, :, :t] = self.v[:, :, :t].index_select(0, rows)
-                return
-            k, v = self.layout.buffers(self.layer, rows.numel(), self.k)
-            torch.index_select(self.k[:, :, :t], 0, rows, out=k[:, :, :t])
-            torch.index_select(self.v[:, :, :t], 0, rows, out=v[:, :, :t])
-            self.k, self.v = k, v
+        rows, t, same_size = rows.to(self.k.device), self.layout.t, rows.numel() == self.k.size(0)
+        if self.layout.pool is not None and same_size:  # a captured graph keeps these addresses
+            self.k[:, :, :t] = self.k[:, :, :t].index_select(0, rows)
+            self.v[:, :, :t] = self.v[:, :, :t].index_select(0, rows)
             return
-        if self._spare is None or self._spare[0].size(0) != rows.numel():
+        if self._spare is None or not same_size:
             self._spare = self.layout.buffers(self.layer, rows.numel(), self.k)
         k, v = self._spare
         torch.index_select(self.k[:, :, :t], 0, rows, out=k[:, :, :t])
         torch.index_select(self.v[:, :, :t], 0, rows, out=v[:, :, :t])
-        self._spare = (self.k, self.v) if self.k.size(0) == rows.numel() else None
+        keep = self.layout.pool is None and same_size  # the old pair is the next spare
+        self._spare = (self.k, self.v) if keep else None
         self.k, self.v = k, v

@@ -15,9 +15,65 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..attention.layout import padded_rows
 from ..errors import ConfigError
 from ..positional import ABSOLUTE
 from .interface import DecoderOutput
+
+
+class RowMoves:
+    """The three moves of a decoder state (:class:`~.interface.DecoderState`) over its self-attention
+    caches, for growing caches and a fixed layout alike: the Transformer's state and the language
+    model's share them. With a layout the sentences are padded up to a bucket (``sequences()``
+    counts the padding): the live ones lead, copies of the last follow, decoded and unread.
+    ``_sentences_kept`` hears which sentences stay (the Transformer keeps their encoder output)."""
+
+    self_kv: list
+    group: int
+    layout: Any  # a FixedLayout, or None
+
+    def sequences(self) -> int:
+        """Sequences in the caches, padding included."""
+        raise NotImplementedError
+
+    def rows(self) -> int:
+        """Decoder rows: every sequence's ``group``, padding rows included."""
+        return self.sequences() * self.group
+
+    def __len__(self) -> int:
+        if self.layout is not None:
+            return self.layout.t
+        return len(self.self_kv[0]) if self.self_kv else 0
+
+    def expand(self, k: int) -> None:
+        if self.group != 1:
+            raise ValueError(f"expand needs one row per sequence, the state has {self.group}")
+        self._move(torch.arange(self.sequences()).repeat_interleave(k))  # padding rows stay behind
+        self.group = k
+
+    def reorder(self, rows: Tensor) -> None:
+        if self.layout is not None:  # the padding rows keep their place
+            rows = torch.cat([rows, torch.arange(rows.numel(), self.rows(), device=rows.device)])
+        self._move(rows)
+
+    def select(self, sentences: Tensor) -> None:
+        """Keep ``sentences`` (B',) and all their rows."""
+        self._live(sentences.numel())
+        if self.layout is not None:
+            sentences = padded_rows(sentences, self.layout.capacity(sentences.numel()))
+        G = self.group
+        self._move((sentences[:, None] * G + torch.arange(G, device=sentences.device)).view(-1))
+        self._sentences_kept(sentences)
+
+    def _move(self, rows: Tensor) -> None:
+        for kv in self.self_kv:
+            kv.select(rows)  # moved to the cache's device there
+
+    def _live(self, n: int) -> None:
+        raise NotImplementedError
+
+    def _sentences_kept(self, sentences: Tensor) -> None:
+        pass
 
 
 def check_fixed(config: Any) -> None:

@@ -14,17 +14,16 @@ import torch
 from torch import Tensor, nn
 
 from ..attention import FixedLayout, KVCache
-from ..attention.layout import padded_rows
 from .config import LMConfig
 from .embedding import TokenEmbedding
-from .fixed import check_fixed, decode_fixed
+from .fixed import RowMoves, check_fixed, decode_fixed
 from .interface import DecoderOutput
 from .layers import SelfAttentionLayer
 from .transformer import fill_tied_output
 
 
 @dataclass
-class LMState:
+class LMState(RowMoves):
     """Self-attention caches, one row per hypothesis (:class:`~attnkit.model.interface.DecoderState`).
 
     With a :class:`~attnkit.attention.FixedLayout` the caches are buffers written in place and the
@@ -37,39 +36,11 @@ class LMState:
     group: int = 1
     layout: FixedLayout | None = None
 
-    def __len__(self) -> int:
-        if self.layout is not None:
-            return self.layout.t
-        return len(self.self_kv[0]) if self.self_kv else 0
-
     def sequences(self) -> int:
-        """Sequences in the caches, padding included."""
         return self.layout.capacity(self.batch_size) if self.layout is not None else self.batch_size
 
-    def rows(self) -> int:
-        return self.sequences() * self.group
-
-    def expand(self, k: int) -> None:
-        if self.group != 1:
-            raise ValueError(f"expand needs one row per sequence, the state has {self.group}")
-        for kv in self.self_kv:
-            kv.select(torch.arange(self.sequences()).repeat_interleave(k))  # moved to the cache's device
-        self.group = k
-
-    def reorder(self, rows: Tensor) -> None:
-        if self.layout is not None:  # the padding rows keep their place
-            rows = torch.cat([rows, torch.arange(rows.numel(), self.rows(), device=rows.device)])
-        for kv in self.self_kv:
-            kv.select(rows)  # moved to the cache's device there
-
-    def select(self, sentences: Tensor) -> None:
-        G = self.group
-        self.batch_size = sentences.numel()
-        if self.layout is not None:
-            sentences = padded_rows(sentences, self.sequences())
-        rows = (sentences[:, None] * G + torch.arange(G, device=sentences.device)).view(-1)
-        for kv in self.self_kv:
-            kv.select(rows)
+    def _live(self, n: int) -> None:
+        self.batch_size = n
 
 
 class TransformerLM(nn.Module):

@@ -26,7 +26,7 @@ from ..attention import FixedLayout, KVCache, padding_mask
 from ..attention.layout import length_bucket, padded_rows
 from .config import TransformerConfig
 from .embedding import TokenEmbedding
-from .fixed import check_fixed, decode_fixed
+from .fixed import RowMoves, check_fixed, decode_fixed
 from .interface import DecoderOutput
 from .layers import DecoderLayer, SelfAttentionLayer
 
@@ -41,7 +41,7 @@ class EncoderOutput:
 
 
 @dataclass
-class TransformerState:
+class TransformerState(RowMoves):
     """The decoder's state (:class:`attnkit.model.interface.DecoderState`).
 
     Cross-attention keys and values are projected once per sentence and shared by its ``group``
@@ -71,40 +71,11 @@ class TransformerState:
         if self.layout is not None and self.live:
             self._pad_sentences(torch.arange(self.live, device=self.src_mask.device))
 
-    def __len__(self) -> int:
-        if self.layout is not None:
-            return self.layout.t
-        return len(self.self_kv[0]) if self.self_kv else 0
+    def sequences(self) -> int:
+        return self.src_mask.size(0)
 
-    def expand(self, k: int) -> None:
-        if self.group != 1:
-            raise ValueError(f"expand needs one row per sentence, the state has {self.group}")
-        B = self.src_mask.size(0)  # padding rows too: they stay behind the live ones
-        rows = torch.arange(B, device=self.src_mask.device).repeat_interleave(k)  # (B * k,)
-        for kv in self.self_kv:
-            kv.select(rows)
-        self.group = k
-
-    def reorder(self, rows: Tensor) -> None:
-        if self.layout is not None:  # the padding rows keep their place
-            rows = torch.cat([rows, torch.arange(rows.numel(), self.rows(), device=rows.device)])
-        for kv in self.self_kv:
-            kv.select(rows)
-
-    def select(self, sentences: Tensor) -> None:
-        """Keep ``sentences`` (B',) and all their rows."""
-        self.live = sentences.numel()
-        if self.layout is not None:
-            sentences = padded_rows(sentences, self.layout.capacity(self.live))
-        G = self.group
-        rows = sentences[:, None] * G + torch.arange(G, device=sentences.device)  # (B', G)
-        for kv in self.self_kv:
-            kv.select(rows.view(-1))
-        self._keep_sentences(sentences)
-
-    def rows(self) -> int:
-        """Decoder rows: every sentence's ``group``, padding rows included."""
-        return self.src_mask.size(0) * self.group
+    def _live(self, n: int) -> None:
+        self.live = n
 
     def _pad_sentences(self, live: Tensor) -> None:
         """A fixed layout's source positions and sentences padded up to their buckets."""
@@ -112,9 +83,9 @@ class TransformerState:
         pad = length_bucket(self.src_mask.size(-1)) - self.src_mask.size(-1)
         self.src_mask = F.pad(self.src_mask, (0, pad), value=False)  # (B, 1, 1, Sb)
         self.cross_kv = [(F.pad(k, (0, 0, 0, pad)), F.pad(v, (0, 0, 0, pad))) for k, v in self.cross_kv]
-        self._keep_sentences(padded_rows(live, self.layout.capacity(live.numel())))
+        self._sentences_kept(padded_rows(live, self.layout.capacity(live.numel())))
 
-    def _keep_sentences(self, sentences: Tensor) -> None:
+    def _sentences_kept(self, sentences: Tensor) -> None:
         self.src_mask = self.src_mask.index_select(0, sentences)
         self.cross_kv = [
             (k.index_select(0, sentences), v.index_select(0, sentences)) for k, v in self.cross_kv

@@ -14,15 +14,16 @@ from typing import Any
 from ..checkpoint import model_from_checkpoint
 from ..data.tokenizer import SubwordTokenizer
 from ..decoding.options import SearchOptions
-from ..errors import ConfigError
 from ..tasks.translation import TranslationModel, Translator
 from ..tasks.translation.ct2_engine import CT2Translator, exported_model
-from ..tasks.translation.translator import Translation
+from ..tasks.translation.translator import TranslationEngine
 
 
 class CT2Served(TranslationModel):
     """A :class:`TranslationModel` whose ``translate`` is CTranslate2's; ``engine`` is None where the
     model only checks requests (the server's process when decoding runs in processes of its own)."""
+
+    engine_class = CT2Translator  # its declaration answers even where the engine is not loaded
 
     def __init__(
         self,
@@ -37,7 +38,7 @@ class CT2Served(TranslationModel):
     ):
         super().__init__(name, arch, translator, experiment)
         self.folder = folder
-        self.engine = CT2Translator(translator, folder, threads=threads) if load_engine else None
+        self.ct2 = CT2Translator(translator, folder, threads=threads) if load_engine else None
 
     @classmethod
     def from_state(
@@ -65,29 +66,17 @@ class CT2Served(TranslationModel):
             load_engine=load_engine,
         )
 
-    def translate(
-        self,
-        sentences: list[str],
-        options: SearchOptions,
-        *,
-        prefix: str | tuple[str, ...] | None = None,
-        batch_tokens: int,
-    ) -> list[Translation]:
-        if self.engine is None:
+    def engine(self) -> TranslationEngine:
+        if self.ct2 is None:
             raise RuntimeError(f"{self.name}: CTranslate2 is not loaded in this process")
-        each = list(prefix) if isinstance(prefix, tuple) else prefix
-        return self.engine.translate(sentences, options, prefix=each, batch_tokens=batch_tokens)
-
-    def check_search(self, options: SearchOptions) -> None:
-        if why := CT2Translator.refuses(options):
-            raise ConfigError(why)
+        return self.ct2
 
     def streams(self, options: SearchOptions, *, prefix: str | tuple[str, ...] | None = None) -> bool:
         return False  # CTranslate2 batches each call itself
 
     def release(self) -> None:
         super().release()
-        self.engine = None
+        self.ct2 = None
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "engine": "ctranslate2"}

@@ -13,13 +13,15 @@ from ...errors import ConfigError
 from ...fast import packed_linears
 from ..base import parameter_count
 from .stream import TranslationStream
-from .translator import Translation, Translator
+from .translator import Translation, TranslationEngine, Translator
 
 
 class TranslationModel:
     """A :class:`Translator` plus the facts the API reports and checks."""
 
     task = "translate"
+
+    engine_class: type[TranslationEngine] = Translator  # whose declaration check_search asks
 
     def __init__(
         self, name: str, arch: str, translator: Translator, experiment: dict[str, Any] | None = None
@@ -55,6 +57,10 @@ class TranslationModel:
     def count_tokens(self, text: str) -> int:
         return len(self.translator.tokenizer.encode(text, side="src"))
 
+    def engine(self) -> TranslationEngine:
+        """What decodes this model's translations (the torch translator; CTranslate2 in a subclass)."""
+        return self.translator
+
     def translate(
         self,
         sentences: list[str],
@@ -64,7 +70,7 @@ class TranslationModel:
         batch_tokens: int,
     ) -> list[Translation]:
         """``prefix``: one str for every sentence, or one per sentence."""
-        return self.translator.translate(
+        return self.engine().translate(
             sentences,
             options,
             prefix=list(prefix) if isinstance(prefix, tuple) else prefix,
@@ -74,7 +80,7 @@ class TranslationModel:
     def check_search(self, options: SearchOptions) -> None:
         """What this model's engine cannot decode is a ConfigError (the server answers 422), as the
         engine declares it (:class:`~.translator.TranslationEngine`)."""
-        if why := self.translator.refuses(options):
+        if why := self.engine_class.refuses(options):
             raise ConfigError(why)
 
     def streams(self, options: SearchOptions, *, prefix: str | tuple[str, ...] | None = None) -> bool:

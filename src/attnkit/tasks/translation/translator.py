@@ -65,15 +65,10 @@ class TranslationEngine(Protocol):
         ...
 
     def translate(
-        self,
-        sentences: str | list[str],
-        options: SearchOptions | None = None,
-        *,
-        prefix: str | Sequence[str] | None = None,
-        batch_tokens: int = 4000,
-        return_attention: bool = False,
-        **fields: Any,
-    ) -> list[Translation]: ...
+        self, sentences: str | list[str], options: SearchOptions | None = None, **keywords: Any
+    ) -> list[Translation]:
+        """As :meth:`Translator.translate` (``prefix``, ``batch_tokens``, ``return_attention``, fields)."""
+        ...
 
 
 class Translator:
