@@ -11,12 +11,14 @@ import torch
 
 from attnkit.checkpoint import build_model
 from attnkit.data.tokenizer import SubwordTokenizer
+from attnkit.decoding import SearchOptions
 from attnkit.errors import CheckpointError, ConfigError
 from attnkit.model.captioner import CaptionTransformer, grid_positions
 from attnkit.model.config import CaptionerConfig
 from attnkit.model.transformer import TargetDecoder, Transformer
 from attnkit.tasks import task_of_arch
 from attnkit.tasks.captioning import Captioner
+from attnkit.tasks.captioning.captioner import SEARCH
 from attnkit.tasks.captioning.images import as_floats
 
 CAPTIONS = [
@@ -82,7 +84,7 @@ def test_beam_one_is_greedy_and_beam_scores_are_sorted(captioner):
     greedy = captioner.caption(images, beam=1)
     beam1 = captioner.caption(images, beam=1, nbest=1, batch_size=2)
     assert [c.tokens for c in greedy] == [c.tokens for c in beam1]
-    for c in captioner.caption(images, beam=4, nbest=3, max_length=5):
+    for c in captioner.caption(images, beam=4, nbest=3, max_len_b=6):
         scores = [s for _, s in c.nbest]
         assert scores == sorted(scores, reverse=True) and len(c.tokens) <= 5
 
@@ -143,8 +145,8 @@ def test_served_attention_is_the_returned_captions_own_under_every_search_option
     served = CaptionerServed("m", "captioner", Captioner(CaptionTransformer(config), tok, "cpu"))
     image = torch.randint(0, 256, (3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
     short = served.captioner.caption([image], beam=4)[0]
-    for options in ({"length_penalty": 5.0}, {"max_length": 2}):
-        (answer,) = served.caption([image], attention=True, beam=4, **options)
+    for options in ({"length_penalty": 5.0}, {"max_len_b": 3}):
+        (answer,) = served.caption([image], SearchOptions.of(SEARCH, beam=4, **options), attention=True)
         (want,) = served.captioner.caption([image], beam=4, return_attention=True, **options)
         assert want.tokens != short.tokens  # the option changes the caption
         pieces = answer["sequences"]["tgt"]["pieces"]

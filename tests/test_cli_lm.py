@@ -155,14 +155,14 @@ def test_generate_prompts_of_different_lengths_from_a_file(ckpts, tmp_path):
 @pytest.mark.parametrize(
     "flags, fragments",
     [
-        (["--beam", "2", "--sample", "--top-k", "5"], ["choose one"]),
+        (["--beam", "2", "--nbest", "3"], ["--nbest 3", "beam size 2"]),
         (["--top-k", "5"], ["--top-k", "--sample"]),
         (["--temperature", "0.8", "--top-p", "0.9"], ["--temperature, --top-p", "--sample"]),
         (["--num-samples", "3"], ["--nbest 3"]),  # the flag's name before --nbest
-        (["--top-p", "0"], ["--top-p", "(0, 1]"]),
+        (["--top-p", "0"], ["--top-p", "over 0 up to 1"]),
         (["--temperature", "-1"], ["--temperature"]),
-        (["--temperature", "inf"], ["--temperature", "positive number"]),
-        (["--max-new-tokens", "0"], ["--max-new-tokens"]),
+        (["--temperature", "inf"], ["--temperature", "over 0"]),
+        (["--max-new-tokens", "0"], ["--max-len-a, --max-len-b", "no token"]),  # max_len_b's name before
         (["--top-k", "x"], ["--top-k"]),
     ],
 )

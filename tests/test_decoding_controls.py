@@ -163,14 +163,14 @@ def reference_greedy(lm, prompt: list[int], n: int, penalty: float, ngram: int) 
 def test_lm_controls_equal_a_recomputing_reference_for_greedy_beam_1_and_top_k_1(tok):
     lm = LanguageModel(tiny_lm(tok), tok, "cpu")
     prompts = ["A dog", "Two men runs"]
-    opts = dict(max_new_tokens=25, repetition_penalty=1.8, no_repeat_ngram_size=3)
+    opts = dict(max_new_tokens=26, repetition_penalty=1.8, no_repeat_ngram_size=3)  # 25 and eos
     greedy = lm.generate(prompts, **opts)
     beam1 = lm.generate(prompts, beam=1, **opts)
     top1 = lm.generate(prompts, sample=True, top_k=1, **opts)
     for text, g, b, s in zip(prompts, greedy, beam1, top1, strict=True):
         want = reference_greedy(lm.model, tok.encode(text), 25, 1.8, 3)
         assert g[0].tokens == b[0].tokens == s[0].tokens == want
-    assert [g[0].tokens for g in lm.generate(prompts, max_new_tokens=25)] != [g[0].tokens for g in greedy]
+    assert [g[0].tokens for g in lm.generate(prompts, max_new_tokens=26)] != [g[0].tokens for g in greedy]
 
 
 def test_no_repeated_ngram_in_100_sampled_lm_generations(tok):
@@ -431,4 +431,4 @@ def test_generate_controls_on_the_command_line(tok, tmp_path):
         "--device",
         "cpu",
     )
-    assert_user_error(code, err, "min_length 9 is more than max_new_tokens 5")
+    assert_user_error(code, err, "--min-length 9 is more than the length limit allows (max_len_b 5")

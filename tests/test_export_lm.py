@@ -48,7 +48,7 @@ def _start(tokenizer, ids: list[int]) -> list[str]:
 
 def test_generator_greedy_equals_attnkit_greedy(exported):
     lm, generator, prompts = exported
-    ours = [g[0].tokens for g in lm.generate(prompts, max_new_tokens=NEW_TOKENS)]
+    ours = [g[0].tokens for g in lm.generate(prompts, max_len_b=NEW_TOKENS + 1)]
     starts = [_start(lm.tokenizer, lm.tokenizer.encode(p, side="src")) for p in prompts]
     results = generator.generate_batch(starts, max_length=NEW_TOKENS, include_prompt_in_result=False)
     piece_id = {lm.tokenizer.id_to_piece(i, side="src"): i for i in range(lm.model.config.vocab_size)}

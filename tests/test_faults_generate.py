@@ -41,8 +41,8 @@ def lm_ckpt(tmp_path_factory) -> Path:
 @pytest.mark.parametrize(
     "flags, fragments",
     [
-        (["--num-samples", "10000000", "--sample"], ["--num-samples", "at most 1,000"]),
-        (["--beam", "10000"], ["--beam", "at most 256"]),
+        (["--num-samples", "10000000", "--sample"], ["--nbest", "to 1,000"]),
+        (["--beam", "10000"], ["--beam", "to 256"]),
         (["--seed", str(2**80), "--sample"], ["--seed", str(2**80)]),
         (["--seed", str(-(2**64)), "--sample", "--top-k", "3"], ["--seed"]),
     ],

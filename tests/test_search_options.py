@@ -124,15 +124,27 @@ def test_engines_declare_what_they_refuse_and_the_doors_ask_them(capsys, tmp_pat
     assert "missing.pt" not in err
 
 
-def test_generate_takes_the_options_names_and_its_earlier_ones():
+def test_translate_generate_and_caption_take_the_same_flags_and_fields():
+    """One options object: every decoding command and endpoint takes every SearchOptions field, under
+    its name, with its task's defaults, on the command line and in the HTTP schema alike."""
     pytest.importorskip("pydantic")
-    from attnkit.serve.schemas import GenerateRequest
+    from attnkit.serve.schemas import CaptionQuery, GenerateRequest, TranslateRequest
+    from attnkit.tasks.captioning.captioner import SEARCH as CAPTION
+    from attnkit.tasks.language_model.generator import SEARCH as LM
 
-    assert GenerateRequest(text="a", nbest=3, max_new_tokens=5).nbest == 3
+    doors = [("translate", SearchOptions(), TranslateRequest), ("generate", LM, GenerateRequest)]
+    doors.append(("caption", CAPTION, CaptionQuery))
+    for command, defaults, request in doors:
+        actions = {a.dest: a for a in subparser(command)._actions}
+        for name in FIELDS:
+            assert actions[name].option_strings[0] == "--" + name.replace("_", "-"), (command, name)
+            assert actions[name].default == request.model_fields[name].default, (command, name)
+            if name != "sample":
+                assert actions[name].default == getattr(defaults, name), (command, name)
+    # the names before, kept as aliases
+    assert GenerateRequest(text="a", nbest=3, max_new_tokens=5).max_len_b == 5
     old = GenerateRequest.model_validate({"text": "a", "num_samples": 3, "max_tokens": 5})
-    assert (old.nbest, old.max_new_tokens) == (3, 5)
+    assert (old.nbest, old.max_len_b) == (3, 5)
     actions = {a.dest: a for a in subparser("generate")._actions}
     assert actions["nbest"].option_strings == ["--nbest", "--num-samples"]
-    searched = set(FIELDS) - {"max_len_a", "max_len_b", "length_penalty"}  # its own length rule
-    assert searched <= set(actions) and searched <= set(GenerateRequest.model_fields)
-    assert GenerateRequest.model_fields["max_new_tokens"].default == actions["max_new_tokens"].default
+    assert actions["max_len_b"].option_strings == ["--max-len-b", "--max-new-tokens"]

@@ -113,7 +113,7 @@ def test_generate_answers_as_the_language_model_streamed_or_not(client, ckpts, s
             "/v1/generate",
             {"min_length": 9, "max_tokens": 8},
             422,
-            "min_length 9 is more than max_new_tokens 8",
+            "min_length 9 is more than the length limit allows (max_len_b 8",
         ),
         ("/v1/generate", {"prefix": "Ein"}, 422, "unknown field 'prefix'"),
         ("/v1/translate", {"prefix": 5}, 422, "prefix"),

@@ -99,9 +99,11 @@ def _write_caption_html(captioner, state, args) -> None:
 
     from PIL import Image
 
+    from ..decoding import SearchOptions
     from ..files import atomic_write
     from ..serve.page import render_page
     from ..tasks.captioning import CaptionerServed, read_image
+    from ..tasks.captioning.captioner import SEARCH
 
     path = Path(args.image)
     read_image(path, size=captioner.image_size, name=args.image)  # a bad one: its one line, exit 2
@@ -109,7 +111,7 @@ def _write_caption_html(captioner, state, args) -> None:
     with Image.open(io.BytesIO(data)) as img:
         mime = Image.MIME.get(img.format or "", "application/octet-stream")
     served = CaptionerServed(Path(args.checkpoint).stem, state["arch"], captioner)
-    (answer,) = served.caption([data], attention=True, beam=args.beam)
+    (answer,) = served.caption([data], SearchOptions.of(SEARCH, beam=args.beam), attention=True)
     image = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
     out = Path(args.html)
     with atomic_write(out) as f:  # write new, then swap: a failure keeps the old file

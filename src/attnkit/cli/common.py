@@ -121,7 +121,8 @@ SEARCH_HELP = {
     "beam": "beam size; 1 = greedy",
     "nbest": "results per input: a search's best first (at most --beam), or N samples with --sample",
     "length_penalty": "GNMT length penalty alpha (0 = off)",
-    "max_len_a": "output tokens at most A * source tokens + B (eos included)",
+    "max_len_a": "output tokens at most A * input tokens + B, eos included, within the model's "
+    "positions (input tokens: a source's or a prompt's pieces; an image has none)",
     "max_len_b": "B of --max-len-a",
     "min_length": "tokens before eos may end an output",
     "no_repeat_ngram_size": "never repeat an n-gram of N tokens (0 = off)",
@@ -134,20 +135,30 @@ SEARCH_HELP = {
 }
 
 
-def add_search_flags(p: argparse.ArgumentParser) -> None:
-    """A flag for every field of :class:`attnkit.decoding.SearchOptions` (``search_options`` reads them)."""
+def add_search_flags(
+    p: argparse.ArgumentParser, defaults=None, aliases: dict[str, str] | None = None
+) -> None:
+    """A flag for every field of :class:`attnkit.decoding.SearchOptions` (``search_options`` reads
+    them): the same names, help and rules for every command; ``defaults``: the task's search
+    (default ``SearchOptions()``); ``aliases``: field -> a flag's name before."""
     import dataclasses
 
     from ..decoding.options import SearchOptions
 
+    defaults = defaults or SearchOptions()
     for field in dataclasses.fields(SearchOptions):
-        flag = "--" + field.name.replace("_", "-")
-        help = f"{SEARCH_HELP[field.name]} (default {field.default})"
+        flags = ["--" + field.name.replace("_", "-")]
+        help = SEARCH_HELP[field.name]
+        if aliases and field.name in aliases:
+            flags.append(aliases[field.name])
+            help += f"; {aliases[field.name]} is its name before"
         if field.type in (bool, "bool"):
-            p.add_argument(flag, action="store_true", help=SEARCH_HELP[field.name])
+            p.add_argument(*flags, dest=field.name, action="store_true", help=help)
         else:
             kind = int if field.type in (int, "int") else float
-            p.add_argument(flag, type=_number_of(kind), default=field.default, help=help)
+            default = getattr(defaults, field.name)
+            help += f" (default {default})"
+            p.add_argument(*flags, dest=field.name, type=_number_of(kind), default=default, help=help)
 
 
 def search_options(args: argparse.Namespace):
@@ -181,25 +192,6 @@ def _number_of(kind: type):
 
     parse.__name__ = kind.__name__
     return parse
-
-
-def add_control_flags(p: argparse.ArgumentParser) -> None:
-    """--min-length, --no-repeat-ngram-size, --repetition-penalty: ``translate`` and ``generate``."""
-    p.add_argument(
-        "--min-length", type=non_negative_int, default=0, help="tokens before eos may end it (default 0)"
-    )
-    p.add_argument(
-        "--no-repeat-ngram-size",
-        type=non_negative_int,
-        default=0,
-        help="never repeat an n-gram of N tokens (default 0: off)",
-    )
-    p.add_argument(
-        "--repetition-penalty",
-        type=positive_float,
-        default=1.0,
-        help="CTRL penalty on tokens already produced, > 1 discourages them (default 1: off)",
-    )
 
 
 def read_input(path: str | None) -> list[str]:

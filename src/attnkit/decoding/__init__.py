@@ -12,7 +12,7 @@ as one.
 """
 
 from .beam import BeamSearch, beam_decode, beam_search, length_penalty
-from .common import Hypothesis, check_nbest, length_limits, start_from_source, step_log_probs
+from .common import Hypothesis, check_nbest, length_limit, length_limits, start_from_source, step_log_probs
 from .controls import Controls
 from .ensemble import Ensemble
 from .greedy import greedy_decode, greedy_search
@@ -37,6 +37,7 @@ __all__ = [
     "decode_step",
     "greedy_decode",
     "greedy_search",
+    "length_limit",
     "length_limits",
     "length_penalty",
     "run_search",

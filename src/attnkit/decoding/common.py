@@ -55,6 +55,11 @@ def length_limits(src_len: Tensor, max_len_a: float, max_len_b: int, cap: int) -
     return (max_len_a * src_len + max_len_b).long().clamp(min=1, max=cap)  # (B,)
 
 
+def length_limit(input_len: int, max_len_a: float, max_len_b: int, cap: int) -> int:
+    """:func:`length_limits` of one input: a prompt's pieces (a language model), or 0 (an image)."""
+    return max(1, min(cap, int(max_len_a * input_len + max_len_b)))
+
+
 Layout = Callable[[int], FixedLayout]  # positions -> a fixed layout (FixedLayout, or a compiled one)
 
 

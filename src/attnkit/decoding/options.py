@@ -121,6 +121,13 @@ class SearchOptions:
             value = getattr(self, name)
             if not bound.holds(value):
                 raise ConfigError(f"{name} must be {bound.describe()}, got {value!r}")
+        if self.max_len_a == 0 and self.max_len_b == 0:
+            raise ConfigError("max_len_a, max_len_b are both 0: no token could be produced")
+        if self.max_len_a == 0 and self.min_length >= self.max_len_b:  # a limit known before decoding
+            raise ConfigError(
+                f"min_length {self.min_length} is more than the length limit allows "
+                f"(max_len_b {self.max_len_b}, eos included)"
+            )
         if not isinstance(self.sample, bool):
             raise ConfigError(f"sample must be true or false, got {self.sample!r}")
         if not self.sample:

@@ -15,12 +15,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 
-from ..decoding import check_nbest
 from ..decoding.sampling import seeded_generator
 from ..tasks import task_named
 from .decoder import Call, DecoderUnavailable, ProcessDecoder, ThreadDecoder
@@ -29,6 +28,7 @@ from .guards import BodyLimit, HostCheck
 from .page import render_docs, render_page
 from .schemas import (
     AttentionRequest,
+    CaptionQuery,
     ClassifyRequest,
     ErrorResponse,
     GenerateRequest,
@@ -243,28 +243,13 @@ def create_app(
             raise ServeError(422, f"beam {req.beam} is over the limit of {limits.max_beam}")
         if req.nbest > limits.max_samples:
             raise ServeError(422, f"nbest {req.nbest} is over the limit of {limits.max_samples}")
-        req.search_options()  # every option checked here, streamed or not: 422
-        if req.min_length > req.max_new_tokens:
-            raise ServeError(
-                422, f"min_length {req.min_length} is more than max_new_tokens {req.max_new_tokens}"
-            )
+        options = req.search_options()  # every option checked here, streamed or not: 422
         cost = _check_sentence(model, req.text, 0, limits) if req.text else 0
-        options: dict[str, Any] = dict(
-            max_new_tokens=req.max_new_tokens,
-            sample=req.sample,
-            temperature=req.temperature,
-            top_k=req.top_k,
-            top_p=req.top_p,
-            seed=req.seed,
-            min_length=req.min_length,
-            no_repeat_ngram_size=req.no_repeat_ngram_size,
-            repetition_penalty=req.repetition_penalty,
-        )
         if req.stream:
             _check_stream(req)
-            call = Call.of(model.name, "generate_stream", **options)
+            call = Call.of(model.name, "generate_stream", options=options)
             return stream_job(call, [req.text], cost, lambda gens: _generations(model.name, gens[0]))
-        call = Call.of(model.name, "generate", **options, beam=req.beam, nbest=req.nbest)
+        call = Call.of(model.name, "generate", options=options)
         (gens,) = await run_job(call, [req.text], cost, alone=True)
         return _generations(model.name, gens)
 
@@ -295,43 +280,26 @@ def create_app(
         "/v1/caption",
         summary="caption an image (captioner checkpoints): the body is the image file's bytes",
     )
-    async def caption(
-        request: Request,
-        model: str | None = Query(
-            None, description="a name from GET /v1/models; default: the first captioner"
-        ),
-        beam: int = Query(4, ge=1, description="beam size; 1 = greedy"),
-        nbest: int = Query(1, ge=1, description="captions returned (at most beam)"),
-        length_penalty: float = Query(0.6, ge=0.0, le=10.0, description="GNMT length penalty alpha"),
-        attention: bool = Query(
-            False, description="also every layer's and head's attention over the regions"
-        ),
-    ) -> dict[str, Any]:
+    async def caption(request: Request, query: Annotated[CaptionQuery, Query()]) -> dict[str, Any]:
         """``curl --data-binary @photo.png -H 'Content-Type: image/png' 'HOST/v1/caption?beam=4'``; a body
         that is no image, too large an image or one of an unreadable pixel mode answers 4xx."""
-        unknown = sorted(set(request.query_params) - set(CAPTION_PARAMS))
-        if unknown:
-            raise ServeError(422, f"unknown field {unknown[0]!r} (fields: {', '.join(CAPTION_PARAMS)})")
-        served: CaptionerServed = resolve(model, "caption")
-        if beam > limits.max_beam:
-            raise ServeError(422, f"beam {beam} is over the limit of {limits.max_beam}")
-        check_nbest(beam, nbest)
+        served: CaptionerServed = resolve(query.model, "caption")
+        if query.beam > limits.max_beam:
+            raise ServeError(422, f"beam {query.beam} is over the limit of {limits.max_beam}")
+        options = query.search_options()  # a ConfigError answers 422
+        if options.sample and options.nbest > limits.max_samples:
+            raise ServeError(422, f"nbest {options.nbest} is over the limit of {limits.max_samples} samples")
         image = await request.body()
         if not image:
             raise ServeError(
                 422, "the body is empty: send the image file's bytes (e.g. curl --data-binary @x.png)"
             )
         served.check(image)  # a bad image: one line, 422, before any decoding
-        call = Call.of(
-            served.name, "caption", beam=beam, nbest=nbest, length_penalty=length_penalty, attention=attention
-        )
-        (answer,) = await run_job(call, [image], served.regions, alone=attention)
+        call = Call.of(served.name, "caption", options=options, attention=query.attention)
+        (answer,) = await run_job(call, [image], served.regions, alone=query.attention or options.sample)
         return {"model": served.name, **answer}
 
     return app
-
-
-CAPTION_PARAMS = ("model", "beam", "nbest", "length_penalty", "attention")
 
 
 def _generations(name: str, gens: list) -> dict[str, Any]:

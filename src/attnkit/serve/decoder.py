@@ -74,13 +74,13 @@ def functions(
     if call.op == "attention":
         return lambda items: [attention_payload(model.translator, t, beam=o["beam"]) for t in items], None
     if call.op == "generate":
-        return lambda items: model.generate(items, **o), None
+        return lambda items: model.generate(items, o["options"]), None
     if call.op == "generate_stream":
-        return None, lambda: model.stream(**o, on_token=on_event or _ignore)
+        return None, lambda: model.stream(o["options"], on_token=on_event or _ignore)
     if call.op == "classify":
         return lambda items: model.predict(items, **o), None
     if call.op == "caption":
-        return lambda items: model.caption(items, **o), None
+        return lambda items: model.caption(items, o["options"], attention=o["attention"]), None
     raise ValueError(f"unknown operation {call.op!r}")
 
 

@@ -74,7 +74,7 @@ def add_error_handlers(app: FastAPI) -> None:
 
 def _describe(err: dict[str, Any]) -> str:
     """One pydantic error as 'field: problem'."""
-    loc = [str(p) for p in err.get("loc", ()) if p != "body"]
+    loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query")]
     where = ".".join(loc) or "body"
     if err.get("type") == "extra_forbidden":
         return f"unknown field {where!r}"

@@ -13,6 +13,8 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from ..decoding.options import _DEFAULTS as SEARCH_DEFAULTS
 from ..decoding.options import BOUNDS, SearchOptions
+from ..tasks.captioning.captioner import SEARCH as CAP
+from ..tasks.language_model.generator import SEARCH as LM
 
 
 @dataclass(frozen=True)
@@ -47,16 +49,17 @@ class _Request(BaseModel):
         return value
 
 
-def _option(name: str, description: str, *, default: Any = None) -> Any:
+def _option(name: str, description: str, task: SearchOptions | None = None, *aliases: str) -> Any:
     """A :class:`~attnkit.decoding.SearchOptions` field: its declared bounds, and its default
-    (``default``: a task's own, where it differs)."""
-    default = SEARCH_DEFAULTS[name] if default is None else default
+    (``task``: the task's search, where its defaults differ); ``aliases``: its names before."""
+    default = SEARCH_DEFAULTS[name] if task is None else getattr(task, name)
+    extra: dict[str, Any] = {"validation_alias": AliasChoices(name, *aliases)} if aliases else {}
     bound = BOUNDS.get(name)
     if bound is None:
-        return Field(default, description=description)
+        return Field(default, description=description, **extra)
     if bound.open_low:
-        return Field(default, gt=bound.low, le=bound.high, description=description)
-    return Field(default, ge=bound.low, le=bound.high, description=description)
+        return Field(default, gt=bound.low, le=bound.high, description=description, **extra)
+    return Field(default, ge=bound.low, le=bound.high, description=description, **extra)
 
 
 class TranslateRequest(_Request):
@@ -102,33 +105,35 @@ class GenerateRequest(_Request):
     model: str | None = Field(
         None, description="a name from GET /v1/models; default: the first language model"
     )
-    max_new_tokens: int = Field(
-        40,
-        ge=1,
-        validation_alias=AliasChoices("max_new_tokens", "max_tokens"),
-        description="new subword tokens at most (max_tokens: its name before)",
+    # The search: every field of SearchOptions, its name and bounds, a language model's defaults.
+    beam: int = _option("beam", "beam size; 1 = greedy", LM)
+    nbest: int = _option(
+        "nbest",
+        "continuations returned: the beam's best, or samples (num_samples: its name before)",
+        LM,
+        "num_samples",
     )
-    # the search: SearchOptions' fields, names and bounds (beam: greedy by default)
-    beam: int = _option("beam", "beam size when not sampling; 1 = greedy", default=1)
-    sample: bool = _option("sample", "sample instead of searching (temperature, top_k, top_p, seed)")
-    temperature: float = _option("temperature", "sampling temperature")
-    top_k: int = _option("top_k", "sample from the k most probable tokens; 0 = all")
-    top_p: float = _option("top_p", "nucleus sampling: the smallest set of mass top_p")
-    nbest: int = Field(
-        1,
-        ge=BOUNDS["nbest"].low,
-        le=BOUNDS["nbest"].high,
-        validation_alias=AliasChoices("nbest", "num_samples"),
-        description="continuations returned: samples, or the beam's best (num_samples: its name before)",
+    length_penalty: float = _option("length_penalty", "GNMT length penalty alpha", LM)
+    max_len_a: float = _option("max_len_a", "new pieces at most max_len_a * prompt pieces + max_len_b", LM)
+    max_len_b: int = _option(
+        "max_len_b",
+        "see max_len_a, eos included (max_new_tokens, max_tokens: its names before)",
+        LM,
+        "max_new_tokens",
+        "max_tokens",
     )
-    seed: int = _option("seed", "the same seed gives the same samples")
-    min_length: int = _option("min_length", "new pieces before the end (at most max_new_tokens)")
+    min_length: int = _option("min_length", "new pieces before the end (the length limit wins)", LM)
     no_repeat_ngram_size: int = _option(
-        "no_repeat_ngram_size", "no n-gram of this size twice, the prompt's included; 0 = off"
+        "no_repeat_ngram_size", "no n-gram of this size twice, the prompt's included; 0 = off", LM
     )
     repetition_penalty: float = _option(
-        "repetition_penalty", "divides the score of every piece already there (CTRL); 1 = off"
+        "repetition_penalty", "divides the score of every piece already there (CTRL); 1 = off", LM
     )
+    sample: bool = _option("sample", "sample instead of searching (temperature, top_k, top_p, seed)", LM)
+    temperature: float = _option("temperature", "sampling temperature", LM)
+    top_k: int = _option("top_k", "sample from the k most probable tokens; 0 = all", LM)
+    top_p: float = _option("top_p", "nucleus sampling: the smallest set of mass top_p", LM)
+    seed: int = _option("seed", "the same seed gives the same samples", LM)
     stream: bool = Field(
         False,
         description="answer as Server-Sent Events: a 'token' event per token as it is chosen, then a "
@@ -137,9 +142,35 @@ class GenerateRequest(_Request):
 
     def search_options(self) -> SearchOptions:
         """The request's search, checked as every other search is (a ConfigError answers 422)."""
-        fields = ["beam", "sample", "temperature", "top_k", "top_p", "seed", "min_length"]
-        fields += ["no_repeat_ngram_size", "repetition_penalty"]
-        return SearchOptions(nbest=self.nbest, **{f: getattr(self, f) for f in fields})
+        return SearchOptions(**{name: getattr(self, name) for name in SEARCH_DEFAULTS})
+
+
+class CaptionQuery(BaseModel):
+    """``/v1/caption``'s query (the body is the image): every field of SearchOptions, a captioner's
+    defaults. Not strict: a query's values arrive as text."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = Field(None, description="a name from GET /v1/models; default: the first captioner")
+    attention: bool = Field(False, description="also every layer's and head's attention over the regions")
+    beam: int = _option("beam", "beam size; 1 = greedy", CAP)
+    nbest: int = _option("nbest", "captions returned: the beam's best (at most beam), or samples", CAP)
+    length_penalty: float = _option("length_penalty", "GNMT length penalty alpha", CAP)
+    max_len_a: float = _option("max_len_a", "an image has no pieces: max_len_b alone counts", CAP)
+    max_len_b: int = _option("max_len_b", "caption pieces at most, eos included", CAP)
+    min_length: int = _option("min_length", "pieces before the end (the length limit wins)", CAP)
+    no_repeat_ngram_size: int = _option("no_repeat_ngram_size", "no n-gram of this size twice; 0 = off", CAP)
+    repetition_penalty: float = _option(
+        "repetition_penalty", "divides the score of every piece already out (CTRL); 1 = off", CAP
+    )
+    sample: bool = _option("sample", "sample captions instead of searching", CAP)
+    temperature: float = _option("temperature", "sampling temperature", CAP)
+    top_k: int = _option("top_k", "sample from the k most probable pieces; 0 = all", CAP)
+    top_p: float = _option("top_p", "nucleus sampling: the smallest set of mass top_p", CAP)
+    seed: int = _option("seed", "the same seed gives the same samples", CAP)
+
+    def search_options(self) -> SearchOptions:
+        return SearchOptions(**{name: getattr(self, name) for name in SEARCH_DEFAULTS})
 
 
 class ClassifyRequest(_Request):

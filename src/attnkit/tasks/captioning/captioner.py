@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from ...checkpoint import load_checkpoint, model_from_checkpoint
 from ...data.tokenizer import SubwordTokenizer
 from ...decoding.cache import DeferredKVCache
-from ...decoding.common import Hypothesis
+from ...decoding.common import Hypothesis, length_limit
 from ...decoding.compiled import CompiledDecoding, refuse_on_cpu
 from ...decoding.options import SearchOptions, decode
 from ...decoding.sampling import seeded_generator
@@ -30,6 +30,10 @@ from ...errors import ConfigError
 from ...model.captioner import CaptionTransformer
 from ...model.interface import IncrementalDecoder
 from .images import ImageSource, as_floats, read_image
+
+# A captioner's search unless asked otherwise, on the command line, the server and in Python: beam 4,
+# and as many pieces as the model's positions allow (an image has no length to scale max_len_a by).
+SEARCH = SearchOptions(max_len_a=0.0, max_len_b=256)
 
 Image = ImageSource | Tensor  # a file, its bytes, or (C, S, S) uint8 pixels read before
 
@@ -102,25 +106,22 @@ class Captioner:
         images: Sequence[Image],
         options: SearchOptions | None = None,
         *,
-        max_length: int = 0,
         batch_size: int = 32,
         return_attention: bool = False,
         names: Sequence[str] | None = None,
         **fields: Any,
     ) -> list[Caption]:
-        """A caption per image, in order, searched as ``options`` say (:class:`SearchOptions`, as for
-        translation; ``fields`` change single options: ``caption(images, beam=1)``; with ``sample``,
-        ``nbest`` captions per image drawn from a generator seeded with ``seed``). ``max_length``:
-        pieces at most before eos (0: as many as the model's positions allow). ``names``: what
-        errors call each image (default: its path)."""
-        options = SearchOptions.of(options, **fields)
+        """A caption per image, in order, searched as ``options`` say (default :data:`SEARCH`;
+        ``fields`` change single options: ``caption(images, beam=1)``; with ``sample``, ``nbest``
+        captions per image drawn from a generator seeded with ``seed``). Pieces, eos included: at
+        most ``max_len_b`` (an image has no tokens for ``max_len_a`` to scale), within ``max_len``.
+        ``names``: what errors call each image (default: its path)."""
+        options = SearchOptions.of(options or SEARCH, **fields)
         if not (isinstance(batch_size, int) and batch_size >= 1):
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
         if options.sample and return_attention:
             raise ConfigError("return_attention is for search, not sampling")
-        if max_length < 0:
-            raise ConfigError(f"max_length must be >= 0, got {max_length}")
-        limit = min(max_length + 1, self.max_tokens) if max_length else self.max_tokens
+        limit = length_limit(0, options.max_len_a, options.max_len_b, self.max_tokens)
         pixels = [self.read(img, name=names[i] if names else None) for i, img in enumerate(images)]
         generator = seeded_generator(options.seed, self.device) if options.sample else None
         out: list[Caption] = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...data.pieces import words
+from ...decoding.options import SearchOptions
 from ..base import parameter_count
 from .attention_maps import attention_of
 from .captioner import Captioner
@@ -30,12 +31,12 @@ class CaptionerServed:
         """Read the upload now (a bad one is a one-line DataError: 4xx before any decoding)."""
         self.captioner.read(image, name="the uploaded image")
 
-    def caption(self, images: list[bytes], *, attention: bool = False, **options: Any) -> list[dict]:
+    def caption(self, images: list[bytes], options: SearchOptions, *, attention: bool = False) -> list[dict]:
         """Each image's answer: caption, score, n-best and, with ``attention``, every cross-attention."""
         out = []
         for image in images:
             pixels = self.captioner.read(image, name="the uploaded image")  # (C, S, S)
-            (c,) = self.captioner.caption([pixels], **options)
+            (c,) = self.captioner.caption([pixels], options)
             answer: dict[str, Any] = {
                 "caption": c.text,
                 "score": c.score,

@@ -1,7 +1,7 @@
 """Use a trained language model: continue prompts (greedy, beam or sampling) and score text.
 
     lm = LanguageModel.from_checkpoint("runs/lm_en/checkpoint_best.pt")
-    lm.generate(["A dog"], max_new_tokens=20, sample=True, temperature=0.8, top_p=0.9, nbest=3, seed=1)
+    lm.generate(["A dog"], max_len_b=20, sample=True, temperature=0.8, top_p=0.9, nbest=3, seed=1)
     lm.score(["A dog runs on the beach ."]).perplexity
 
 The searches are the translation ones, continued from the state the prompt leaves
@@ -24,15 +24,19 @@ from torch import Tensor, nn
 from ...checkpoint import load_checkpoint, model_from_checkpoint
 from ...data.tokenizer import SubwordTokenizer
 from ...decoding.cache import DeferredKVCache
-from ...decoding.common import Layout
+from ...decoding.common import Layout, length_limit
 from ...decoding.compiled import CompiledDecoding, refuse_on_cpu
 from ...decoding.options import SearchOptions, decode
 from ...decoding.sampling import seeded_generator
 from ...device import resolve_device
-from ...errors import ConfigError, DataError
+from ...errors import DataError
 from ...model import interface
 from ...model.interface import DecoderState
 from .scoring import LMScores, score_texts, text_ids
+
+# A language model's search unless asked otherwise, on the command line, the server and in Python:
+# greedy, and at most 40 new tokens (eos included) whatever the prompt's length.
+SEARCH = SearchOptions(beam=1, max_len_a=0.0, max_len_b=40)
 
 
 def start_from_prompt(
@@ -108,29 +112,23 @@ class LanguageModel:
         prompts: list[str],
         options: SearchOptions | None = None,
         *,
-        max_new_tokens: int = 40,
         num_samples: int | None = None,
+        max_new_tokens: int | None = None,
         **fields: Any,
     ) -> list[list[Generation]]:
-        """For each prompt its continuations, searched as ``options`` say (a language model's default
-        search is greedy: ``SearchOptions(beam=1)``; ``fields`` change single options): ``nbest``
-        samples, or the beam's ``nbest`` best (``num_samples``: nbest's name before it).
+        """For each prompt its continuations, searched as ``options`` say (default :data:`SEARCH`;
+        ``fields`` change single options): ``nbest`` samples, or the beam's ``nbest`` best. New tokens,
+        eos included: at most ``max_len_a`` * prompt pieces + ``max_len_b``, within ``max_len``.
+        ``num_samples`` and ``max_new_tokens`` are nbest's and max_len_b's names before.
 
-        min_length: new pieces before eos may end a continuation. no_repeat_ngram_size,
-        repetition_penalty: see :mod:`attnkit.decoding.controls` (0 and 1.0: off); they count the
-        prompt as already produced, as Hugging Face's ``generate`` does.
+        no_repeat_ngram_size, repetition_penalty: see :mod:`attnkit.decoding.controls`; they count
+        the prompt as already produced, as Hugging Face's ``generate`` does.
         """
         if num_samples is not None:
             fields["nbest"] = num_samples
-        # one check of every option, one choice of the search (decode)
-        options = SearchOptions.of(options or SearchOptions(beam=1), **fields)
-        if max_new_tokens < 1:
-            raise ConfigError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        beam, sample, min_length = options.beam, options.sample, options.min_length
-        num_samples = options.nbest
-        if min_length > max_new_tokens:
-            raise ConfigError(f"min_length {min_length} is more than max_new_tokens {max_new_tokens}")
-        cfg = self.model.config
+        if max_new_tokens is not None:
+            fields["max_len_b"] = max_new_tokens
+        options = SearchOptions.of(options or SEARCH, **fields)  # one check, one choice (decode)
         encoded = [self.tokenizer.encode(p, side="src") for p in prompts]
         by_length: dict[int, list[int]] = defaultdict(list)
         for i, ids in enumerate(encoded):
@@ -138,14 +136,11 @@ class LanguageModel:
         results: list[list[Generation]] = [[] for _ in prompts]
         generator = seeded_generator(options.seed, self.device)
         for length in sorted(by_length):
-            room = cfg.max_len - length  # positions left for new tokens after bos and the prompt
-            if room < 1:
-                raise DataError(f"a prompt of {length} pieces leaves no room in max_len={cfg.max_len}")
-            limit = min(max_new_tokens + 1, room)  # + 1: eos
+            limit = self.limit(length, options)
             rows = by_length[length]
             # independent samples: one row each; beams: K rows a prompt; MAX_ROWS rows at a time
-            flat = [i for i in rows for _ in range(num_samples)] if sample else rows
-            per_batch = MAX_ROWS if sample else max(1, MAX_ROWS // beam)
+            flat = [i for i in rows for _ in range(options.nbest)] if options.sample else rows
+            per_batch = MAX_ROWS if options.sample else max(1, MAX_ROWS // options.beam)
             for start in range(0, len(flat), per_batch):
                 chunk = flat[start : start + per_batch]
                 state, last, limits = self._start([encoded[i] for i in chunk], limit)
@@ -153,6 +148,16 @@ class LanguageModel:
                 for i, hs in zip(chunk, found, strict=True):
                     results[i] += [self._generation(encoded[i], h) for h in hs]
         return results
+
+    def limit(self, prompt_len: int, options: SearchOptions) -> int:
+        """New tokens at most, eos included, after a prompt of ``prompt_len`` pieces: the options'
+        ``max_len_a`` * prompt_len + ``max_len_b``, within the positions bos and the prompt leave."""
+        room = int(self.model.config.max_len) - prompt_len
+        if room < 1:
+            raise DataError(
+                f"a prompt of {prompt_len} pieces leaves no room in max_len={self.model.config.max_len}"
+            )
+        return length_limit(prompt_len, options.max_len_a, options.max_len_b, room)
 
     def _start(self, prompts: list[list[int]], limit: int) -> tuple[DecoderState, Tensor, Tensor]:
         """The state after N prompts of one length, bos and the prompts (N, P + 1) (the searches step

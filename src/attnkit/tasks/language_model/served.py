@@ -8,10 +8,9 @@ from typing import Any
 
 import torch
 
-from ...decoding import Greedy, Sampling, SamplingConfig, decode_step
-from ...decoding.controls import Controls, prepare
+from ...decoding import Greedy, Sampling, SearchOptions, decode_step
+from ...decoding.controls import prepare
 from ...decoding.sampling import seeded_generator
-from ...errors import DataError
 from ...model.config import LMConfig
 from ..base import parameter_count
 from .generator import Generation, LanguageModel, start_from_prompt
@@ -36,27 +35,12 @@ class LanguageModelServed:
     def count_tokens(self, text: str) -> int:
         return len(self.lm.tokenizer.encode(text, side="src"))
 
-    def generate(self, prompts: list[str], **options: Any) -> list[list[Generation]]:
-        return self.lm.generate(prompts, **options)
+    def generate(self, prompts: list[str], options: SearchOptions) -> list[list[Generation]]:
+        return self.lm.generate(prompts, options)
 
-    def stream(
-        self,
-        *,
-        max_new_tokens: int,
-        sample: bool,
-        temperature: float,
-        top_k: int,
-        top_p: float,
-        seed: int,
-        min_length: int = 0,
-        no_repeat_ngram_size: int = 0,
-        repetition_penalty: float = 1.0,
-        on_token: OnToken,
-    ) -> GenerationStream:
+    def stream(self, options: SearchOptions, *, on_token: OnToken) -> GenerationStream:
         """One prompt's continuation, decoded a step at a time (the batcher's :class:`Stream`)."""
-        sampling = SamplingConfig(temperature, top_k, top_p) if sample else None
-        controls = Controls(no_repeat_ngram_size, repetition_penalty)
-        return GenerationStream(self.lm, max_new_tokens, sampling, seed, on_token, min_length, controls)
+        return GenerationStream(self.lm, options, on_token)
 
     def release(self) -> None:
         """Free the weights (they decode in another process); the tokenizer and config stay."""
@@ -87,19 +71,12 @@ class GenerationStream:
     token; what still waits at the end comes in a last event with ``"token": None``.
     """
 
-    def __init__(
-        self,
-        lm: LanguageModel,
-        max_new_tokens: int,
-        sampling: SamplingConfig | None,
-        seed: int,
-        on_token: OnToken,
-        min_length: int = 0,
-        controls: Controls | None = None,
-    ):
-        self.lm, self.max_new_tokens, self.sampling, self.on_token = lm, max_new_tokens, sampling, on_token
-        self.min_length, self.controls = min_length, controls
-        self.generator = seeded_generator(seed, lm.device) if sampling is not None else None
+    def __init__(self, lm: LanguageModel, options: SearchOptions, on_token: OnToken):
+        if not (options.greedy or options.sample) or options.nbest != 1:
+            raise ValueError("a generation stream is greedy search or one sample")
+        self.lm, self.options, self.on_token = lm, options, on_token
+        self.sampling = options.sampling
+        self.generator = seeded_generator(options.seed, lm.device) if options.sample else None
         self.search: Greedy | Sampling | None = None
         self.shown = ""  # the text the events have carried so far
 
@@ -113,17 +90,14 @@ class GenerationStream:
             raise ValueError("a generation stream decodes one prompt")
         ((self.tag, text),) = items
         self.prompt = self.lm.tokenizer.encode(text, side="src")
-        max_len = self.lm.model.config.max_len
-        if max_len - len(self.prompt) < 1:
-            raise DataError(f"a prompt of {len(self.prompt)} pieces leaves no room in max_len={max_len}")
-        limit = min(self.max_new_tokens + 1, max_len - len(self.prompt))  # + 1: eos, as generate
+        limit = self.lm.limit(len(self.prompt), self.options)  # as generate's
         cfg = self.lm.model.config
         prompt = torch.tensor([self.prompt], dtype=torch.long, device=self.lm.device)  # (1, P)
         self.state, _ = start_from_prompt(self.lm.model, prompt)
         bos = torch.full((1, 1), cfg.bos_id, dtype=torch.long, device=self.lm.device)
         history = torch.cat([bos, prompt], dim=1)  # (1, P + 1): steps from the newest; the controls see all
         limits = torch.full((1,), limit, device=self.lm.device)  # (1,)
-        self.step_controls, forced = prepare(cfg, limits, None, self.controls)
+        self.step_controls, forced = prepare(cfg, limits, None, self.options.controls)
         kept = self.step_controls is not None
         if self.sampling is None:
             self.search = Greedy(cfg.eos_id, history, limits, history=kept, forced=forced)
@@ -145,7 +119,7 @@ class GenerationStream:
         assert search is not None  # add came first (the batcher's order)
         before = len(search.tokens[0])
         finished = decode_step(
-            self.lm.model, self.state, search, min_len=self.min_length, controls=self.step_controls
+            self.lm.model, self.state, search, min_len=self.options.min_length, controls=self.step_controls
         )
         tokens = search.tokens[0]
         if len(tokens) > before:  # a token, not eos
