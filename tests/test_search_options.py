@@ -38,7 +38,7 @@ def test_translate_flags_are_the_options_fields():
 
 def test_http_fields_are_the_options_fields_with_their_bounds():
     pytest.importorskip("pydantic")
-    from attnkit.serve.schemas import TranslateRequest
+    from attnkit.tasks.translation.routes import TranslateRequest
 
     fields = TranslateRequest.model_fields
     assert set(fields) - {"text", "model", "prefix"} == set(FIELDS)
@@ -128,9 +128,11 @@ def test_translate_generate_and_caption_take_the_same_flags_and_fields():
     """One options object: every decoding command and endpoint takes every SearchOptions field, under
     its name, with its task's defaults, on the command line and in the HTTP schema alike."""
     pytest.importorskip("pydantic")
-    from attnkit.serve.schemas import CaptionQuery, GenerateRequest, TranslateRequest
     from attnkit.tasks.captioning.captioner import SEARCH as CAPTION
+    from attnkit.tasks.captioning.routes import CaptionQuery
     from attnkit.tasks.language_model.generator import SEARCH as LM
+    from attnkit.tasks.language_model.routes import GenerateRequest
+    from attnkit.tasks.translation.routes import TranslateRequest
 
     doors = [("translate", SearchOptions(), TranslateRequest), ("generate", LM, GenerateRequest)]
     doors.append(("caption", CAPTION, CaptionQuery))

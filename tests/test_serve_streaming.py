@@ -11,9 +11,9 @@ import threading
 import pytest
 import torch
 
-from attnkit.cli.translate import arriving_lines
 from attnkit.errors import DataError
 from attnkit.tasks.translation import Translator
+from attnkit.tasks.translation.command import arriving_lines
 from serve_helpers import SRC, tiny_checkpoint
 
 LINES = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.", "Eine Frau lacht."]

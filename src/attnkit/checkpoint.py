@@ -146,7 +146,7 @@ def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, Any]:
             avg[name] = sum(s["model"][name].double() for s in states).div(len(states)).to(tensor.dtype)
         else:
             avg[name] = tensor
-    keep = ("arch", "model_config", "tokenizer", "experiment", "step", "epoch")
+    keep = ("arch", "task", "model_config", "tokenizer", "experiment", "step", "epoch")
     out = {k: states[-1][k] for k in keep if k in states[-1]}
     out["model"] = avg
     out["averaged_from"] = [str(p) for p in paths]

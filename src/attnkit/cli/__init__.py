@@ -1,55 +1,48 @@
 """The ``attnkit`` command: one module per subcommand, each a thin wrapper over one public function.
 
-A command module has ``NAME``, ``add_parser(subparsers)`` and ``run(args)``; adding a command is a
-new module and one line in ``COMMANDS``. Every user error (bad flag, config key or value, missing or
-malformed file, bad checkpoint) prints one line on stderr and exits with code 2; no traceback.
+A command module has ``NAME``, ``add_parser(subparsers)`` and ``run(args)``. The commands every task
+shares are here (``COMMANDS``); a task's own verbs (``translate``, ``generate``, ...) come from its
+registration (``TaskInfo.commands``), a plugin's as the built-in tasks'. Every user error (bad flag,
+config key or value, missing or malformed file, bad checkpoint) prints one line on stderr and exits
+with code 2; no traceback.
 """
 
 from __future__ import annotations
 
+import importlib
 import io
 import os
 import sys
 import warnings
+from typing import Any
 
 from .. import fast
 from ..errors import AttnkitError, Stopped
-from . import (
-    attention,
-    average,
-    caption,
-    classify,
-    evaluate,
-    export,
-    generate,
-    import_,
-    import_captions,
-    make_shapes,
-    plot_positional,
-    prepare,
-    serve,
-    train,
-    translate,
-)
+from ..tasks import tasks
+from . import attention, average, evaluate, export, import_, plot_positional, prepare, serve, train
 from .common import EXIT_USAGE, Parser
 
-COMMANDS = [
-    prepare,
-    train,
-    translate,
-    evaluate,
-    attention,
-    plot_positional,
-    average,
-    serve,
-    generate,
-    classify,
-    export,
-    import_,
-    caption,
-    make_shapes,
-    import_captions,
-]
+COMMANDS: list[Any] = [prepare, train, evaluate, attention, plot_positional, average, serve, export, import_]
+
+
+def commands() -> list[Any]:
+    """Every command module: the shared ones, then each registered task's verbs (a verb that is
+    already taken, or a module that fails to import, is left out with one warning line)."""
+    found = list(COMMANDS)
+    for task in tasks():
+        for verb, module in task.commands.items():
+            if verb in {c.NAME for c in found}:
+                warnings.warn(f"task {task.name!r}: command {verb!r} is taken; left out", stacklevel=2)
+                continue
+            try:
+                found.append(importlib.import_module(module))
+            except Exception as e:
+                warnings.warn(
+                    f"task {task.name!r}: command {verb!r} ({module}) failed to import "
+                    f"({type(e).__name__}: {e}); left out",
+                    stacklevel=2,
+                )
+    return found
 
 
 def build_parser() -> Parser:
@@ -57,7 +50,7 @@ def build_parser() -> Parser:
         prog="attnkit", description="Attention and the Transformer for sequence-to-sequence work."
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for command in COMMANDS:
+    for command in commands():
         command.add_parser(sub)
     return parser
 
@@ -93,7 +86,7 @@ def parse(argv: list[str] | None = None):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    run = {c.NAME: c.run for c in COMMANDS}[args.command]
+    run = {c.NAME: c.run for c in commands()}[args.command]
     formatwarning = warnings.formatwarning
     warnings.formatwarning = lambda msg, category, *a, **k: f"attnkit: warning: {_one_line(msg)}\n"
     fast.flush_denormals()  # a run starts here (denormals slow CPU math ~10x); never in a constructor

@@ -176,8 +176,8 @@ def run_translation(args, state) -> None:
 
 
 def _write_html(translator, args) -> None:
-    from ..serve.attention import attention_payload
     from ..serve.page import render_page
+    from ..tasks.translation.attention_payload import attention_payload
 
     if not args.text.strip():
         raise ConfigError("--text is empty: there is no attention to show")

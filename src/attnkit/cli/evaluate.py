@@ -1,20 +1,22 @@
 """``attnkit evaluate``: score a checkpoint on its test split or on files.
 
-Each task scores through its one evaluation function, the one its training validation calls, so
-``--split val`` with the validation's options prints the validation's number.
-Translation: sacreBLEU BLEU, chrF and TER, against several references per sentence when ``--ref``
-names several files. Captioner: caption BLEU and chrF on its test split, every caption of an image a
-reference. Language model: perplexity and bits per token (``--input``: a
-text file). Classifier: accuracy, macro-F1, per-class precision/recall (``--input``: a labelled
-``label<TAB>text`` file), and with ``--confusion PNG`` the confusion matrix.
+The checkpoint's task scores it (``TaskInfo.evaluate``: translation's BLEU, chrF and TER, a language
+model's perplexity, a classifier's accuracy and F1, a captioner's caption BLEU), through its one
+evaluation function, the one its training validation calls, so ``--split val`` with the
+validation's options prints the validation's number. A flag that only some tasks read
+(``TaskInfo.evaluate_flags``) given for another is one line naming who reads it.
 """
 
 from __future__ import annotations
 
-from ..errors import ConfigError, DataError
+import importlib
+
+from ..errors import ConfigError
 from .common import add_decoding_flags
 
 NAME = "evaluate"
+# the flags that only some tasks read: TaskInfo.evaluate_flags says which
+TASK_FLAGS = ("--src", "--ref", "--hyp-output", "--lowercase", "--input", "--confusion")
 
 
 def add_parser(sub) -> None:
@@ -45,57 +47,41 @@ def add_parser(sub) -> None:
 
 def run(args) -> None:
     from ..checkpoint import load_checkpoint
-    from ..tasks import task_of
+    from ..tasks import task_of, tasks
 
     state = load_checkpoint(args.checkpoint)
     task = task_of(state, args.checkpoint)
-    if task.name != "translate" and (args.src or args.ref or args.hyp_output):
-        raise ConfigError(f"--src, --ref and --hyp-output are for translation models; {_give(task)}")
-    if task.name != "classify" and args.confusion:
-        raise ConfigError("--confusion is for classifiers")
-    if task.name == "translate" and args.input:
-        raise ConfigError("--input is for language models and classifiers; use --src/--ref")
+    for flag in TASK_FLAGS:  # each task says which of them it reads
+        if getattr(args, flag.lstrip("-").replace("-", "_")) and flag not in task.evaluate_flags:
+            takers = [t.noun for t in tasks() if flag in t.evaluate_flags]
+            raise ConfigError(f"{flag} is for {' and '.join(takers) or 'no loaded task'}; {give(task)}")
     if args.batch_tokens is None:
         valid = (state.get("experiment") or {}).get("valid") or {}
         args.batch_tokens = int(valid.get("batch_tokens", 8000))
-    run = {
-        "translate": run_translation,
-        "generate": run_lm,
-        "classify": run_classifier,
-        "caption": run_caption,
-    }
-    run[task.name](args, state)
+    if task.evaluate is None:
+        raise ConfigError(f"{task.noun} has no evaluation")
+    module, _, function = task.evaluate.partition(":")
+    getattr(importlib.import_module(module), function)(args, state)
 
 
-def run_caption(args, state) -> None:
-    """Caption BLEU on the test split of the checkpoint's data (every caption of an image a reference)."""
-    from ..tasks.captioning import evaluate, load_captions
-    from ..tasks.captioning.corpus import check_split, references
-
-    if args.input:
-        raise ConfigError("--input is for language models and classifiers; a captioner reads its test split")
-    data = _test_data(state, args)
-    records = load_captions(data, "test")
-    check_split(records, "test")
-    images, refs = references(records)
-    captioner = _open(args, state)
-    result = evaluate(captioner, images, refs, beam=args.beam, length_penalty=args.length_penalty)
-    print(f"{data.spec('test').describe()}, {len(images)} images, beam {args.beam}")
-    print(result.scores.format())
-
-
-def _open(args, state):
+def open_wrapper(args, state):
     """The checkpoint's inference wrapper (Translator, LanguageModel, Classifier, Captioner), by its task."""
     from ..tasks import task_of
 
     return task_of(state).open(state, device=args.device, path=args.checkpoint)
 
 
-def _give(task) -> str:
-    return "give --src and --ref" if task.name == "translate" else "give --input"
+def give(task) -> str:
+    """What a task scores instead of its training corpus' test split."""
+    files = [f for f in ("--src", "--input") if f in task.evaluate_flags]
+    return (
+        f"give {files[0]}" + (" and --ref" if files[0] == "--src" else "")
+        if files
+        else "give a checkpoint with data"
+    )
 
 
-def _records(args, state, labels=()) -> tuple[list, str]:
+def records_to_score(args, state, labels=()) -> tuple[list, str]:
     """(records, what they are) to score: ``--input``, or a split of the training data (its test split)."""
     from ..data.examples import load_records
     from ..data.readers import read_labelled, read_lines
@@ -107,7 +93,7 @@ def _records(args, state, labels=()) -> tuple[list, str]:
             raise ConfigError("--split and --data-dir choose the training corpus' split: not with --input")
         rows = read_labelled(args.input, labels) if records == "labelled" else read_lines(args.input)
         return rows, args.input
-    data = _test_data(state, args)
+    data = test_data(state, args)
     if records == "text" and data.records == "pairs" and data.corpus == "multi30k":
         # a language model trained before single-language corpora read the target side
         data = data.from_dict({**data.to_dict(), "lang": data.tgt_lang, "src_lang": "de", "tgt_lang": "en"})
@@ -115,66 +101,7 @@ def _records(args, state, labels=()) -> tuple[list, str]:
     return load_records(data, "test", records, labels=labels), spec.describe()
 
 
-def run_lm(args, state) -> None:
-    lm = _open(args, state)
-    texts, label = _records(args, state)
-    scores = lm.score(texts, batch_tokens=args.batch_tokens)
-    print(f"{label}: {scores.tokens} tokens")
-    print(scores.format())
-
-
-def run_classifier(args, state) -> None:
-    from ..files import check_output_path
-    from ..tasks.classification import plot_confusion_matrix
-
-    if args.confusion:
-        check_output_path(args.confusion, what="--confusion")
-    clf = _open(args, state)
-    examples, label = _records(args, state, clf.labels)
-    report = clf.evaluate(examples, batch_tokens=args.batch_tokens)
-    print(f"{label}: {len(examples)} examples")
-    print(report.format())
-    if args.confusion:
-        print(f"wrote {plot_confusion_matrix(report, args.confusion)}")
-
-
-def run_translation(args, state: dict) -> None:
-    from ..data.corpus import ParallelFilesSpec, load_corpus
-    from ..files import atomic_write, check_output_path
-    from ..tasks.translation import evaluate
-
-    refs = args.ref or []
-    if bool(args.src) != bool(refs):
-        raise ConfigError("--src and --ref go together")
-    if args.hyp_output:  # checked before the decoding, not after it
-        check_output_path(args.hyp_output, what="--hyp-output")
-    if args.src and (args.split or args.data_dir):
-        raise ConfigError("--split and --data-dir choose the training corpus' split: not with --src/--ref")
-    specs = [ParallelFilesSpec(args.src, ref) for ref in refs] or [_test_data(state, args).spec("test")]
-    corpora = [load_corpus(spec) for spec in specs]  # each --ref read beside --src: as many lines
-    for name, corpus in zip(refs or [specs[0].describe()], corpora, strict=True):
-        if corpus and not any(t.strip() for _, t in corpus):  # before decoding, naming the file
-            raise DataError(f"{name}: every reference line is empty; nothing to score against")
-    pairs = corpora[0]
-    translator = _open(args, state)
-    result = evaluate(
-        translator,
-        [s for s, _ in pairs],
-        *([t for _, t in corpus] for corpus in corpora),
-        beam=args.beam,
-        length_penalty=args.length_penalty,
-        batch_tokens=args.batch_tokens,
-        lowercase_bleu=args.lowercase,
-    )
-    if args.hyp_output:
-        with atomic_write(args.hyp_output) as f:
-            f.write("".join(h + "\n" for h in result.hypotheses))
-    described = f"{args.src} -> {', '.join(refs)}" if refs else specs[0].describe()
-    print(f"{described}, {len(pairs)} sentences, beam {args.beam}")
-    print(result.scores.format())
-
-
-def _test_data(state: dict, args):
+def test_data(state: dict, args):
     """The data section the checkpoint was trained with, its test split changed by --split/--data-dir."""
     from ..data.config import DataConfig
     from ..tasks import task_of
@@ -183,7 +110,7 @@ def _test_data(state: dict, args):
     experiment = state.get("experiment")
     data = experiment.get("data") if isinstance(experiment, dict) else None
     if not isinstance(data, dict) or not data:
-        raise ConfigError(f"{args.checkpoint} holds no experiment config (no test split): {_give(task)}")
+        raise ConfigError(f"{args.checkpoint} holds no experiment config (no test split): {give(task)}")
     data = DataConfig.from_saved(data)  # only the data section: the model was rebuilt from model_config
     if task.records == "pairs" and data.records != "pairs":
         raise ConfigError(f"evaluate measures translations; this model was trained on {data.records} records")
@@ -192,7 +119,7 @@ def _test_data(state: dict, args):
         if data.corpus not in ("multi30k", "langid", "hf", "wmt14"):
             raise ConfigError(
                 f"--split names a split of a multi30k, langid, wmt14 or hf corpus; this model was trained on "
-                f"corpus {data.corpus!r}: {_give(task)}"
+                f"corpus {data.corpus!r}: {give(task)}"
             )
         changes["test_split"] = args.split
     if args.data_dir:
@@ -203,5 +130,5 @@ def _test_data(state: dict, args):
         changes["data_dir"] = args.data_dir
     data = data.replace(**changes) if changes else data
     if not data.has_split("test"):
-        raise ConfigError(f"the training config has no test split (data.test_files is empty): {_give(task)}")
+        raise ConfigError(f"the training config has no test split (data.test_files is empty): {give(task)}")
     return data

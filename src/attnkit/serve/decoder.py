@@ -35,7 +35,6 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from ..errors import AttnkitError, ConfigError
-from .attention import attention_payload
 from .batcher import Batcher, BatchFn, BatchStats, Stream
 from .worker import DecoderUnavailable, Worker, WorkerSpec, added
 
@@ -47,7 +46,7 @@ class Call:
     """What a request asks of a model. Equal calls may share one batched model call."""
 
     model: str
-    op: str  # "translate", "attention", "generate", "generate_stream", "classify" or "caption"
+    op: str  # an operation of the model's task (its served model's ``operation``)
     options: tuple[tuple[str, Any], ...] = ()  # sorted (name, value) pairs: hashable
 
     @classmethod
@@ -61,27 +60,9 @@ OnEvent = Callable[[Any], None]
 def functions(
     model: Any, call: Call, max_batch_tokens: int, on_event: OnEvent | None = None
 ) -> tuple[BatchFn | None, Callable[[], Stream] | None]:
-    """The batched function, or the stream factory (continuous batching), that runs ``call``;
-    ``on_event``: where a streamed generation sends each token as it is chosen."""
-    o = dict(call.options)
-    if call.op == "translate":
-        options, prefix = o["options"], o.get("prefix")
-        if model.streams(options, prefix=prefix):
-            return None, lambda: model.stream(options, prefix=prefix)
-        return lambda items: model.translate(
-            items, options, prefix=prefix, batch_tokens=max_batch_tokens
-        ), None
-    if call.op == "attention":
-        return lambda items: [attention_payload(model.translator, t, beam=o["beam"]) for t in items], None
-    if call.op == "generate":
-        return lambda items: model.generate(items, o["options"]), None
-    if call.op == "generate_stream":
-        return None, lambda: model.stream(o["options"], on_token=on_event or _ignore)
-    if call.op == "classify":
-        return lambda items: model.predict(items, **o), None
-    if call.op == "caption":
-        return lambda items: model.caption(items, o["options"], attention=o["attention"]), None
-    raise ValueError(f"unknown operation {call.op!r}")
+    """The batched function, or the stream factory (continuous batching), that runs ``call``: the
+    served model's own (``operation``, its task's); ``on_event``: where a stream sends each event."""
+    return model.operation(call.op, dict(call.options), max_batch_tokens, on_event or _ignore)
 
 
 def _ignore(event: Any) -> None:

@@ -1,7 +1,8 @@
 """The attention page: one HTML file assembled from the package's static parts; and the API's page.
 
 The server sends it with no data (the page asks the API); ``attnkit attention --html`` embeds one
-attention payload (see :mod:`attnkit.serve.attention`) and the page draws it with no server.
+attention payload (see :mod:`attnkit.tasks.translation.attention_payload`) and the page draws it
+with no server.
 Nothing is fetched from elsewhere: styles and scripts are inlined, drawing is canvas and SVG.
 """
 

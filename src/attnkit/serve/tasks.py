@@ -15,19 +15,10 @@ from typing import Any, Protocol, runtime_checkable
 from ..checkpoint import load_checkpoint
 from ..errors import CheckpointError, ConfigError
 from ..files import describe_os_error
-from ..tasks import TASKS, TaskInfo, task_of
-from ..tasks.captioning import CaptionerServed
-from ..tasks.classification import ClassifierServed
-from ..tasks.language_model import LanguageModelServed
-from ..tasks.translation import TranslationModel
+from ..tasks import task_of
 
 __all__ = [
-    "CaptionerServed",
-    "ClassifierServed",
-    "LanguageModelServed",
     "ServedModel",
-    "TranslationModel",
-    "endpoint_task",
     "load_models",
     "model_name",
     "read_checkpoints",
@@ -48,11 +39,6 @@ class ServedModel(Protocol):
     def release(self) -> None:
         """Free the weights; what requests are checked against (tokenizer, config, labels) stays."""
         ...
-
-
-def endpoint_task(endpoint: str) -> TaskInfo:
-    """The task whose models answer ``/v1/ENDPOINT``."""
-    return next(task for task in TASKS if endpoint in task.endpoints)
 
 
 def model_name(spec: str) -> tuple[str, Path]:
@@ -93,10 +79,9 @@ def load_models(
     """Load every ``--checkpoint`` spec (from ``contents``, the files' bytes as
     :func:`read_checkpoints` read them; else from the files); names must be unique, tasks servable.
 
-    engine="ctranslate2": translation checkpoints translate with CTranslate2 (:mod:`.ct2`), exported
-    now unless cached, with ``threads`` CPU threads (``load_engine=False``: exported, not loaded);
-    other tasks keep torch. ``compile``: torch translation models decode through the compiled
-    step (a GPU's; refused on a CPU) (:meth:`~attnkit.tasks.translation.served.TranslationModel.compile`)."""
+    ``engine``, ``threads``, ``load_engine`` and ``compile`` go to each checkpoint's task, whose
+    served model decides what they mean for it (``TaskInfo.serve``): e.g. translation with
+    CTranslate2, exported now unless cached, or through the compiled step (a GPU's)."""
     contents = read_checkpoints(specs) if contents is None else contents
     if len(contents) != len(specs):
         raise ValueError(f"{len(specs)} checkpoint specs but {len(contents)} contents")
@@ -106,19 +91,9 @@ def load_models(
         if any(m.name == name for m in models):
             raise ConfigError(f"two checkpoints are named {name!r}: name them with NAME=PATH")
         state = load_checkpoint(path, data=blob)  # the bytes read at start, never the file now
-        task = task_of(state, path)
-        if engine == "ctranslate2" and task.name == "translate":
-            from .ct2 import CT2Served
-
-            served = CT2Served.from_state(
-                name, path, blob, state, device, threads=threads, load_engine=load_engine
-            )
-            models.append(served)
-        else:
-            served = task.serve(name, state, device)
-            if compile and task.name == "translate":
-                served.compile(announce=_announcer(name), check_only=not load_engine)
-            models.append(served)
+        engine_options: dict[str, Any] = dict(engine=engine, threads=threads, load_engine=load_engine)
+        engine_options.update(compile=compile, path=path, blob=blob, announce=_announcer(name))
+        models.append(task_of(state, path).serve(name, state, device, **engine_options))
     if not models:
         raise ConfigError("no checkpoint to serve: give --checkpoint PATH")
     return models

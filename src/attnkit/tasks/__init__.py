@@ -1,16 +1,16 @@
-"""The tasks attnkit trains and serves, and the one map from a model's ``arch`` to its task.
+"""The tasks attnkit trains and serves, found through one registry (:mod:`.registry`).
 
-Each task has one home, a package holding its training object, inference wrapper, metrics, one
-evaluation function and served model (:class:`~.base.TaskInfo` names them):
+Each task has one home, a package holding its training object, inference wrapper, metrics,
+evaluation, served model, endpoints and commands (:class:`~.base.TaskInfo` names them), registered
+in the entry-point group ``attnkit.tasks``, as a plugin outside attnkit registers:
 
 - :mod:`.translation` ("translate"): ``transformer`` and ``rnn`` models;
 - :mod:`.language_model` ("generate"): ``lm``;
 - :mod:`.classification` ("classify"): ``classifier``;
 - :mod:`.captioning` ("caption"): ``captioner``.
 
-The trainer, the server, the commands and the exporter ask :func:`task_of_arch` /
-:func:`task_of`; no other module compares architecture names. A new task is a package with a
-``TASK`` and one line in ``TASKS``.
+The trainer, the server, the commands and the exporter ask :func:`tasks`, :func:`task_named`,
+:func:`task_of_arch` and :func:`task_of`; none of them names a task.
 """
 
 from __future__ import annotations
@@ -20,34 +20,45 @@ from typing import Any
 
 from ..errors import CheckpointError, ConfigError
 from .base import Encoded, Task, TaskInfo
-from .captioning import TASK as CAPTIONING
-from .classification import TASK as CLASSIFICATION
-from .language_model import TASK as LANGUAGE_MODEL
-from .translation import TASK as TRANSLATION
-
-TASKS: tuple[TaskInfo, ...] = (TRANSLATION, LANGUAGE_MODEL, CLASSIFICATION, CAPTIONING)
-_BY_ARCH = {arch: task for task in TASKS for arch in task.archs}
-_BY_NAME = {task.name: task for task in TASKS}
+from .registry import load as tasks
 
 
 def task_of_arch(arch: str) -> TaskInfo:
-    """The task whose models have ``model.arch`` = ``arch``."""
-    if arch not in _BY_ARCH:
-        raise ConfigError(f"model.arch = {arch!r}: must be one of {', '.join(_BY_ARCH)}")
-    return _BY_ARCH[arch]
+    """The first registered task whose models have ``model.arch`` = ``arch``."""
+    for task in tasks():
+        if arch in task.archs:
+            return task
+    archs = dict.fromkeys(a for task in tasks() for a in task.archs)
+    raise ConfigError(f"model.arch = {arch!r}: must be one of {', '.join(archs)}")
 
 
 def task_named(name: str) -> TaskInfo:
-    """The task called ``name`` ("translate", "generate", "classify")."""
-    return _BY_NAME[name]
+    """The task called ``name`` ("translate", "generate", ...): a ConfigError naming the choices."""
+    for task in tasks():
+        if task.name == name:
+            return task
+    raise ConfigError(f"task = {name!r}: must be one of {', '.join(t.name for t in tasks())}")
+
+
+def task_for(name: str | None, arch: str) -> TaskInfo:
+    """A config's task: ``task:`` when given (it must accept the arch), else the arch's."""
+    if name is None:
+        return task_of_arch(arch)
+    task = task_named(name)
+    if arch not in task.archs:
+        raise ConfigError(f"task {name!r} takes model.arch {' or '.join(task.archs)}, not {arch!r}")
+    return task
 
 
 def task_of(state: dict[str, Any], path: str | Path = "checkpoint") -> TaskInfo:
-    """The task of a loaded checkpoint; an unknown arch is a :class:`CheckpointError` naming the file."""
+    """The task of a loaded checkpoint (its ``task``, or, written before tasks had names in
+    checkpoints, its arch's); unknown is a :class:`CheckpointError` naming the file."""
     try:
-        return task_of_arch(state["arch"])
-    except ConfigError:
-        raise CheckpointError(f"{path}: unknown model arch {state['arch']!r}") from None
+        return task_for(state.get("task"), state["arch"])
+    except ConfigError as e:
+        if state.get("task") is None:
+            raise CheckpointError(f"{path}: unknown model arch {state['arch']!r}") from None
+        raise CheckpointError(f"{path}: {e}") from None
 
 
 def expect_task(state: dict[str, Any], name: str, path: str | Path = "checkpoint") -> TaskInfo:
@@ -58,17 +69,20 @@ def expect_task(state: dict[str, Any], name: str, path: str | Path = "checkpoint
     return task
 
 
+def endpoint_task(endpoint: str) -> TaskInfo:
+    """The task whose models answer ``/v1/ENDPOINT``."""
+    return next(task for task in tasks() if endpoint in task.endpoints)
+
+
 __all__ = [
-    "CAPTIONING",
-    "CLASSIFICATION",
-    "LANGUAGE_MODEL",
-    "TASKS",
-    "TRANSLATION",
     "Encoded",
     "Task",
     "TaskInfo",
+    "endpoint_task",
     "expect_task",
+    "task_for",
     "task_named",
     "task_of",
     "task_of_arch",
+    "tasks",
 ]

@@ -22,7 +22,7 @@ from ..data.tokenizer import SubwordTokenizer
 from ..device import resolve_device
 from ..errors import CheckpointError, ConfigError, DataError
 from ..precision import amp_dtype, resolve_precision
-from ..tasks import Encoded, Task, task_of_arch
+from ..tasks import Encoded, Task, task_for
 from . import distributed as ddp
 from . import finetune
 from .config import ExperimentConfig
@@ -65,7 +65,7 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
     tokens_from = resume_state if resume_state is not None else init_state  # the tokenizer's checkpoint
     torch.manual_seed(t.seed)
     random.seed(t.seed)
-    task: Task = task_of_arch(cfg.arch).training(cfg, amp_dtype(precision))
+    task: Task = task_for(cfg.task, cfg.arch).training(cfg, amp_dtype(precision))
     if cfg.tokenizer.sample_nbest and not task.subword_sampling:
         raise ConfigError(
             f"tokenizer.sample_nbest: subword sampling is for translation models; model.arch {cfg.arch!r} "

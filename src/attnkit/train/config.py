@@ -223,6 +223,7 @@ class ExperimentConfig:
     train: TrainConfig
     valid: ValidConfig
     output_dir: str = "runs/experiment"
+    task: str | None = None  # a registered task's name; None: model.arch's (attnkit.tasks.task_for)
 
     @property
     def arch(self) -> str:
@@ -261,7 +262,8 @@ class ExperimentConfig:
 
     def to_dict(self) -> dict[str, Any]:
         out = {name: getattr(self, name).to_dict() for name in SECTIONS}
-        return {**out, "model": dict(self.model), "output_dir": self.output_dir}
+        task = {"task": self.task} if self.task is not None else {}  # a config without one stays as it was
+        return {**out, "model": dict(self.model), "output_dir": self.output_dir, **task}
 
     @classmethod
     def from_saved(cls, values: dict[str, Any]) -> ExperimentConfig:
@@ -275,11 +277,11 @@ class ExperimentConfig:
     def from_dict(cls, values: dict[str, Any]) -> ExperimentConfig:
         if not isinstance(values, dict):
             raise ConfigError("a config must be a mapping of sections (data, tokenizer, model, train, valid)")
-        unknown = sorted(set(values) - {*SECTIONS, "model", "output_dir"})
+        unknown = sorted(set(values) - {*SECTIONS, "model", "output_dir", "task"})
         if unknown:
             raise ConfigError(
                 f"unknown config section(s): {', '.join(unknown)} "
-                f"(valid: {', '.join([*SECTIONS, 'model', 'output_dir'])})"
+                f"(valid: {', '.join([*SECTIONS, 'model', 'output_dir', 'task'])})"
             )
         sections: dict[str, Any] = {}  # each its own section class, as SECTIONS names them
         for name, section in SECTIONS.items():
@@ -291,7 +293,13 @@ class ExperimentConfig:
         arch = model.get("arch", DEFAULT_ARCH)
         if arch not in ARCHS:
             raise ConfigError(f"model.arch = {arch!r}: must be one of {', '.join(ARCHS)}")
-        cfg = cls(model=model, output_dir=str(values.get("output_dir", "runs/experiment")), **sections)
+        task = values.get("task")
+        if task is not None:
+            from ..tasks import task_for
+
+            task_for(str(task), arch)  # a registered task that takes this arch, else one line
+        output_dir = str(values.get("output_dir", "runs/experiment"))
+        cfg = cls(model=model, output_dir=output_dir, task=None if task is None else str(task), **sections)
         # Validate the model fields now, against the vocabulary the tokenizer is asked for (the
         # trained one can be smaller on a tiny corpus; that is checked again once it exists).
         size = cfg.tokenizer.vocab_size
@@ -305,8 +313,8 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         raise ConfigError(f"override {text!r} must look like section.key=value")
     key, _, raw = text.partition("=")
     path = key.strip().split(".")
-    if len(path) == 1 and path[0] != "output_dir" or len(path) > 2 or not all(path):
-        raise ConfigError(f"override key {key!r} must be section.key (e.g. train.lr) or output_dir")
+    if len(path) == 1 and path[0] not in ("output_dir", "task") or len(path) > 2 or not all(path):
+        raise ConfigError(f"override key {key!r} must be section.key (e.g. train.lr), output_dir or task")
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as e:
@@ -335,8 +343,8 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Exper
             raise ConfigError(f"{path}: a config must be a mapping of sections")
     for text in overrides:
         keys, value = parse_override(text)
-        if keys == ["output_dir"]:
-            values["output_dir"] = value
+        if keys in (["output_dir"], ["task"]):
+            values[keys[0]] = value
         else:
             section = values.setdefault(keys[0], {})
             if not isinstance(section, dict):

@@ -137,6 +137,7 @@ class Trainer:
         return {
             **self.task.checkpoint_fields(),  # e.g. a classifier's label names
             "arch": self.cfg.arch,
+            **({"task": self.cfg.task} if self.cfg.task else {}),  # else the arch's task
             "model_config": model.config.to_dict(),
             "tokenizer": self.s.tokenizer.state_dict(),
             "experiment": self.cfg.to_dict(),

@@ -26,6 +26,14 @@ TASK = TaskInfo(
     open=Captioner.from_state,
     serve=CaptionerServed.load,
     endpoints=("caption",),
+    routes="attnkit.tasks.captioning.routes:add_routes",
+    evaluate="attnkit.tasks.captioning.evaluate_command:run",
+    evaluate_flags=(),
+    commands={
+        "caption": "attnkit.tasks.captioning.command",
+        "make-shapes": "attnkit.tasks.captioning.make_shapes_command",
+        "import-captions": "attnkit.tasks.captioning.import_command",
+    },
 )
 
 __all__ = [

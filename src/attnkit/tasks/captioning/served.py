@@ -18,7 +18,8 @@ class CaptionerServed:
         self.name, self.arch, self.captioner = name, arch, captioner
 
     @classmethod
-    def load(cls, name: str, state: dict[str, Any], device: str) -> CaptionerServed:
+    def load(cls, name: str, state: dict[str, Any], device: str, **engine: Any) -> CaptionerServed:
+        """The served model; torch alone decodes it, whatever the server's ``engine`` options say."""
         return cls(name, state["arch"], Captioner.from_state(state, device=device, path=name))
 
     @property
@@ -30,6 +31,12 @@ class CaptionerServed:
     def check(self, image: bytes) -> None:
         """Read the upload now (a bad one is a one-line DataError: 4xx before any decoding)."""
         self.captioner.read(image, name="the uploaded image")
+
+    def operation(self, op: str, o: dict[str, Any], max_batch_tokens: int, on_event: Any) -> tuple:
+        """What the server's decoding runs for ``op``: a batched function."""
+        if op == "caption":
+            return lambda items: self.caption(items, o["options"], attention=o["attention"]), None
+        raise ValueError(f"unknown operation {op!r} for {self.name!r}")
 
     def caption(self, images: list[bytes], options: SearchOptions, *, attention: bool = False) -> list[dict]:
         """Each image's answer: caption, score, n-best and, with ``attention``, every cross-attention."""

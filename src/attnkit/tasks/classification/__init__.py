@@ -21,6 +21,10 @@ TASK = TaskInfo(
     open=Classifier.from_state,
     serve=ClassifierServed.load,
     endpoints=("classify",),
+    routes="attnkit.tasks.classification.routes:add_routes",
+    evaluate="attnkit.tasks.classification.evaluate_command:run",
+    evaluate_flags=("--input", "--confusion"),
+    commands={"classify": "attnkit.tasks.classification.command"},
 )
 
 __all__ = [

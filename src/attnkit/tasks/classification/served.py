@@ -17,13 +17,20 @@ class ClassifierServed:
         self.name, self.arch, self.classifier = name, arch, classifier
 
     @classmethod
-    def load(cls, name: str, state: dict[str, Any], device: str) -> ClassifierServed:
+    def load(cls, name: str, state: dict[str, Any], device: str, **engine: Any) -> ClassifierServed:
+        """The served model; torch alone decodes it, whatever the server's ``engine`` options say."""
         return cls(name, state["arch"], Classifier.from_state(state, device=device, path=name))
 
     def count_tokens(self, text: str) -> int:
         return min(
             len(self.classifier.tokenizer.encode(text, side="src")), input_room(self.classifier.model.config)
         )
+
+    def operation(self, op: str, o: dict[str, Any], max_batch_tokens: int, on_event: Any) -> tuple:
+        """What the server's decoding runs for ``op``: a batched function."""
+        if op == "classify":
+            return lambda items: self.predict(items, **o), None
+        raise ValueError(f"unknown operation {op!r} for {self.name!r}")
 
     def predict(self, texts: list[str], *, top_k: int) -> list[list[tuple[str, float]]]:
         return self.classifier.predict(texts, top_k=top_k)

@@ -20,6 +20,10 @@ TASK = TaskInfo(
     open=LanguageModel.from_state,
     serve=LanguageModelServed.load,
     endpoints=("generate",),
+    routes="attnkit.tasks.language_model.routes:add_routes",
+    evaluate="attnkit.tasks.language_model.evaluate_command:run",
+    evaluate_flags=("--input",),
+    commands={"generate": "attnkit.tasks.language_model.command"},
 )
 
 __all__ = [

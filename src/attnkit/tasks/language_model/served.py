@@ -25,7 +25,8 @@ class LanguageModelServed:
         self.name, self.arch, self.lm = name, arch, lm
 
     @classmethod
-    def load(cls, name: str, state: dict[str, Any], device: str) -> LanguageModelServed:
+    def load(cls, name: str, state: dict[str, Any], device: str, **engine: Any) -> LanguageModelServed:
+        """The served model; torch alone decodes it, whatever the server's ``engine`` options say."""
         return cls(name, state["arch"], LanguageModel.from_state(state, device=device, path=name))
 
     @property
@@ -34,6 +35,14 @@ class LanguageModelServed:
 
     def count_tokens(self, text: str) -> int:
         return len(self.lm.tokenizer.encode(text, side="src"))
+
+    def operation(self, op: str, o: dict[str, Any], max_batch_tokens: int, on_event: Any) -> tuple:
+        """What the server's decoding runs for ``op``: a batched function, or a stream factory."""
+        if op == "generate":
+            return lambda items: self.generate(items, o["options"]), None
+        if op == "generate_stream":
+            return None, lambda: self.stream(o["options"], on_token=on_event)
+        raise ValueError(f"unknown operation {op!r} for {self.name!r}")
 
     def generate(self, prompts: list[str], options: SearchOptions) -> list[list[Generation]]:
         return self.lm.generate(prompts, options)

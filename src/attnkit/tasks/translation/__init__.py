@@ -6,6 +6,7 @@ attention maps); metrics and the one evaluation: :mod:`.scoring`; the server's m
 
 from ..base import TaskInfo
 from .attention_maps import AttentionMaps, attention_maps
+from .ct2_served import load_served
 from .scoring import Evaluation, Scores, corpus_scores, evaluate
 from .served import TranslationModel
 from .stream import TranslationStream
@@ -19,8 +20,12 @@ TASK = TaskInfo(
     records="pairs",
     training=TranslationTask,
     open=Translator.from_state,
-    serve=TranslationModel.load,
+    serve=load_served,
     endpoints=("translate", "attention"),
+    routes="attnkit.tasks.translation.routes:add_routes",
+    evaluate="attnkit.tasks.translation.evaluate_command:run",
+    evaluate_flags=("--src", "--ref", "--hyp-output", "--lowercase"),
+    commands={"translate": "attnkit.tasks.translation.command"},
 )
 
 __all__ = [

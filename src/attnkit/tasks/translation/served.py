@@ -45,10 +45,26 @@ class TranslationModel:
             raise ConfigError(f"--compile: model {self.name!r}: {e}") from None
 
     @classmethod
+    @classmethod
     def load(cls, name: str, state: dict[str, Any], device: str) -> TranslationModel:
         model = model_from_checkpoint(state)
         tokenizer = SubwordTokenizer.from_state_dict(state["tokenizer"])
         return cls(name, state["arch"], Translator(model, tokenizer, device), state.get("experiment"))
+
+    def operation(self, op: str, o: dict[str, Any], max_batch_tokens: int, on_event: Any) -> tuple:
+        """What the server's decoding runs for ``op``: a batched function, or a stream factory."""
+        if op == "translate":
+            options, prefix = o["options"], o.get("prefix")
+            if self.streams(options, prefix=prefix):
+                return None, lambda: self.stream(options, prefix=prefix)
+            return lambda items: self.translate(
+                items, options, prefix=prefix, batch_tokens=max_batch_tokens
+            ), None
+        if op == "attention":
+            from .attention_payload import attention_payload
+
+            return lambda items: [attention_payload(self.translator, t, beam=o["beam"]) for t in items], None
+        raise ValueError(f"unknown operation {op!r} for {self.name!r}")
 
     @property
     def max_src_tokens(self) -> int:

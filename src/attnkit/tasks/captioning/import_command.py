@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import int_at_most, non_negative_int
+from ...cli.common import int_at_most, non_negative_int
 
 NAME = "import-captions"
 
@@ -61,7 +61,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> None:
-    from ..tasks.captioning.hf_import import import_captions
+    from .hf_import import import_captions
 
     written = import_captions(
         args.dataset,

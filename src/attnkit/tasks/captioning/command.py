@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import sys
 
-from .common import add_compile_flag, add_search_flags, announcer, check_compile, device, search_options
+from ...cli.common import add_compile_flag, add_search_flags, announcer, check_compile, device, search_options
 
 NAME = "caption"
 
 
 def add_parser(sub) -> None:
-    from ..tasks.captioning.captioner import SEARCH
+    from .captioner import SEARCH
 
     p = sub.add_parser(NAME, help="caption images with a captioner (model.arch: captioner)")
     p.add_argument("--checkpoint", required=True, help="a captioner checkpoint")
@@ -29,7 +29,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> None:
-    from ..tasks.captioning import Captioner
+    from . import Captioner
 
     options = search_options(args)  # every flag checked before the checkpoint is read
     check_compile(args)

@@ -9,7 +9,7 @@ when complete.
 
 from __future__ import annotations
 
-from .common import int_at_most, non_negative_int, positive_int
+from ...cli.common import int_at_most, non_negative_int, positive_int
 
 NAME = "make-shapes"
 
@@ -30,7 +30,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> None:
-    from ..tasks.captioning import make_shapes
+    from . import make_shapes
 
     written = make_shapes(
         args.out,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from .common import device, positive_int, read_input
+from ...cli.common import device, positive_int, read_input
 
 NAME = "classify"
 
@@ -20,7 +20,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> None:
-    from ..tasks.classification import Classifier
+    from . import Classifier
 
     clf = Classifier.from_checkpoint(args.checkpoint, device=args.device)
     lines = read_input(args.input)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from .common import (
+from ...cli.common import (
     add_compile_flag,
     add_search_flags,
     announcer,
@@ -22,7 +22,7 @@ NAME = "generate"
 
 
 def add_parser(sub) -> None:
-    from ..tasks.language_model.generator import SEARCH
+    from .generator import SEARCH
 
     p = sub.add_parser(NAME, help="continue prompts with a language model")
     p.add_argument("--checkpoint", required=True, help="a language-model checkpoint (model.arch: lm)")
@@ -35,7 +35,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> None:
-    from ..tasks.language_model import LanguageModel
+    from . import LanguageModel
 
     options = search_options(args)  # every flag checked before the checkpoint is read
     check_compile(args)

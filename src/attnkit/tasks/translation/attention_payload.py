@@ -18,8 +18,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..data.pieces import SPECIALS, words
-from ..tasks.translation import Translator, attention_maps
+from ...data.pieces import SPECIALS, words
+from .attention_maps import attention_maps
+from .translator import Translator
 
 
 def word_level(weights: Tensor, rows: list[int], cols: list[int]) -> Tensor:

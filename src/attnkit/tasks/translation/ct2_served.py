@@ -11,12 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..checkpoint import model_from_checkpoint
-from ..data.tokenizer import SubwordTokenizer
-from ..decoding.options import SearchOptions
-from ..tasks.translation import TranslationModel, Translator
-from ..tasks.translation.ct2_engine import CT2Translator, exported_model
-from ..tasks.translation.translator import TranslationEngine
+from ...checkpoint import model_from_checkpoint
+from ...data.tokenizer import SubwordTokenizer
+from ...decoding.options import SearchOptions
+from .ct2_engine import CT2Translator, exported_model
+from .served import TranslationModel
+from .translator import TranslationEngine, Translator
 
 
 class CT2Served(TranslationModel):
@@ -80,3 +80,28 @@ class CT2Served(TranslationModel):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "engine": "ctranslate2"}
+
+
+def load_served(
+    name: str,
+    state: dict[str, Any],
+    device: str,
+    *,
+    engine: str = "torch",
+    threads: int | None = None,
+    load_engine: bool = True,
+    compile: bool = False,
+    path: Path | None = None,
+    blob: bytes | None = None,
+    announce: Any = None,
+) -> TranslationModel:
+    """Translation's served model (``TaskInfo.serve``): torch (``compile``: through the compiled step,
+    a GPU's), or with ``engine="ctranslate2"`` CTranslate2's (exported now unless cached, ``threads``
+    CPU threads; ``load_engine=False``: exported, not loaded)."""
+    if engine == "ctranslate2":
+        assert path is not None and blob is not None, "CTranslate2 exports the checkpoint's file"
+        return CT2Served.from_state(name, path, blob, state, device, threads=threads, load_engine=load_engine)
+    served = TranslationModel.load(name, state, device)
+    if compile:
+        served.compile(announce=announce, check_only=not load_engine)
+    return served

@@ -15,8 +15,7 @@ import select
 import stat
 import sys
 
-from ..errors import ConfigError, DataError
-from .common import (
+from ...cli.common import (
     add_compile_flag,
     add_decoding_flags,
     add_search_flags,
@@ -25,6 +24,7 @@ from .common import (
     read_input,
     search_options,
 )
+from ...errors import ConfigError, DataError
 
 NAME = "translate"
 
@@ -61,10 +61,10 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> None:
-    from ..files import atomic_write, check_output_path
-    from ..tasks.translation import Translator
-    from ..tasks.translation.ct2_engine import CT2Translator
-    from ..tasks.translation.translator import TranslationEngine
+    from ...files import atomic_write, check_output_path
+    from . import Translator
+    from .ct2_engine import CT2Translator
+    from .translator import TranslationEngine
 
     options = search_options(args)  # checked before the checkpoint is read
     if args.output:  # checked before the decoding, not after it

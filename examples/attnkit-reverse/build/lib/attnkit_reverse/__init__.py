@@ -1,0 +1,30 @@
+"""attnkit-reverse: a task written outside attnkit, to show what a task plugin holds.
+
+The model learns to reverse a sequence of letters ("a b c" -> "c b a"): every answer is known, so
+its accuracy is exact and its cross-attention should run along the anti-diagonal. Installed, it
+gets ``attnkit train`` and ``attnkit evaluate`` (``task: reverse`` in a config), its own verbs
+(``attnkit make-reversal``, ``attnkit reverse``) and its endpoint (``POST /v1/reverse`` under
+``attnkit serve``), through the entry point in its pyproject.toml alone.
+"""
+
+from attnkit.tasks.base import TaskInfo
+
+from .reverser import Reverser
+from .served import ReverserServed
+from .training import ReverseTask
+
+TASK = TaskInfo(
+    name="reverse",
+    noun="a reversal model",
+    archs=("transformer",),  # translation's too: a config chooses this task with `task: reverse`
+    records="pairs",
+    training=ReverseTask,
+    open=Reverser.from_state,
+    serve=ReverserServed.load,
+    endpoints=("reverse",),
+    routes="attnkit_reverse.routes:add_routes",
+    commands={"reverse": "attnkit_reverse.command", "make-reversal": "attnkit_reverse.corpus"},
+    evaluate="attnkit_reverse.evaluation:run",
+)
+
+__all__ = ["TASK", "ReverseTask", "Reverser", "ReverserServed"]

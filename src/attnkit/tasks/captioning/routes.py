@@ -1,0 +1,76 @@
+"""The captioner's endpoint: ``POST /v1/caption`` (the body is the image's bytes, the search its
+query), added by the server (``TaskInfo.routes``) to its app."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import FastAPI, Query
+from fastapi import Request as HTTPRequest
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...decoding.options import SearchOptions
+from ...serve.decoder import Call
+from ...serve.errors import ServeError
+from ...serve.schemas import SEARCH_FIELDS, option
+from .captioner import SEARCH
+from .served import CaptionerServed
+
+
+class CaptionQuery(BaseModel):
+    """``/v1/caption``'s query (the body is the image): every field of SearchOptions, a captioner's
+    defaults. Not strict: a query's values arrive as text."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = Field(None, description="a name from GET /v1/models; default: the first captioner")
+    attention: bool = Field(False, description="also every layer's and head's attention over the regions")
+    beam: int = option("beam", "beam size; 1 = greedy", SEARCH)
+    nbest: int = option("nbest", "captions returned: the beam's best (at most beam), or samples", SEARCH)
+    length_penalty: float = option("length_penalty", "GNMT length penalty alpha", SEARCH)
+    max_len_a: float = option("max_len_a", "an image has no pieces: max_len_b alone counts", SEARCH)
+    max_len_b: int = option("max_len_b", "caption pieces at most, eos included", SEARCH)
+    min_length: int = option("min_length", "pieces before the end (the length limit wins)", SEARCH)
+    no_repeat_ngram_size: int = option(
+        "no_repeat_ngram_size", "no n-gram of this size twice; 0 = off", SEARCH
+    )
+    repetition_penalty: float = option(
+        "repetition_penalty", "divides the score of every piece already out (CTRL); 1 = off", SEARCH
+    )
+    sample: bool = option("sample", "sample captions instead of searching", SEARCH)
+    temperature: float = option("temperature", "sampling temperature", SEARCH)
+    top_k: int = option("top_k", "sample from the k most probable pieces; 0 = all", SEARCH)
+    top_p: float = option("top_p", "nucleus sampling: the smallest set of mass top_p", SEARCH)
+    seed: int = option("seed", "the same seed gives the same samples", SEARCH)
+
+    def search_options(self) -> SearchOptions:
+        return SearchOptions(**{name: getattr(self, name) for name in SEARCH_FIELDS})
+
+
+def add_routes(app: FastAPI, server: Any) -> None:
+    """``/v1/caption`` (``server``: :class:`attnkit.serve.app.Server`)."""
+    limits = server.limits
+
+    @app.post(
+        "/v1/caption",
+        summary="caption an image (captioner checkpoints): the body is the image file's bytes",
+    )
+    async def caption(request: HTTPRequest, query: Annotated[CaptionQuery, Query()]) -> dict[str, Any]:
+        """``curl --data-binary @photo.png -H 'Content-Type: image/png' 'HOST/v1/caption?beam=4'``; a body
+        that is no image, too large an image or one of an unreadable pixel mode answers 4xx."""
+        served: CaptionerServed = server.resolve(query.model, "caption")
+        server.check_beam(query.beam)
+        options = query.search_options()  # a ConfigError answers 422
+        if options.sample and options.nbest > limits.max_samples:
+            raise ServeError(422, f"nbest {options.nbest} is over the limit of {limits.max_samples} samples")
+        image = await request.body()
+        if not image:
+            raise ServeError(
+                422, "the body is empty: send the image file's bytes (e.g. curl --data-binary @x.png)"
+            )
+        served.check(image)  # a bad image: one line, 422, before any decoding
+        call = Call.of(served.name, "caption", options=options, attention=query.attention)
+        (answer,) = await server.run_job(
+            call, [image], served.regions, alone=query.attention or options.sample
+        )
+        return {"model": served.name, **answer}

@@ -1,0 +1,48 @@
+"""The classifier's endpoint: ``POST /v1/classify``, added by the server (``TaskInfo.routes``) to its
+app."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from pydantic import Field
+
+from ...serve.decoder import Call
+from ...serve.errors import ServeError
+from ...serve.schemas import Request
+from .served import ClassifierServed
+
+
+class ClassifyRequest(Request):
+    text: str | list[str] = Field(description="one text, or a list of texts")
+    model: str | None = Field(None, description="a name from GET /v1/models; default: the first classifier")
+    top_k: int = Field(1, ge=1, description="labels returned per text, most probable first")
+
+
+def add_routes(app: FastAPI, server: Any) -> None:
+    """``/v1/classify`` (``server``: :class:`attnkit.serve.app.Server`)."""
+    limits = server.limits
+
+    @app.post("/v1/classify", summary="label texts (classifier checkpoints)")
+    async def classify(req: ClassifyRequest) -> dict[str, Any]:
+        model: ClassifierServed = server.resolve(req.model, "classify")
+        texts = [req.text] if isinstance(req.text, str) else req.text
+        if len(texts) > limits.max_sentences:
+            raise ServeError(
+                413, f"too many texts: {len(texts)} (the limit is {limits.max_sentences} per request)"
+            )
+        n_labels = len(model.classifier.labels)
+        if req.top_k > n_labels:
+            raise ServeError(
+                422, f"top_k {req.top_k} is larger than the {n_labels} labels of model {model.name!r}"
+            )
+        for i, text in enumerate(texts):
+            if not text.strip():
+                raise ServeError(422, f"text {i} is empty: nothing to classify")
+        cost = sum(server.check_sentence(model, t, i) for i, t in enumerate(texts))
+        results = await server.run_job(Call.of(model.name, "classify", top_k=req.top_k), texts, cost)
+        return {
+            "model": model.name,
+            "results": [{"labels": [{"label": a, "probability": p} for a, p in r]} for r in results],
+        }

@@ -1,0 +1,13 @@
+"""``attnkit evaluate`` for this task: what it prints for a checkpoint (``TaskInfo.evaluate``)."""
+
+from __future__ import annotations
+
+from ...cli.evaluate import open_wrapper, records_to_score
+
+
+def run(args, state: dict) -> None:
+    lm = open_wrapper(args, state)
+    texts, label = records_to_score(args, state)
+    scores = lm.score(texts, batch_tokens=args.batch_tokens)
+    print(f"{label}: {scores.tokens} tokens")
+    print(scores.format())

@@ -1,0 +1,104 @@
+"""The language model's endpoint: ``POST /v1/generate``, whole or streamed token by token, added by
+the server (``TaskInfo.routes``) to its app."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from pydantic import Field
+
+from ...decoding.options import SearchOptions
+from ...decoding.sampling import seeded_generator
+from ...serve.decoder import Call
+from ...serve.errors import ServeError
+from ...serve.schemas import SEARCH_FIELDS, Request, option
+from .generator import SEARCH
+from .served import LanguageModelServed
+
+
+class GenerateRequest(Request):
+    text: str = Field(description="the prompt (may be empty: generate from the start)")
+    model: str | None = Field(
+        None, description="a name from GET /v1/models; default: the first language model"
+    )
+    # The search: every field of SearchOptions, its name and bounds, a language model's defaults.
+    beam: int = option("beam", "beam size; 1 = greedy", SEARCH)
+    nbest: int = option(
+        "nbest",
+        "continuations returned: the beam's best, or samples (num_samples: its name before)",
+        SEARCH,
+        "num_samples",
+    )
+    length_penalty: float = option("length_penalty", "GNMT length penalty alpha", SEARCH)
+    max_len_a: float = option("max_len_a", "new pieces at most max_len_a * prompt pieces + max_len_b", SEARCH)
+    max_len_b: int = option(
+        "max_len_b",
+        "see max_len_a, eos included (max_new_tokens, max_tokens: its names before)",
+        SEARCH,
+        "max_new_tokens",
+        "max_tokens",
+    )
+    min_length: int = option("min_length", "new pieces before the end (the length limit wins)", SEARCH)
+    no_repeat_ngram_size: int = option(
+        "no_repeat_ngram_size", "no n-gram of this size twice, the prompt's included; 0 = off", SEARCH
+    )
+    repetition_penalty: float = option(
+        "repetition_penalty", "divides the score of every piece already there (CTRL); 1 = off", SEARCH
+    )
+    sample: bool = option("sample", "sample instead of searching (temperature, top_k, top_p, seed)", SEARCH)
+    temperature: float = option("temperature", "sampling temperature", SEARCH)
+    top_k: int = option("top_k", "sample from the k most probable tokens; 0 = all", SEARCH)
+    top_p: float = option("top_p", "nucleus sampling: the smallest set of mass top_p", SEARCH)
+    seed: int = option("seed", "the same seed gives the same samples", SEARCH)
+    stream: bool = Field(
+        False,
+        description="answer as Server-Sent Events: a 'token' event per token as it is chosen, then a "
+        "'result' event (this endpoint's answer), then 'data: [DONE]'; greedy or sampling, one continuation",
+    )
+
+    def search_options(self) -> SearchOptions:
+        """The request's search, checked as every other search is (a ConfigError answers 422)."""
+        return SearchOptions(**{name: getattr(self, name) for name in SEARCH_FIELDS})
+
+
+def add_routes(app: FastAPI, server: Any) -> None:
+    """``/v1/generate`` (``server``: :class:`attnkit.serve.app.Server`)."""
+    limits = server.limits
+
+    @app.post("/v1/generate", summary="continue a prompt (language-model checkpoints)")
+    async def generate(req: GenerateRequest) -> Any:
+        model: LanguageModelServed = server.resolve(req.model, "generate")
+        server.check_beam(req.beam)
+        if req.nbest > limits.max_samples:
+            raise ServeError(422, f"nbest {req.nbest} is over the limit of {limits.max_samples}")
+        options = req.search_options()  # every option checked here, streamed or not: 422
+        cost = server.check_sentence(model, req.text, 0) if req.text else 0
+        if req.stream:
+            _check_stream(req)
+            call = Call.of(model.name, "generate_stream", options=options)
+            return server.stream_job(call, [req.text], cost, lambda gens: _generations(model.name, gens[0]))
+        call = Call.of(model.name, "generate", options=options)
+        (gens,) = await server.run_job(call, [req.text], cost, alone=True)
+        return _generations(model.name, gens)
+
+
+def _generations(name: str, gens: list) -> dict[str, Any]:
+    """The answer of ``/v1/generate`` (and the ``result`` event of a streamed one)."""
+    return {
+        "model": name,
+        "generations": [{"text": g.text, "continuation": g.continuation, "score": g.score} for g in gens],
+    }
+
+
+def _check_stream(req: GenerateRequest) -> None:
+    """A stream sends one continuation's tokens as they are chosen: greedy search or sampling."""
+    if req.nbest != 1:
+        raise ServeError(422, f"stream gives one continuation: nbest must be 1, got {req.nbest}")
+    if req.beam != 1 and not req.sample:
+        raise ServeError(
+            422,
+            f"stream needs greedy search (beam 1) or sample: beam {req.beam} settles its tokens at the end",
+        )
+    if req.sample:
+        seeded_generator(req.seed)  # a seed torch cannot take: 422 now, not an error event later

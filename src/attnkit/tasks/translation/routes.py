@@ -1,0 +1,140 @@
+"""Translation's endpoints: ``POST /v1/translate`` (a search over one or more sentences) and
+``POST /v1/attention`` (every attention map of one translation), added by the server
+(``TaskInfo.routes``) to its app."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from ...decoding.options import SearchOptions
+from ...serve.decoder import Call
+from ...serve.errors import ServeError
+from ...serve.schemas import SEARCH_FIELDS, Limits, Request, option
+from .served import TranslationModel
+
+
+class TranslateRequest(Request):
+    text: str | list[str] = Field(description="one sentence, or a list of sentences")
+    model: str | None = Field(
+        None, description="a name from GET /v1/models; default: the first translation model"
+    )
+    prefix: str | list[str] | None = Field(
+        None,
+        description="each translation's first words, forced: one string for every sentence, or a list "
+        "with one per sentence ('' for none)",
+    )
+    # The search: every field of attnkit.decoding.SearchOptions, its name, default and bounds.
+    beam: int = option("beam", "beam size; 1 = greedy")
+    nbest: int = option("nbest", "hypotheses returned per sentence (at most beam), or samples drawn")
+    length_penalty: float = option("length_penalty", "GNMT length penalty alpha")
+    max_len_a: float = option("max_len_a", "output pieces at most max_len_a * source pieces + max_len_b")
+    max_len_b: int = option("max_len_b", "see max_len_a (eos included)")
+    min_length: int = option("min_length", "target pieces before the end (the length limit wins)")
+    no_repeat_ngram_size: int = option("no_repeat_ngram_size", "no n-gram of this size twice; 0 = off")
+    repetition_penalty: float = option(
+        "repetition_penalty", "divides the score of every piece already out (CTRL); 1 = off"
+    )
+    sample: bool = option("sample", "sample translations instead of searching")
+    temperature: float = option("temperature", "sampling temperature")
+    top_k: int = option("top_k", "sample from the k most probable pieces; 0 = all")
+    top_p: float = option("top_p", "nucleus sampling: the smallest set of mass top_p")
+    seed: int = option("seed", "the same seed gives the same samples")
+
+    def search_options(self) -> SearchOptions:
+        """The request's search, checked (a ConfigError answers 422)."""
+        return SearchOptions(**{name: getattr(self, name) for name in SEARCH_FIELDS})
+
+
+class AttentionRequest(Request):
+    text: str = Field(description="one source sentence")
+    model: str | None = None
+    beam: int = Field(4, ge=1, description="beam size of the translation whose attention is shown")
+
+
+class Hypothesis(BaseModel):
+    text: str
+    score: float
+
+
+class TranslationOut(BaseModel):
+    text: str
+    score: float = Field(description="log-probability over the GNMT length penalty")
+    nbest: list[Hypothesis]
+
+
+class TranslateResponse(BaseModel):
+    model: str
+    translations: list[TranslationOut] = Field(description="one per input sentence, in order")
+
+
+def add_routes(app: FastAPI, server: Any) -> None:
+    """``/v1/translate`` and ``/v1/attention`` (``server``: :class:`attnkit.serve.app.Server`)."""
+    limits = server.limits
+
+    @app.post("/v1/translate", response_model=TranslateResponse, summary="translate one or more sentences")
+    async def translate(req: TranslateRequest) -> JSONResponse:
+        model: TranslationModel = server.resolve(req.model, "translate")
+        sentences = [req.text] if isinstance(req.text, str) else req.text
+        if len(sentences) > limits.max_sentences:
+            raise ServeError(
+                413, f"too many sentences: {len(sentences)} (the limit is {limits.max_sentences} per request)"
+            )
+        server.check_beam(req.beam)
+        options = req.search_options()  # a ConfigError answers 422, as the command line exits 2
+        if options.sample and options.nbest > limits.max_samples:
+            raise ServeError(422, f"nbest {options.nbest} is over the limit of {limits.max_samples} samples")
+        model.check_search(options)  # what the model's engine cannot decode: 422
+        cost = sum(server.check_sentence(model, s, i) for i, s in enumerate(sentences))
+        prefix = _prefix(req.prefix, sentences, limits)
+        call = Call.of(model.name, "translate", options=options, prefix=prefix)
+        # beam search: continuous batching where the model can. A prefix is checked against each
+        # sentence's length limit as it decodes: alone, one too long fails this request only (422).
+        # sampled requests alone too: the seed draws this request's samples, whatever else is asked
+        results = await server.run_job(call, sentences, cost, alone=prefix is not None or options.sample)
+        # Built here and returned as is: the response model only documents it (validating our own
+        # output again cost ~0.1 ms of the event loop's time per request).
+        return JSONResponse(
+            {
+                "model": model.name,
+                "translations": [
+                    {"text": r.text, "score": r.score, "nbest": [{"text": t, "score": s} for t, s in r.nbest]}
+                    for r in results
+                ],
+            }
+        )
+
+    @app.post("/v1/attention", summary="every attention map of one translation, with words and an alignment")
+    async def attention(req: AttentionRequest) -> dict[str, Any]:
+        model: TranslationModel = server.resolve(req.model, "attention")
+        server.check_beam(req.beam)
+        if not req.text.strip():
+            raise ServeError(422, "text is empty: there is no attention to show")
+        cost = server.check_sentence(model, req.text, 0)
+        (payload,) = await server.run_job(
+            Call.of(model.name, "attention", beam=req.beam), [req.text], cost, alone=True
+        )
+        return {"model": model.name, **payload}
+
+
+def _prefix(prefix: str | list[str] | None, sentences: list[str], limits: Limits) -> str | tuple | None:
+    """A request's prefix as its Call carries it: one str for every sentence, a tuple with one per
+    sentence (when they differ), or None (none, or only empty ones)."""
+    if prefix is None:
+        return None
+    texts = [prefix] if isinstance(prefix, str) else prefix
+    if not isinstance(prefix, str) and len(prefix) != len(sentences):
+        raise ServeError(
+            422,
+            f"prefix has {len(prefix)} items for {len(sentences)} sentences: "
+            "give one per sentence, or one string for all",
+        )
+    for i, text in enumerate(texts):
+        if len(text) > limits.max_chars:
+            raise ServeError(413, f"prefix {i} has {len(text)} characters; the limit is {limits.max_chars}")
+    if len(set(texts)) == 1:
+        return texts[0] or None
+    return tuple(texts)
