@@ -203,6 +203,8 @@ class TaskInfo:
     evaluate: ``"module:function"``, what ``attnkit evaluate`` runs: ``function(args, state)``.
     evaluate_flags: the flags of ``attnkit evaluate`` that only some tasks read which it reads
     (``--src``, ``--ref``, ``--hyp-output``, ``--lowercase``, ``--input``, ``--confusion``).
+    attention: ``"module:function"``, what ``attnkit attention`` runs: ``function(args, state)``.
+    attention_flags: what it reads and writes beyond ``--out``: ``--text`` or ``--image``, ``--html``.
     """
 
     name: str
@@ -217,9 +219,23 @@ class TaskInfo:
     commands: Mapping[str, str] = field(default_factory=dict)
     evaluate: str | None = None
     evaluate_flags: tuple[str, ...] = ()
+    attention: str | None = None
+    attention_flags: tuple[str, ...] = ("--text",)
 
     def command_names(self) -> tuple[str, ...]:
         return tuple(self.commands)
+
+
+def as_list(inputs: Any, one: tuple[type, ...] = (str,)) -> list:
+    """The one shape every task's wrapper takes: one input (an instance of ``one``) or a sequence of
+    them, as a list. Results are always a list, one per input, in order."""
+    if isinstance(inputs, one):
+        return [inputs]
+    if isinstance(inputs, (str, bytes)):  # a string where another kind belongs: never its characters
+        raise ConfigError(
+            f"expected {' or '.join(t.__name__ for t in one)} or a list of them, got {inputs!r:.60}"
+        )
+    return list(inputs)
 
 
 def parameter_count(model) -> int:

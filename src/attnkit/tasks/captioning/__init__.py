@@ -29,6 +29,8 @@ TASK = TaskInfo(
     routes="attnkit.tasks.captioning.routes:add_routes",
     evaluate="attnkit.tasks.captioning.evaluate_command:run",
     evaluate_flags=(),
+    attention="attnkit.tasks.captioning.attention_command:run",
+    attention_flags=("--image", "--html"),
     commands={
         "caption": "attnkit.tasks.captioning.command",
         "make-shapes": "attnkit.tasks.captioning.make_shapes_command",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeAlias, cast
 
 import torch
 from torch import Tensor, nn
@@ -29,13 +29,14 @@ from ...device import resolve_device
 from ...errors import ConfigError
 from ...model.captioner import CaptionTransformer
 from ...model.interface import IncrementalDecoder
+from ..base import as_list
 from .images import ImageSource, as_floats, read_image
 
 # A captioner's search unless asked otherwise, on the command line, the server and in Python: beam 4,
 # and as many pieces as the model's positions allow (an image has no length to scale max_len_a by).
 SEARCH = SearchOptions(max_len_a=0.0, max_len_b=256)
 
-Image = ImageSource | Tensor  # a file, its bytes, or (C, S, S) uint8 pixels read before
+Image: TypeAlias = "ImageSource | Tensor"  # a file, its bytes, a PIL image, or (C, S, S) uint8 pixels
 
 
 @dataclass
@@ -103,7 +104,7 @@ class Captioner:
     @torch.no_grad()
     def caption(
         self,
-        images: Sequence[Image],
+        images: Image | Sequence[Image],
         options: SearchOptions | None = None,
         *,
         batch_size: int = 32,
@@ -111,7 +112,8 @@ class Captioner:
         names: Sequence[str] | None = None,
         **fields: Any,
     ) -> list[Caption]:
-        """A caption per image, in order, searched as ``options`` say (default :data:`SEARCH`;
+        """A caption per image (a path, bytes, a PIL image or read pixels is one image), in order,
+        searched as ``options`` say (default :data:`SEARCH`;
         ``fields`` change single options: ``caption(images, beam=1)``; with ``sample``, ``nbest``
         captions per image drawn from a generator seeded with ``seed``). Pieces, eos included: at
         most ``max_len_b`` (an image has no tokens for ``max_len_a`` to scale), within ``max_len``.
@@ -122,6 +124,9 @@ class Captioner:
         if options.sample and return_attention:
             raise ConfigError("return_attention is for search, not sampling")
         limit = length_limit(0, options.max_len_a, options.max_len_b, self.max_tokens)
+        from PIL.Image import Image as PILImage
+
+        images = as_list(images, (str, Path, bytes, PILImage, Tensor))
         pixels = [self.read(img, name=names[i] if names else None) for i, img in enumerate(images)]
         generator = seeded_generator(options.seed, self.device) if options.sample else None
         out: list[Caption] = []

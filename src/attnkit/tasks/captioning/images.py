@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 import torch
@@ -24,10 +25,17 @@ MAX_BYTES = 20_000_000  # a file larger than this is refused before it is decode
 MAX_PIXELS = 40_000_000  # width x height; PIL's own decompression-bomb guard is ~89M
 MODES = ("RGB", "RGBA", "L", "LA", "P", "1")  # pixel modes that convert to RGB as a picture
 
-ImageSource = str | Path | bytes
+if TYPE_CHECKING:
+    from PIL.Image import Image as PILImage
+
+ImageSource: TypeAlias = "str | Path | bytes | PILImage"  # a file, its bytes, or a PIL image
 
 
 def _describe(source: ImageSource, name: str | None) -> str:
+    from PIL import Image
+
+    if isinstance(source, Image.Image):
+        return name or f"a {source.width}x{source.height} PIL image"
     return name or (f"{len(source):,}-byte upload" if isinstance(source, bytes) else str(source))
 
 
@@ -40,13 +48,30 @@ def read_image(
     max_bytes: int = MAX_BYTES,
     max_pixels: int = MAX_PIXELS,
 ) -> Tensor:
-    """An image file or its bytes -> (C, S, S) uint8, resized (bilinear) to ``size`` x ``size``.
+    """An image file, its bytes or a PIL image -> (C, S, S) uint8, resized (bilinear) to ``size`` x ``size``.
 
     ``name`` names the image in errors (default: the path, or the upload's size).
     """
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image
 
     what = _describe(source, name)
+    if isinstance(source, Image.Image):
+        img = _checked(source, what, max_pixels)
+    else:
+        img = _opened(_read_bytes(source, what, max_bytes), what, max_pixels)
+    picture = img.convert("RGB" if channels == 3 else "L")
+    if picture.size != (size, size):
+        picture = picture.resize((size, size), Image.Resampling.BILINEAR)
+    pixels = np.asarray(picture, dtype=np.uint8).reshape(size, size, channels)  # (S, S, C)
+    return torch.from_numpy(pixels.copy()).permute(2, 0, 1)  # (C, S, S)
+
+
+def as_floats(images: Tensor) -> Tensor:
+    """uint8 pixels (B, C, S, S) -> floats in [0, 1], what the model's ``encode`` reads."""
+    return images.float() / 255.0
+
+
+def _read_bytes(source: str | Path | bytes, what: str, max_bytes: int) -> bytes:
     if isinstance(source, bytes):
         data = source
     else:
@@ -58,18 +83,30 @@ def read_image(
         data = path.read_bytes()
     if len(data) > max_bytes:
         raise DataError(f"{what}: {len(data):,} bytes is over {max_bytes:,}; too large an image")
+    return data
+
+
+def _checked(img, what: str, max_pixels: int):
+    """``img`` if its size and pixel mode are ones a model reads, else one DataError naming them."""
+    width, height = img.size
+    if width * height > max_pixels:
+        raise DataError(f"{what}: {width}x{height} pixels is over {max_pixels:,}; too large an image")
+    if img.mode not in MODES:
+        raise DataError(
+            f"{what}: pixel mode {img.mode} is not a picture this model reads "
+            f"(it reads {', '.join(MODES)}); convert it to RGB first"
+        )
+    return img
+
+
+def _opened(data: bytes, what: str, max_pixels: int):
+    """The decoded image of ``data``: its header checked before its pixels are decoded."""
+    from PIL import Image, UnidentifiedImageError
+
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            img = Image.open(io.BytesIO(data))  # reads the header only
-            width, height = img.size
-            if width * height > max_pixels:
-                raise DataError(f"{what}: {width}x{height} pixels is over {max_pixels:,}; too large an image")
-            if img.mode not in MODES:
-                raise DataError(
-                    f"{what}: pixel mode {img.mode} is not a picture this model reads "
-                    f"(it reads {', '.join(MODES)}); convert it to RGB first"
-                )
+            img = _checked(Image.open(io.BytesIO(data)), what, max_pixels)  # reads the header only
             img.load()
     except (UnidentifiedImageError, Image.DecompressionBombError, Image.DecompressionBombWarning):
         raise DataError(f"{what}: not an image (or one too large to decode)") from None
@@ -77,13 +114,4 @@ def read_image(
         if isinstance(e, DataError):
             raise
         raise DataError(f"{what}: a damaged or truncated image") from None
-    picture = img.convert("RGB" if channels == 3 else "L")
-    if picture.size != (size, size):
-        picture = picture.resize((size, size), Image.Resampling.BILINEAR)
-    pixels = np.asarray(picture, dtype=np.uint8).reshape(size, size, channels)  # (S, S, C)
-    return torch.from_numpy(pixels.copy()).permute(2, 0, 1)  # (C, S, S)
-
-
-def as_floats(images: Tensor) -> Tensor:
-    """uint8 pixels (B, C, S, S) -> floats in [0, 1], what the model's ``encode`` reads."""
-    return images.float() / 255.0
+    return img

@@ -24,6 +24,8 @@ TASK = TaskInfo(
     routes="attnkit.tasks.classification.routes:add_routes",
     evaluate="attnkit.tasks.classification.evaluate_command:run",
     evaluate_flags=("--input", "--confusion"),
+    attention="attnkit.tasks.classification.attention_command:run",
+    attention_flags=("--text",),
     commands={"classify": "attnkit.tasks.classification.command"},
 )
 

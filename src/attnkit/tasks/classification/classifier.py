@@ -23,6 +23,7 @@ from ...data.tokenizer import SubwordTokenizer
 from ...device import resolve_device
 from ...errors import CheckpointError, ConfigError
 from ...model.classifier import TransformerClassifier
+from ..base import as_list
 from .highlight import merge_subwords
 from .inputs import Text, encode_inputs
 from .scoring import ClassificationReport, evaluate_examples
@@ -79,9 +80,9 @@ class Classifier:
         return encode_inputs(self.tokenizer, self.model.config, texts)
 
     @torch.no_grad()
-    def probabilities(self, texts: Sequence[Text], *, batch_size: int = 128) -> torch.Tensor:
-        """Class probabilities (N, C) in input order."""
-        ids = self._encode(texts)
+    def probabilities(self, texts: Text | Sequence[Text], *, batch_size: int = 128) -> torch.Tensor:
+        """Class probabilities (N, C) in input order (one str, or one (a, b) pair, is one text)."""
+        ids = self._encode(as_list(texts, (str, tuple)))
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # little padding per batch
         probs = torch.empty(len(ids), len(self.labels))
         for start in range(0, len(order), batch_size):
@@ -90,8 +91,10 @@ class Classifier:
             probs[rows] = self.model(x.to(self.device)).float().softmax(-1).cpu()
         return probs
 
-    def predict(self, texts: Sequence[Text], *, top_k: int = 1) -> list[list[tuple[str, float]]]:
-        """For each text its ``top_k`` (label, probability) pairs, most probable first."""
+    def predict(self, texts: Text | Sequence[Text], *, top_k: int = 1) -> list[list[tuple[str, float]]]:
+        """For each text (one str, or one (a, b) pair, is one text) its ``top_k`` (label,
+        probability) pairs, most probable first."""
+        texts = as_list(texts, (str, tuple))
         if not 1 <= top_k <= len(self.labels):
             raise ConfigError(
                 f"top_k must be between 1 and {len(self.labels)} (the number of labels), got {top_k}"

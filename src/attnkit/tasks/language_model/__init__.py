@@ -23,6 +23,8 @@ TASK = TaskInfo(
     routes="attnkit.tasks.language_model.routes:add_routes",
     evaluate="attnkit.tasks.language_model.evaluate_command:run",
     evaluate_flags=("--input",),
+    attention="attnkit.tasks.language_model.attention_command:run",
+    attention_flags=("--text",),
     commands={"generate": "attnkit.tasks.language_model.command"},
 )
 

@@ -32,6 +32,7 @@ from ...device import resolve_device
 from ...errors import DataError
 from ...model import interface
 from ...model.interface import DecoderState
+from ..base import as_list
 from .scoring import LMScores, score_texts, text_ids
 
 # A language model's search unless asked otherwise, on the command line, the server and in Python:
@@ -109,15 +110,16 @@ class LanguageModel:
     @torch.no_grad()
     def generate(
         self,
-        prompts: list[str],
+        prompts: str | list[str],
         options: SearchOptions | None = None,
         *,
         num_samples: int | None = None,
         max_new_tokens: int | None = None,
         **fields: Any,
     ) -> list[list[Generation]]:
-        """For each prompt its continuations, searched as ``options`` say (default :data:`SEARCH`;
-        ``fields`` change single options): ``nbest`` samples, or the beam's ``nbest`` best. New tokens,
+        """For each prompt (one str is one prompt) its continuations, searched as ``options`` say
+        (default :data:`SEARCH`; ``fields`` change single options): ``nbest`` samples, or the beam's
+        ``nbest`` best. New tokens,
         eos included: at most ``max_len_a`` * prompt pieces + ``max_len_b``, within ``max_len``.
         ``num_samples`` and ``max_new_tokens`` are nbest's and max_len_b's names before.
 
@@ -129,6 +131,7 @@ class LanguageModel:
         if max_new_tokens is not None:
             fields["max_len_b"] = max_new_tokens
         options = SearchOptions.of(options or SEARCH, **fields)  # one check, one choice (decode)
+        prompts = as_list(prompts)
         encoded = [self.tokenizer.encode(p, side="src") for p in prompts]
         by_length: dict[int, list[int]] = defaultdict(list)
         for i, ids in enumerate(encoded):

@@ -25,6 +25,8 @@ TASK = TaskInfo(
     routes="attnkit.tasks.translation.routes:add_routes",
     evaluate="attnkit.tasks.translation.evaluate_command:run",
     evaluate_flags=("--src", "--ref", "--hyp-output", "--lowercase"),
+    attention="attnkit.tasks.translation.attention_command:run",
+    attention_flags=("--text", "--html"),
     commands={"translate": "attnkit.tasks.translation.command"},
 )
 

@@ -1,0 +1,24 @@
+"""``attnkit attention`` for this task: what it draws for a checkpoint (``TaskInfo.attention``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def run(args, state) -> None:
+    from ...plotting import plot_attention
+    from . import Classifier
+    from .highlight import write_highlight
+
+    clf = Classifier.from_state(state, device=args.device, path=args.checkpoint)
+    ww = clf.word_weights(args.text)
+    print(f"{ww.label}\t{ww.probability:.4f}")
+    title = f"{clf.model.config.pooling} pooling: which words decided"
+    html_path, png_path = write_highlight(
+        [(f"{ww.label} ({ww.probability:.3f})", ww.words, ww.weights)], args.out, title=title
+    )
+    print(f"wrote {html_path}\nwrote {png_path}")
+    pieces, weights = clf.self_attention(args.text)
+    path = Path(args.out).with_name(f"{Path(args.out).stem}_encoder_self.png")
+    plot_attention(weights, pieces, pieces, path, title="encoder self-attention")
+    print(f"wrote {path}")

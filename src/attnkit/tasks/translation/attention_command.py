@@ -1,0 +1,69 @@
+"""``attnkit attention`` for this task: what it draws for a checkpoint (``TaskInfo.attention``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...cli.attention import self_attention_path
+from ...errors import ConfigError
+
+
+def run(args, state) -> None:
+    from ...files import check_output_path
+    from . import Translator
+
+    if not args.out and not args.html:
+        raise ConfigError("give --out PNG, --html FILE or both")
+    if args.out:  # every output checked before the text is decoded
+        out = Path(args.out)
+        if out.suffix.lower() != ".png":
+            raise ConfigError(f"--out {out}: the figures are PNG images; give a path ending in .png")
+        for path in (out, self_attention_path(out, "encoder_self"), self_attention_path(out, "decoder_self")):
+            check_output_path(path, what="--out", make_folders=True)
+    if args.html:
+        check_output_path(args.html, what="--html")
+    translator = Translator.from_state(state, device=args.device, path=args.checkpoint)
+    if args.html:
+        _write_html(translator, args)
+    if args.out:
+        _write_pngs(translator, args)
+
+
+def _write_html(translator, args) -> None:
+    from ...serve.page import render_page
+    from .attention_payload import attention_payload
+
+    if not args.text.strip():
+        raise ConfigError("--text is empty: there is no attention to show")
+    data = attention_payload(translator, args.text, beam=args.beam)
+    from ...files import atomic_write
+
+    out = Path(args.html)
+    with atomic_write(out) as f:  # write new, then swap: a failure keeps the old file
+        f.write(render_page(data))
+    print("translation:", data["translation"])
+    print(f"wrote {out}")
+
+
+def _write_pngs(translator, args) -> None:
+    from ...plotting import plot_attention
+    from . import attention_maps
+
+    maps = attention_maps(translator, args.text, beam=args.beam)
+    out = Path(args.out)
+    print(
+        "translation:",
+        translator.tokenizer.decode(translator.translate([args.text], beam=args.beam)[0].tokens),
+    )
+    plot_attention(
+        maps.cross, maps.src_pieces, maps.tgt_pieces, out, title="cross-attention (target x source)"
+    )
+    print(f"wrote {out}")
+    for name, weights, labels in (
+        ("encoder_self", maps.encoder_self, maps.src_pieces),
+        ("decoder_self", maps.decoder_self, maps.tgt_pieces),
+    ):
+        if weights is not None:
+            path = self_attention_path(out, name)
+            plot_attention(weights, labels, labels, path, title=name.replace("_", " ") + "-attention")
+            print(f"wrote {path}")
