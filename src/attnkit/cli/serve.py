@@ -22,6 +22,13 @@ def add_parser(sub) -> None:
         help="a checkpoint to serve; repeat for several "
         "(named after the file, or its folder for checkpoint_*.pt)",
     )
+    _add_network_flags(p)
+    _add_batching_flags(p)
+    _add_decoding_flags(p)
+
+
+def _add_network_flags(p) -> None:
+    """Where it listens, who may call it and how long a request may take."""
     p.add_argument(
         "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)"
     )
@@ -43,6 +50,16 @@ def add_parser(sub) -> None:
         help="a request not decoded by then answers 504, and a decoding process that answered nothing "
         "for as long is restarted; SIGTERM waits for requests in flight at most this long (default 120)",
     )
+    p.add_argument(
+        "--max-sentences", type=positive_int, default=256, help="sentences per request (default 256)"
+    )
+    p.add_argument(
+        "--max-body-bytes", type=positive_int, default=1_000_000, help="request body size (default 1000000)"
+    )
+
+
+def _add_batching_flags(p) -> None:
+    """How requests share a model call (the batcher's options)."""
     p.add_argument(
         "--max-batch-tokens",
         type=positive_int,
@@ -75,12 +92,10 @@ def add_parser(sub) -> None:
         default=4,
         help="... or once the oldest has waited this many decoding steps (default 4; 0: join at once)",
     )
-    p.add_argument(
-        "--max-sentences", type=positive_int, default=256, help="sentences per request (default 256)"
-    )
-    p.add_argument(
-        "--max-body-bytes", type=positive_int, default=1_000_000, help="request body size (default 1000000)"
-    )
+
+
+def _add_decoding_flags(p) -> None:
+    """What decodes, where and how."""
     p.add_argument(
         "--device", type=device, default="auto", help="auto, cpu, cuda, cuda:N or mps (default auto)"
     )
@@ -140,9 +155,51 @@ def run(args) -> None:
         raise ConfigError(
             f"attnkit serve needs the serve extra: pip install 'attnkit[serve]' ({e})"
         ) from None
-    from ..serve.decoder import ProcessDecoder, WorkerSpec
     from ..serve.guards import allowed_host_names
-    from ..serve.tasks import load_models, read_checkpoints, release_weights
+
+    _check_flags(args)
+    import torch
+
+    n_workers, threads = _workers_and_threads(
+        args.workers, args.threads, args.device, torch.get_num_threads()
+    )
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    batching = dict(
+        max_batch_tokens=args.max_batch_tokens,
+        max_wait_ms=args.max_wait_ms,
+        max_gap_ms=args.max_gap_ms,
+        join_group=args.join_group,
+        join_wait_steps=args.join_wait_steps,
+    )
+    models, decoder = _models_and_decoder(args, batching, n_workers, threads)
+    limits = Limits(max_body_bytes=args.max_body_bytes, max_sentences=args.max_sentences)
+    app = create_app(
+        models,
+        **batching,
+        limits=limits,
+        decoder=decoder,
+        request_timeout=args.request_timeout,
+        allowed_hosts=allowed_host_names(args.host, args.allowed_host),
+    )
+    names = ", ".join(f"{m.name} ({m.task})" for m in models)
+    print(f"attnkit serve: {names} on http://{args.host}:{args.port}/ (API docs at /docs)", flush=True)
+    # uvicorn handles SIGTERM and SIGINT: it stops accepting, lets in-flight requests finish (each
+    # answers by its deadline, and is cancelled shortly after), then runs the app's shutdown (which
+    # drains the batcher, in the decoding process if any, killing one not done in time) and returns.
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=int(args.request_timeout) + 2,
+    )
+
+
+def _check_flags(args) -> None:
+    """Every flag the parser cannot check alone, and the address, before anything is loaded."""
+    from ..errors import ConfigError
 
     if not 1 <= args.port <= 65535:
         raise ConfigError(f"--port must be between 1 and 65535, got {args.port}")
@@ -158,26 +215,18 @@ def run(args) -> None:
     if args.compile and args.engine != "torch":
         raise ConfigError("--compile is for --engine torch (CTranslate2 runs its own kernels)")
     _check_address(args.host, args.port)
-    import torch
-
     if args.compile:
         from ..decoding.compiled import refuse_on_cpu
         from ..device import resolve_device
 
         refuse_on_cpu(resolve_device(args.device))
 
-    n_workers, threads = _workers_and_threads(
-        args.workers, args.threads, args.device, torch.get_num_threads()
-    )
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    batching = dict(
-        max_batch_tokens=args.max_batch_tokens,
-        max_wait_ms=args.max_wait_ms,
-        max_gap_ms=args.max_gap_ms,
-        join_group=args.join_group,
-        join_wait_steps=args.join_wait_steps,
-    )
+
+def _models_and_decoder(args, batching: dict, n_workers: int, threads: int):
+    """The served models, and the decoding processes that run them (None: a thread of this process)."""
+    from ..serve.decoder import ProcessDecoder, WorkerSpec
+    from ..serve.tasks import load_models, read_checkpoints, release_weights
+
     # Read once: the server serves these bytes for its whole life, and a decoding process that
     # restarts loads them too, never a file overwritten (or moved) since.
     contents = read_checkpoints(args.checkpoint)
@@ -207,28 +256,7 @@ def run(args) -> None:
             compile=args.compile,
         )
     del contents  # the decoding processes have their copies (the spec keeps one for restarts)
-    limits = Limits(max_body_bytes=args.max_body_bytes, max_sentences=args.max_sentences)
-    app = create_app(
-        models,
-        **batching,
-        limits=limits,
-        decoder=decoder,
-        request_timeout=args.request_timeout,
-        allowed_hosts=allowed_host_names(args.host, args.allowed_host),
-    )
-    names = ", ".join(f"{m.name} ({m.task})" for m in models)
-    print(f"attnkit serve: {names} on http://{args.host}:{args.port}/ (API docs at /docs)", flush=True)
-    # uvicorn handles SIGTERM and SIGINT: it stops accepting, lets in-flight requests finish (each
-    # answers by its deadline, and is cancelled shortly after), then runs the app's shutdown (which
-    # drains the batcher, in the decoding process if any, killing one not done in time) and returns.
-    uvicorn.run(
-        app,
-        host=args.host,
-        port=args.port,
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=int(args.request_timeout) + 2,
-    )
+    return models, decoder
 
 
 def _workers_and_threads(asked: int | str, threads: int | None, device: str, cores: int) -> tuple[int, int]:

@@ -86,13 +86,9 @@ def _rows(pieces: list[str], vocab: dict[str, int], roles: dict[str, int]) -> Te
     return torch.tensor(rows)
 
 
-def import_marian(folder: str | Path) -> dict[str, Any]:
-    """An attnkit checkpoint state (for ``save_checkpoint``) from a MarianMTModel folder."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise CheckpointError(f"{folder}: not a folder")
-    c = marian_config(folder)
-    hf_state = marian_weights(folder, c)  # every tensor present, shaped and finite
+def _vocabularies(folder: Path, c, hf_state: dict[str, Tensor]):
+    """(separate, source vocab, target vocab, SentencePiece protos, special ids, target special ids),
+    each checked against the embeddings."""
     tok_config = (
         read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").exists() else {}
     )
@@ -128,6 +124,35 @@ def import_marian(folder: str | Path) -> dict[str, Any]:
                 f"({min(src_rows_n, tgt_rows_n)})"
             )
     tgt_roles = {**roles, "unk": tgt_vocab[unk]}
+    return separate, src_vocab, tgt_vocab, protos, roles, tgt_roles
+
+
+def _logical_weights(folder: Path, c, hf_state, cfg, src_rows, tgt_rows, bias: Tensor) -> dict[str, Tensor]:
+    """Marian's tensors under attnkit's logical names, features and vocabulary rows in attnkit's order."""
+    order = torch.argsort(marian_feature_order(c.d_model))  # Marian features -> attnkit's
+    logical: dict[str, Tensor] = {}
+    for name, hf_name in hf_name_table(c.encoder_layers, c.decoder_layers):
+        if hf_name not in hf_state:
+            raise CheckpointError(f"{folder}: the Marian weights lack {hf_name!r}")
+        axis = residual_axis(name)
+        tensor = hf_state[hf_name].float()
+        logical[name] = tensor if axis is None else tensor.index_select(axis, order)
+    logical["src_embed"] = logical["src_embed"][src_rows]
+    logical["tgt_embed"] = logical["tgt_embed"][tgt_rows]
+    logical["output.weight"] = logical["output.weight"][tgt_rows]
+    if not cfg.tie_output or cfg.output_bias:
+        logical["output.bias"] = bias
+    return logical
+
+
+def import_marian(folder: str | Path) -> dict[str, Any]:
+    """An attnkit checkpoint state (for ``save_checkpoint``) from a MarianMTModel folder."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise CheckpointError(f"{folder}: not a folder")
+    c = marian_config(folder)
+    hf_state = marian_weights(folder, c)  # every tensor present, shaped and finite
+    separate, src_vocab, tgt_vocab, protos, roles, tgt_roles = _vocabularies(folder, c, hf_state)
 
     src_proto, src_pieces = reorder_pieces(protos["src"])
     tgt_own = reorder_pieces(protos["tgt"])[1]
@@ -149,19 +174,7 @@ def import_marian(folder: str | Path) -> dict[str, Any]:
         unmapped.append(SPECIAL_ROLES.index("bos"))
     bias[unmapped] = NO_TOKEN_BIAS
     cfg = _attnkit_config(c, len(src_pieces), len(tgt_pieces), share, bool(bias.abs().max() > 0))
-    order = torch.argsort(marian_feature_order(c.d_model))  # Marian features -> attnkit's
-    logical: dict[str, Tensor] = {}
-    for name, hf_name in hf_name_table(c.encoder_layers, c.decoder_layers):
-        if hf_name not in hf_state:
-            raise CheckpointError(f"{folder}: the Marian weights lack {hf_name!r}")
-        axis = residual_axis(name)
-        tensor = hf_state[hf_name].float()
-        logical[name] = tensor if axis is None else tensor.index_select(axis, order)
-    logical["src_embed"] = logical["src_embed"][src_rows]
-    logical["tgt_embed"] = logical["tgt_embed"][tgt_rows]
-    logical["output.weight"] = logical["output.weight"][tgt_rows]
-    if not cfg.tie_output or cfg.output_bias:
-        logical["output.bias"] = bias
+    logical = _logical_weights(folder, c, hf_state, cfg, src_rows, tgt_rows, bias)
 
     source_eos = (getattr(c, "attnkit", None) or {}).get("source_eos", True)  # Marian sources end with </s>
     tokenizer = SubwordTokenizer(src_proto, None if joint else tgt_proto, src_eos=bool(source_eos))

@@ -243,55 +243,11 @@ def decoding_process(conn, spec: WorkerSpec, batching: dict[str, Any]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when decoding stops
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
-        import torch
-
-        from .tasks import load_models
-
-        if spec.threads:
-            torch.set_num_threads(spec.threads)
-        models = load_models(
-            list(spec.checkpoints),
-            device=spec.device,
-            contents=spec.contents,
-            engine=spec.engine,
-            threads=spec.threads,
-            compile=spec.compile,
-        )
-        decoder = ThreadDecoder(models, **batching)
+        decoder = _load_decoder(spec, batching)
     except BaseException as e:  # noqa: BLE001 - reported to the server, which exits with it
         conn.send(("failed", str(e) or type(e).__name__))
         return
-    send_lock = threading.Lock()
-    futures: dict[int, Future] = {}  # the jobs not answered yet, for "cancel"
-
-    def send(message: tuple) -> None:
-        try:
-            with send_lock:
-                conn.send(message)
-        except OSError:  # the server is gone: nobody waits for this
-            pass
-
-    def send_event(job: int, data: Any) -> None:
-        send((job, "event", data))
-
-    def counters() -> tuple[int, ...]:
-        return tuple(getattr(decoder.stats, f.name) for f in fields(BatchStats))
-
-    def answer(job: int, future: Future) -> None:
-        if future.cancelled():  # answered where it was cancelled, with the counters after it
-            return
-        futures.pop(job, None)
-        stats = counters()
-        error = future.exception()
-        try:
-            payload = pickle.dumps((error is None, future.result() if error is None else error, stats))
-            if error is not None:
-                pickle.loads(payload)  # the server must be able to rebuild the error
-        except Exception as e:  # noqa: BLE001 - the request gets a plain error instead
-            failed = error if error is not None else e
-            payload = pickle.dumps((False, RuntimeError(f"{type(failed).__name__}: {failed}"), stats))
-        send((job, "done", payload))
-
+    replies = _Replies(conn, decoder)
     conn.send(("ready", decoder.describe()))
     while True:
         try:
@@ -301,17 +257,76 @@ def decoding_process(conn, spec: WorkerSpec, batching: dict[str, Any]) -> None:
         if message is None:
             break
         if message[0] == "cancel":  # the server gave up on it: the answer only settles its books
-            job = message[1]
-            given_up = futures.pop(job, None)
-            if given_up is not None and decoder.cancel(given_up):  # its stream stops at the next step
-                send((job, "done", pickle.dumps((False, RuntimeError("cancelled"), counters()))))
+            replies.cancel(message[1])
             continue
         job, call, items, cost, alone = message
-        on_event = functools.partial(send_event, job)
+        on_event = functools.partial(replies.send_event, job)
         try:
-            future = futures[job] = decoder.submit(call, items, cost, alone=alone, on_event=on_event)
+            future = replies.futures[job] = decoder.submit(call, items, cost, alone=alone, on_event=on_event)
         except BaseException as e:  # noqa: BLE001 - the request gets the error
             future = Future()
             future.set_exception(e)
-        future.add_done_callback(functools.partial(answer, job))
+        future.add_done_callback(functools.partial(replies.answer, job))
     decoder.close()
+
+
+def _load_decoder(spec: WorkerSpec, batching: dict[str, Any]) -> ThreadDecoder:
+    """The spec's models, loaded in this process, behind a batcher on a thread."""
+    import torch
+
+    from .tasks import load_models
+
+    if spec.threads:
+        torch.set_num_threads(spec.threads)
+    models = load_models(
+        list(spec.checkpoints),
+        device=spec.device,
+        contents=spec.contents,
+        engine=spec.engine,
+        threads=spec.threads,
+        compile=spec.compile,
+    )
+    return ThreadDecoder(models, **batching)
+
+
+class _Replies:
+    """What the decoding process sends back: events as they come, then each job's pickled answer
+    with the batcher's counters after it."""
+
+    def __init__(self, conn, decoder: ThreadDecoder):
+        self.conn, self.decoder = conn, decoder
+        self.lock = threading.Lock()
+        self.futures: dict[int, Future] = {}  # the jobs not answered yet, for "cancel"
+
+    def send(self, message: tuple) -> None:
+        try:
+            with self.lock:
+                self.conn.send(message)
+        except OSError:  # the server is gone: nobody waits for this
+            pass
+
+    def send_event(self, job: int, data: Any) -> None:
+        self.send((job, "event", data))
+
+    def counters(self) -> tuple[int, ...]:
+        return tuple(getattr(self.decoder.stats, f.name) for f in fields(BatchStats))
+
+    def cancel(self, job: int) -> None:
+        given_up = self.futures.pop(job, None)
+        if given_up is not None and self.decoder.cancel(given_up):  # its stream stops at the next step
+            self.send((job, "done", pickle.dumps((False, RuntimeError("cancelled"), self.counters()))))
+
+    def answer(self, job: int, future: Future) -> None:
+        if future.cancelled():  # answered where it was cancelled, with the counters after it
+            return
+        self.futures.pop(job, None)
+        stats = self.counters()
+        error = future.exception()
+        try:
+            payload = pickle.dumps((error is None, future.result() if error is None else error, stats))
+            if error is not None:
+                pickle.loads(payload)  # the server must be able to rebuild the error
+        except Exception as e:  # noqa: BLE001 - the request gets a plain error instead
+            failed = error if error is not None else e
+            payload = pickle.dumps((False, RuntimeError(f"{type(failed).__name__}: {failed}"), stats))
+        self.send((job, "done", payload))

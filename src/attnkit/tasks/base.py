@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
@@ -100,6 +101,10 @@ class Task(Protocol):
         """Metrics on the validation split: at least ``loss`` (per token) and ``self.metric``."""
         ...
 
+    def picture(self, model, tokenizer: SubwordTokenizer, records: list, device, png: Path) -> str | None:
+        """At each validation, a picture for TensorBoard written to ``png`` (its tag), or None."""
+        ...
+
 
 class SplitTask:
     """What most tasks share: splits of ``self.records`` records, nothing fixed by or kept from the data,
@@ -142,6 +147,9 @@ class SplitTask:
 
     def checkpoint_fields(self) -> dict[str, Any]:
         return {}
+
+    def picture(self, model, tokenizer: SubwordTokenizer, records: list, device, png: Path) -> str | None:
+        return None
 
     def epoch_examples(self, encoded: Encoded, tokenizer: SubwordTokenizer, epoch: int) -> Sequence:
         return encoded.examples

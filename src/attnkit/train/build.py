@@ -52,14 +52,9 @@ class Setup:
 
 def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
     """Build the run of ``cfg`` (or continue the one in checkpoint ``resume``)."""
-    device = resolve_device(cfg.train.device)
-    dist = ddp.init_distributed(device.type)
-    if dist.enabled and device.type == "cuda":
-        device = torch.device("cuda", dist.local_rank)
-        torch.cuda.set_device(device)
+    device, dist = _device_and_ranks(cfg)
     t = cfg.train
     precision = resolve_precision(t.precision, device)
-    bf16 = precision == "bf16"
     resume_state = load_checkpoint(resume) if resume else None
     init_state = finetune.load_init(cfg) if t.init_from and resume_state is None else None
     tokens_from = resume_state if resume_state is not None else init_state  # the tokenizer's checkpoint
@@ -71,7 +66,63 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
             f"tokenizer.sample_nbest: subword sampling is for translation models; model.arch {cfg.arch!r} "
             "trains without it (set tokenizer.sample_nbest=0)"
         )
+    prepared, tokenizer, records, valid_records = _data(cfg, task, tokens_from, dist)
+    _check_tokenizer(cfg, task, tokenizer)
+    if t.init_from:  # the model is the checkpoint's (resumed or initial), dropout aside
+        model_cfg = finetune.model_config(cfg, tokens_from or {}, task.model_fields())
+    else:
+        model_cfg = cfg.model_config(tokenizer.vocabulary, task.model_fields())
+    train, valid = _encoded(cfg, task, prepared, records, valid_records, tokenizer, model_cfg)
+    del records  # the text is encoded: a rank keeps only the arrays
+    sampler = TokenBatchSampler(
+        train.lengths,
+        t.max_tokens,
+        shuffle=True,
+        seed=t.seed,
+        rank=dist.rank,
+        world_size=dist.world_size,
+        epoch_size=train.epoch_size,
+        epoch_indices=train.epoch_indices,
+    )
+    notes = _notes(cfg, train, valid, sampler, precision == "bf16", device)
+    model = _model(cfg, task, model_cfg, dist, resume, resume_state, init_state)
+    if t.freeze:
+        n = finetune.freeze(model, t.freeze, arch=cfg.arch)
+        notes.append(f"train.freeze: {', '.join(t.freeze)} fixed ({n:,} parameters)")
+    model.to(device)
+    if dist.rank:  # the weights are rank 0's (DDP copies them); dropout differs per rank from here on
+        torch.manual_seed(ddp.rank_seed(t.seed, dist.rank))
+        random.seed(ddp.rank_seed(t.seed, dist.rank))
+    optimizer = torch.optim.Adam(
+        [p for p in model.parameters() if p.requires_grad],
+        lr=t.lr,
+        betas=(t.beta1, t.beta2),
+        eps=t.eps,
+        weight_decay=t.weight_decay,
+        fused=True,  # one kernel over all parameters, on CPU and GPU alike
+    )
+    if resume_state is not None:
+        optimizer.load_state_dict(resume_state["optimizer"])
+        sampler.load_state_dict(resume_state["sampler"])
+    d_model = getattr(model_cfg, "d_model", getattr(model_cfg, "hidden_size", 512))
+    run = (cfg, device, dist, precision, task, tokenizer, train, valid, valid_records, sampler, model)
+    return Setup(*run, optimizer, d_model, resume_state, notes)
 
+
+def _device_and_ranks(cfg: ExperimentConfig):
+    """The device this process trains on, and its place among the processes (DDP, one GPU each)."""
+    device = resolve_device(cfg.train.device)
+    dist = ddp.init_distributed(device.type)
+    if dist.enabled and device.type == "cuda":
+        device = torch.device("cuda", dist.local_rank)
+        torch.cuda.set_device(device)
+    return device, dist
+
+
+def _data(cfg: ExperimentConfig, task: Task, tokens_from: dict | None, dist):
+    """(prepared store or None, tokenizer, training records, validation records): the corpus read
+    and checked, the tokenizer trained (or the checkpoint's), or a prepared store opened."""
+    t = cfg.train
     prepared = None
     if cfg.data.prepared:  # token ids from `attnkit prepare`: no text is read or tokenized here
         prepared = _open_prepared(cfg, task, tokens_from)
@@ -83,6 +134,13 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
             if not any(map(_has_text, rows)):  # found now, not after the tokenizer or the training
                 raise DataError(f"the {name} corpus ({cfg.data.spec(part).describe()}) is empty or all blank")
         tokenizer = _tokenizer(task, records, tokens_from, dist, t.seed)
+    return prepared, tokenizer, records, valid_records
+
+
+def _check_tokenizer(cfg: ExperimentConfig, task: Task, tokenizer: SubwordTokenizer) -> None:
+    """What the tokenizer rules out: bidirectional training without one vocabulary, sampling without
+    n-best segmentations."""
+    t = cfg.train
     if t.bidirectional_epochs and not (task.bidirectional and tokenizer.joint):
         raise ConfigError(
             "train.bidirectional_epochs: training on the reversed pairs needs a translation model and one "
@@ -94,10 +152,10 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
             "tokenizer.sample_nbest: this run's SentencePiece model gives no n-best segmentations "
             "(only unigram models do); set tokenizer.sample_nbest=0"
         )
-    if t.init_from:  # the model is the checkpoint's (resumed or initial), dropout aside
-        model_cfg = finetune.model_config(cfg, tokens_from or {}, task.model_fields())
-    else:
-        model_cfg = cfg.model_config(tokenizer.vocabulary, task.model_fields())
+
+
+def _encoded(cfg: ExperimentConfig, task: Task, prepared, records, valid_records, tokenizer, model_cfg):
+    """The training and validation examples as token ids, within the model's positions."""
     max_len = min(cfg.data.max_len, model_cfg.max_len - 1)  # bos/eos take one position
     if prepared is not None:
         train = task.encode_store(prepared.train, prepared.counts("train"), max_len, split="train")
@@ -110,17 +168,12 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
             if task.encodes_valid
             else Encoded([], [])
         )
-    del records  # the text is encoded: a rank keeps only the arrays
-    sampler = TokenBatchSampler(
-        train.lengths,
-        t.max_tokens,
-        shuffle=True,
-        seed=t.seed,
-        rank=dist.rank,
-        world_size=dist.world_size,
-        epoch_size=train.epoch_size,
-        epoch_indices=train.epoch_indices,
-    )
+    return train, valid
+
+
+def _notes(cfg: ExperimentConfig, train: Encoded, valid: Encoded, sampler, bf16: bool, device) -> list[str]:
+    """What the run's header says besides the model: dropped examples, the training's options."""
+    t = cfg.train
     notes = [n for n in (train.dropped, valid.dropped) if n]
     if t.bidirectional_epochs:
         n_later = sampler.n_batches(t.bidirectional_epochs)  # first: epoch 0 stays in the sampler's cache
@@ -146,7 +199,13 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
             "train.precision=bf16 on a CPU with glibc's allocator: memory grows by gigabytes and steps slow "
             "down over a long run; LD_PRELOAD=libjemalloc.so.2 keeps both level (docs/BENCHMARKS.md)"
         )
+    return notes
 
+
+def _model(cfg: ExperimentConfig, task: Task, model_cfg, dist, resume, resume_state, init_state):
+    """The model: the checkpoint's when resuming (checked against this run first), the initial
+    checkpoint's when fine-tuning, else a new one."""
+    t = cfg.train
     if resume_state is not None:
         saved_world = resume_state.get("world_size")  # absent in checkpoints older than per-rank streams
         if saved_world is not None and saved_world != dist.world_size:
@@ -170,42 +229,7 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
         model = model_from_checkpoint(init_state | {"model_config": model_cfg.to_dict()})
     else:
         model = build_model(cfg.arch, model_cfg.to_dict())
-    if t.freeze:
-        n = finetune.freeze(model, t.freeze, arch=cfg.arch)
-        notes.append(f"train.freeze: {', '.join(t.freeze)} fixed ({n:,} parameters)")
-    model.to(device)
-    if dist.rank:  # the weights are rank 0's (DDP copies them); dropout differs per rank from here on
-        torch.manual_seed(ddp.rank_seed(t.seed, dist.rank))
-        random.seed(ddp.rank_seed(t.seed, dist.rank))
-    optimizer = torch.optim.Adam(
-        [p for p in model.parameters() if p.requires_grad],
-        lr=t.lr,
-        betas=(t.beta1, t.beta2),
-        eps=t.eps,
-        weight_decay=t.weight_decay,
-        fused=True,  # one kernel over all parameters, on CPU and GPU alike
-    )
-    if resume_state is not None:
-        optimizer.load_state_dict(resume_state["optimizer"])
-        sampler.load_state_dict(resume_state["sampler"])
-    d_model = getattr(model_cfg, "d_model", getattr(model_cfg, "hidden_size", 512))
-    return Setup(
-        cfg,
-        device,
-        dist,
-        precision,
-        task,
-        tokenizer,
-        train,
-        valid,
-        valid_records,
-        sampler,
-        model,
-        optimizer,
-        d_model,
-        resume_state,
-        notes,
-    )
+    return model
 
 
 def _cpu_has_bf16() -> bool:

@@ -1,9 +1,10 @@
 """``train.tensorboard``: the run's curves and pictures in ``<output_dir>/tensorboard`` as well.
 
 Training loss, learning rate, gradient norm and tokens/s at every log step; every validation metric;
-and at each validation, for a translation model, the cross-attention of the first validation sentence
-(all layers and heads, as ``attnkit attention`` draws it). metrics.csv and the PNG curve are written as
-before: this adds a view, it replaces nothing. TensorBoard itself is the ``tensorboard`` extra.
+and at each validation the task's picture, where it draws one (``Task.picture``: for a translation
+model, the cross-attention of the first validation sentence, as ``attnkit attention`` draws it).
+metrics.csv and the PNG curve are written as before: this adds a view, it replaces nothing.
+TensorBoard itself is the ``tensorboard`` extra.
 """
 
 from __future__ import annotations
@@ -49,27 +50,20 @@ class TensorBoardLog:
                 self.writer.add_scalar(f"{section}/{name}", float(value), step)
         self.writer.flush()
 
-    def attention(
-        self, step: int, model: nn.Module, tokenizer: SubwordTokenizer, records: list, device
+    def picture(
+        self, step: int, task, model: nn.Module, tokenizer: SubwordTokenizer, records: list, device
     ) -> None:
-        """The first validation sentence's cross-attention, for models that translate."""
-        if not records or not (hasattr(model, "encode") and hasattr(model, "init_state")):
-            return  # a language model or a classifier: no cross-attention to draw
-        if not isinstance(records[0], tuple):
-            return  # a captioner: its records are images, not sentence pairs
-        from ..plotting import plot_attention
-        from ..tasks.translation import Translator, attention_maps
-
-        source = records[0][0]
-        was_training = model.training
-        maps = attention_maps(Translator(model, tokenizer, device), source, beam=1)
-        model.train(was_training)
-        if maps.cross is None:
-            return
+        """The task's picture of this validation (a translation model: the first validation sentence's
+        cross-attention), where it draws one."""
         with tempfile.TemporaryDirectory() as tmp:
-            png = plot_attention(maps.cross, maps.src_pieces, maps.tgt_pieces, Path(tmp) / "a.png")
+            png = Path(tmp) / "picture.png"
+            was_training = model.training
+            tag = task.picture(model, tokenizer, records, device, png)
+            model.train(was_training)
+            if tag is None:
+                return
             image = _read_png(png)
-        self.writer.add_image("attention/cross", image, step, dataformats="HWC")
+        self.writer.add_image(tag, image, step, dataformats="HWC")
         self.writer.flush()
 
     def close(self) -> None:

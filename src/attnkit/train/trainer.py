@@ -227,21 +227,10 @@ class Trainer:
         if self.s.device.type == "cpu":
             fast.flush_denormals()  # a run starts here: tiny values late in training slow CPU math ~10x
         self.t0 = time.monotonic()
-        if self.dist.is_main:
-            if self.folder is not None:  # every check has passed: an old run's files may move aside now
-                self.folder.start_writing(self.step)
-            self.out.mkdir(parents=True, exist_ok=True)
-            with atomic_write(self.out / "config.yaml") as f:
-                f.write(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
-            if t.tensorboard:
-                self.board = TensorBoardLog(self.out)
-        self.csv_path = self.out / "metrics.csv"
+        self._open_run_folder()
+        shown = t.progress and self.dist.is_main
         bar = tqdm(
-            total=t.max_steps,
-            initial=self.step,
-            disable=not (t.progress and self.dist.is_main) or None,
-            unit="step",
-            dynamic_ncols=True,
+            total=t.max_steps, initial=self.step, disable=not shown or None, unit="step", dynamic_ncols=True
         )
         window, it, stop_reason = Window(), iter(self.s.sampler), "max_steps"
         if self.pending_validation and self._validate_and_save():  # what the stopped run skipped
@@ -258,11 +247,7 @@ class Trainer:
                 if self.step % t.log_every == 0 or self.step == t.max_steps:
                     self._log_window(window, bar)
                     window = Window()
-                out_of_time = bool(t.max_minutes and self.elapsed() >= 60 * t.max_minutes)
-                if t.max_minutes and self.dist.enabled:
-                    out_of_time = bool(
-                        ddp.broadcast_object(out_of_time, self.dist)
-                    )  # every rank stops together
+                out_of_time = self._out_of_time()
                 ending = self.step == t.max_steps or out_of_time or epochs_done
                 signum = (
                     None if ending else agreed_signal(stop, self.dist, self.s.device)
@@ -288,6 +273,30 @@ class Trainer:
         self.info(
             f"stopped at step {self.step} ({stop_reason}); best valid {self.metric} {self.best_score:.2f}"
         )
+        return self._finish(last)
+
+    def _out_of_time(self) -> bool:
+        """train.max_minutes has passed, as rank 0 sees it: every rank stops together."""
+        t = self.cfg.train
+        out_of_time = bool(t.max_minutes and self.elapsed() >= 60 * t.max_minutes)
+        if t.max_minutes and self.dist.enabled:
+            out_of_time = bool(ddp.broadcast_object(out_of_time, self.dist))
+        return out_of_time
+
+    def _open_run_folder(self) -> None:
+        """Rank 0: the run's folder, its config.yaml and TensorBoard log, once every check has passed."""
+        if self.dist.is_main:
+            if self.folder is not None:  # every check has passed: an old run's files may move aside now
+                self.folder.start_writing(self.step)
+            self.out.mkdir(parents=True, exist_ok=True)
+            with atomic_write(self.out / "config.yaml") as f:
+                f.write(yaml.safe_dump(self.cfg.to_dict(), sort_keys=False))
+            if self.cfg.train.tensorboard:
+                self.board = TensorBoardLog(self.out)
+        self.csv_path = self.out / "metrics.csv"
+
+    def _finish(self, last: Path) -> TrainResult:
+        """The averaged checkpoint and the learning curve (rank 0), then what the run left."""
         averaged = curve = None
         if self.dist.is_main:
             averaged = self.files.average()
@@ -369,7 +378,7 @@ class Trainer:
             metrics = s.task.validate(model, s.tokenizer, s.valid, s.valid_records, s.device)
             if self.board:
                 self.board.scalars("valid", self.step, metrics)
-                self.board.attention(self.step, model, s.tokenizer, s.valid_records, s.device)
+                self.board.picture(self.step, self.task, model, s.tokenizer, s.valid_records, s.device)
             score = metrics[self.metric]
             improved = self.better(score)
             if improved:

@@ -241,7 +241,7 @@ class CT2Translator:
             raise ConfigError(why)
         sentences = check_sentences(sentences)
         check_batch_tokens(batch_tokens)
-        beam, nbest, max_len_a, max_len_b = options.beam, options.nbest, options.max_len_a, options.max_len_b
+        nbest, max_len_a, max_len_b = options.nbest, options.max_len_a, options.max_len_b
         t = self.translator
         ids, truncated = t.encode_sources(sentences)
         prefixes = t.target_prefixes(prefix, ids, max_len_a, max_len_b)
@@ -252,9 +252,23 @@ class CT2Translator:
             )
         src_len = torch.tensor([len(seq) for seq in ids])
         limits = length_limits(src_len, max_len_a, max_len_b, t.max_src_len - 1).tolist()
+        answers = self._decode(ids, prefixes, limits, options, batch_tokens)
+        results = [Translation("", 0.0, [("", 0.0)] * nbest, [], [], []) for _ in sentences]
+        for i, r in answers.items():
+            hyps = [
+                Hypothesis([self._tgt_id[p] for p in pieces], score, score)
+                for pieces, score in zip(r.hypotheses, r.scores, strict=True)
+            ]
+            results[i] = t.translation(ids[i], hyps)
+        return results
+
+    def _decode(
+        self, ids: list[list[int]], prefixes, limits: list[int], options: SearchOptions, batch_tokens: int
+    ):
+        """CTranslate2's answer for each non-empty sentence, by index, each within its own limit."""
         search = {
-            "beam_size": beam,
-            "num_hypotheses": nbest,
+            "beam_size": options.beam,
+            "num_hypotheses": options.nbest,
             "length_penalty": options.length_penalty,  # CTranslate2's length^alpha (module doc)
             "min_decoding_length": options.min_length,
             "no_repeat_ngram_size": options.no_repeat_ngram_size,
@@ -292,14 +306,7 @@ class CT2Translator:
         pending = [(group, submit(group, limit)) for limit, group in groups.items()]  # all at once
         for group, again in pending:
             answers.update((i, a.result()) for i, a in zip(group, again, strict=True))
-        results = [Translation("", 0.0, [("", 0.0)] * nbest, [], [], []) for _ in sentences]
-        for i, r in answers.items():
-            hyps = [
-                Hypothesis([self._tgt_id[p] for p in pieces], score, score)
-                for pieces, score in zip(r.hypotheses, r.scores, strict=True)
-            ]
-            results[i] = t.translation(ids[i], hyps)
-        return results
+        return answers
 
     def _source(self, seq: list[int]) -> list[int]:
         """A source as CTranslate2 takes it: without the eos it adds itself (``add_source_eos``)."""

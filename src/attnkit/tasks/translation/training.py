@@ -10,6 +10,7 @@ same order, so a run trains alike either way.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
@@ -139,6 +140,19 @@ class TranslationTask(SplitTask):
     ) -> LossOutput:
         logits = model(batch.src, batch.tgt_in)  # (B, T, V)
         return loss_fn(logits, batch.tgt_out, epsilon=epsilon, pad_id=tokenizer.vocabulary.pad_id)
+
+    def picture(self, model, tokenizer, records: list, device, png: Path) -> str | None:
+        """The first validation sentence's cross-attention, every layer and head (TensorBoard's)."""
+        from ...plotting import plot_attention
+        from .attention_maps import attention_maps
+
+        if not records:
+            return None
+        maps = attention_maps(Translator(model, tokenizer, device), records[0][0], beam=1)
+        if maps.cross is None:
+            return None
+        plot_attention(maps.cross, maps.src_pieces, maps.tgt_pieces, png)
+        return "attention/cross"
 
     def validate(self, model, tokenizer, valid: Encoded, records, device) -> dict[str, float]:
         v = self.cfg.valid

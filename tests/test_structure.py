@@ -1,0 +1,50 @@
+"""The shape of the code: short functions, and a core that asks the task registry instead of naming
+tasks (``attnkit.tasks.registry``)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "attnkit"
+CORE = ["cli", "train", "serve", "export", "checkpoint.py"]
+TASK_NAMES = {"translate", "generate", "classify", "caption"}
+
+
+def python_files(*parts: str) -> list[Path]:
+    found = []
+    for part in parts:
+        path = SRC / part
+        found += [path] if path.suffix == ".py" else sorted(path.rglob("*.py"))
+    return found
+
+
+def test_no_function_is_over_60_lines():
+    long = []
+    for path in python_files("."):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                if lines > 60:
+                    long.append(f"{path.relative_to(SRC)}:{node.lineno} {node.name} ({lines} lines)")
+    assert not long, "\n".join(long)
+
+
+def test_the_core_never_names_a_task():
+    """No string in the code of cli/, train/, serve/, export/ or checkpoint.py is a task's name
+    (docstrings aside): the core iterates the registry."""
+    named = []
+    for path in python_files(*CORE):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value in TASK_NAMES and id(node) not in docstrings:
+                named.append(f"{path.relative_to(SRC)}:{node.lineno} {node.value!r}")
+    assert not named, "\n".join(named)
