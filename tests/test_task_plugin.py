@@ -60,13 +60,16 @@ from attnkit.serve.tasks import load_models
 with TestClient(create_app(load_models([{str(ckpt)!r}], device="cpu"))) as c:
     r = c.post("/v1/reverse", json={{"text": "a b c d"}})
     m = c.get("/v1/models").json()
-print(json.dumps([r.status_code, r.json(), m]))
+    page = c.get("/").text
+panel = ['registerPanel("reverse"' in page, 'id="reverse-text"' in page]
+print(json.dumps([r.status_code, r.json(), m, *panel]))
 """
     served = subprocess.run([sys.executable, "-c", script], env=installed, capture_output=True, text=True)
     assert served.returncode == 0, served.stderr
-    status, answer, models = json.loads(served.stdout.strip().splitlines()[-1])
+    status, answer, models, script, markup = json.loads(served.stdout.strip().splitlines()[-1])
     assert status == 200 and answer["reversed"].split() == ["d", "c", "b", "a"], answer
     assert models["models"][0]["task"] == "reverse"
+    assert script and markup  # its panel, shipped in its package, is on the page
 
 
 def fake_entry_points(monkeypatch, *extra: tuple[str, str]) -> None:

@@ -213,6 +213,8 @@ class TaskInfo:
     (``--src``, ``--ref``, ``--hyp-output``, ``--lowercase``, ``--input``, ``--confusion``).
     attention: ``"module:function"``, what ``attnkit attention`` runs: ``function(args, state)``.
     attention_flags: what it reads and writes beyond ``--out``: ``--text`` or ``--image``, ``--html``.
+    page: the package whose ``static/`` holds the task's panel of the attention page (``panel.js``,
+    which calls ``registerPanel``; ``input.html`` and ``view.html`` where it has them), or None.
     """
 
     name: str
@@ -229,6 +231,7 @@ class TaskInfo:
     evaluate_flags: tuple[str, ...] = ()
     attention: str | None = None
     attention_flags: tuple[str, ...] = ("--text",)
+    page: str | None = None
 
     def command_names(self) -> tuple[str, ...]:
         return tuple(self.commands)

@@ -3,8 +3,9 @@
 The model learns to reverse a sequence of letters ("a b c" -> "c b a"): every answer is known, so
 its accuracy is exact and its cross-attention should run along the anti-diagonal. Installed, it
 gets ``attnkit train`` and ``attnkit evaluate`` (``task: reverse`` in a config), its own verbs
-(``attnkit make-reversal``, ``attnkit reverse``) and its endpoint (``POST /v1/reverse`` under
-``attnkit serve``), through the entry point in its pyproject.toml alone.
+(``attnkit make-reversal``, ``attnkit reverse``), its endpoint (``POST /v1/reverse`` under
+``attnkit serve``) and its panel of the attention page, through the entry point in its
+pyproject.toml alone.
 """
 
 from attnkit.tasks.base import TaskInfo
@@ -25,6 +26,7 @@ TASK = TaskInfo(
     routes="attnkit_reverse.routes:add_routes",
     commands={"reverse": "attnkit_reverse.command", "make-reversal": "attnkit_reverse.corpus"},
     evaluate="attnkit_reverse.evaluation:run",
+    page="attnkit_reverse",  # static/panel.js and static/input.html: its panel of the attention page
 )
 
 __all__ = ["TASK", "ReverseTask", "Reverser", "ReverserServed"]

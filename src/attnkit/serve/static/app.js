@@ -1,12 +1,13 @@
-// The page's controller: asks the API (or reads the embedded payload), keeps the view state and
-// redraws the grids, the zoomed map and the line view when a control changes. A captioner's
-// answer draws the same grids and, instead of the zoom and the lines, one image panel per word.
+// The page's controller: keeps the view state and redraws the grids, the zoomed map and the line view
+// when a control changes. What a model reads and how the API is asked are its task's panel's
+// (panels.js; each task's panel.js): a panel with a view of its own draws it instead of the zoom and
+// the lines (a captioner: one image per word).
 "use strict";
 
 const $ = (id) => document.getElementById(id);
 const state = { data: null, units: "pieces", heads: "all", hideSpecial: false,
                 selected: { kind: null, layer: 0, head: 0 }, hiddenHeads: new Set(),
-                mode: "translate", image: null };
+                mode: null, image: null };
 
 function setStatus(text, isError) {
   $("status").textContent = text;
@@ -29,7 +30,7 @@ async function api(path, body) {
 
 function showTranslation(text, nbest) {
   $("result").hidden = false;
-  $("result-label").textContent = state.mode === "caption" ? "Caption" : "Translation";
+  $("result-label").textContent = PANELS[state.mode].result;
   $("translation").textContent = text;
   $("nbest").innerHTML = "";
   (nbest || []).forEach((h) => {
@@ -49,10 +50,10 @@ function render() {
   $("view").hidden = false;
   const kinds = Object.keys(KIND_TITLES).filter((k) => data.attention[k]);
   const views = Object.fromEntries(kinds.map((k) => [k, attentionView(data, k, state)]));
-  const captions = data.task === "caption";
-  $("detail").hidden = captions;
-  $("caption-view").hidden = !captions;
-  $("export-png").hidden = captions;
+  const panel = PANELS[state.mode];
+  $("detail").hidden = Boolean(panel.view);
+  Object.values(PANELS).filter((p) => p.view).forEach((p) => { $(p.view).hidden = p !== panel; });
+  $("export-png").hidden = Boolean(panel.view);
   const sel = state.selected;
   if (!views[sel.kind]) Object.assign(sel, { kind: kinds[kinds.length - 1], layer: 0, head: 0 });
   const v = views[sel.kind];
@@ -67,10 +68,8 @@ function render() {
   const picked = document.querySelector(
     `.cell[data-kind="${sel.kind}"][data-layer="${sel.layer}"][data-head="${sel.head}"]`);
   if (picked) picked.classList.add("selected");
-  if (captions) {
-    $("panels-title").textContent = `Each word's attention over the image: layer ${sel.layer + 1}, `
-      + `${v.headNames[sel.head]} (each panel shaded from its least to its largest weight; hover a region)`;
-    drawPanels($("panels"), $("panel-tooltip"), v, sel.layer, sel.head, state.image, data.attention.cross.grid);
+  if (panel.draw) {
+    panel.draw(v, sel, data);
     return;
   }
   $("zoom-title").textContent = `${KIND_TITLES[sel.kind]}: layer ${sel.layer + 1}, ${v.headNames[sel.head]}`;
@@ -81,67 +80,19 @@ function render() {
 
 function show(data) {
   state.data = data;
-  showTranslation(data.task === "caption" ? data.caption : data.translation, null);
+  showTranslation(PANELS[state.mode].text(data), null);
   render();
 }
 
-// Which input the selected model reads: the text box (translation) or an image (captioner).
+// What the selected model reads: its panel's inputs, the others' hidden.
 function setMode(mode) {
   if (mode === state.mode) return;
   state.mode = mode;
-  const captions = mode === "caption";
-  $("text").hidden = captions;
-  $("examples").hidden = captions;
-  $("image-box").hidden = !captions;
-  $("translate").textContent = captions ? "Caption" : "Translate";
+  const inputs = new Set(PANELS[mode].inputs);
+  Object.values(PANELS).forEach((p) => p.inputs.forEach((id) => { $(id).hidden = !inputs.has(id); }));
+  $("translate").textContent = PANELS[mode].button;
   $("result").hidden = $("view").hidden = true;
   state.data = null;
-}
-
-async function caption() {
-  const file = $("image").files[0];
-  if (!file) { setStatus("choose an image first", true); return; }
-  const beam = Number($("search").value);
-  const query = new URLSearchParams({ beam, nbest: Math.min(beam, 4), attention: "true" });
-  if ($("model").value) query.set("model", $("model").value);
-  $("translate").disabled = true;
-  setStatus("captioning…");
-  try {
-    const answer = await api("/v1/caption?" + query, file);
-    if (state.image) URL.revokeObjectURL(state.image.src);
-    const url = URL.createObjectURL(file);
-    state.image = await loadImage(url);
-    state.data = captionPayload(answer, null);
-    showTranslation(answer.caption, beam > 1 ? answer.nbest : null);
-    render();
-    setStatus("");
-  } catch (e) {
-    setStatus(e.message, true);
-  } finally {
-    $("translate").disabled = false;
-  }
-}
-
-async function translate() {
-  const text = $("text").value;
-  const model = $("model").value || null;
-  const beam = Number($("search").value);
-  $("translate").disabled = true;
-  setStatus("translating…");
-  try {
-    const out = await api("/v1/translate", { text, model, beam, nbest: Math.min(beam, 4) });
-    const t = out.translations[0];
-    showTranslation(t.text, beam > 1 ? t.nbest : null);
-    if (!text.trim()) { $("view").hidden = true; setStatus(""); return; }
-    setStatus("reading attention…");
-    state.data = await api("/v1/attention", { text, model, beam });
-    render();
-    setStatus("");
-  } catch (e) {
-    setStatus(e.message, true);
-  } finally {
-    $("translate").disabled = false;
-  }
 }
 
 function download(name, blob) {
@@ -173,51 +124,26 @@ function wireControls() {
   $("export-json").addEventListener("click", () => {
     download("attention.json", new Blob([JSON.stringify(state.data)], { type: "application/json" }));
   });
-  $("translate").addEventListener("click", () => (state.mode === "caption" ? caption() : translate()));
+  $("translate").addEventListener("click", () => PANELS[state.mode].run());
   $("model").addEventListener("change", () => setMode($("model").selectedOptions[0].dataset.task));
-  const box = $("image-box");
-  box.addEventListener("dragover", (e) => { e.preventDefault(); box.classList.add("over"); });
-  box.addEventListener("dragleave", () => box.classList.remove("over"));
-  box.addEventListener("drop", (e) => {
-    e.preventDefault();
-    box.classList.remove("over");
-    if (!e.dataTransfer.files.length) return;
-    $("image").files = e.dataTransfer.files;
-    caption();
-  });
-  document.querySelectorAll("[data-example]").forEach((b) => b.addEventListener("click", () => {
-    $("text").value = b.dataset.example;
-    translate();
-  }));
-  $("text").addEventListener("keydown", (e) => {
-    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) translate();
-  });
+  Object.values(PANELS).forEach((p) => p.wire && p.wire());
 }
 
 async function start() {
   wireControls();
   if (EMBEDDED) { // a static file from `attnkit attention --html`: no server behind it
+    setMode(EMBEDDED.task);
     document.querySelectorAll(".live-only").forEach((el) => { el.hidden = true; });
-    if (EMBEDDED.task === "caption") {
-      state.mode = "caption";
-      $("text").hidden = true;
-      state.image = await loadImage(EMBEDDED.image);
-      show(captionPayload(EMBEDDED, EMBEDDED.image));
-      return;
-    }
-    $("text").value = EMBEDDED.text;
-    $("text").readOnly = true;
-    show(EMBEDDED);
+    show(await PANELS[EMBEDDED.task].embedded(EMBEDDED));
     return;
   }
   try {
     const { models } = await api("/v1/models");
-    models.filter((m) => m.task === "translate" || m.task === "caption").forEach((m) => {
+    models.filter((m) => PANELS[m.task]).forEach((m) => {
       const o = document.createElement("option");
       o.value = m.name;
       o.dataset.task = m.task;
-      o.textContent = m.task === "caption" ? `${m.name} (image captions)`
-        : m.src_lang && m.tgt_lang ? `${m.name} (${m.src_lang}→${m.tgt_lang})` : m.name;
+      o.textContent = PANELS[m.task].label(m);
       $("model").appendChild(o);
     });
     if ($("model").options.length) setMode($("model").options[0].dataset.task);

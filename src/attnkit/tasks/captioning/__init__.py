@@ -31,6 +31,7 @@ TASK = TaskInfo(
     evaluate_flags=(),
     attention="attnkit.tasks.captioning.attention_command:run",
     attention_flags=("--image", "--html"),
+    page="attnkit.tasks.captioning",
     commands={
         "caption": "attnkit.tasks.captioning.command",
         "make-shapes": "attnkit.tasks.captioning.make_shapes_command",

@@ -27,6 +27,7 @@ TASK = TaskInfo(
     evaluate_flags=("--src", "--ref", "--hyp-output", "--lowercase"),
     attention="attnkit.tasks.translation.attention_command:run",
     attention_flags=("--text", "--html"),
+    page="attnkit.tasks.translation",
     commands={"translate": "attnkit.tasks.translation.command"},
 )
 

@@ -40,7 +40,7 @@ def _write_html(translator, args) -> None:
 
     out = Path(args.html)
     with atomic_write(out) as f:  # write new, then swap: a failure keeps the old file
-        f.write(render_page(data))
+        f.write(render_page({**data, "task": "translate"}))  # the panel that draws it
     print("translation:", data["translation"])
     print(f"wrote {out}")
 

@@ -1,5 +1,5 @@
-// Captions: the answer of POST /v1/caption?attention=true as a page payload, and one panel per
-// word (or piece): the image with that word's attention over the grid of regions laid over it.
+// The captioner's panel: an image in (POST /v1/caption?attention=true), its caption out, and one
+// picture per word (or piece): the image with that word's attention over the grid of regions.
 // Region r covers grid cell (r / gw, r % gw) of the image as the model read it: the whole picture
 // squeezed to a square, so the panels draw it square too.
 "use strict";
@@ -73,3 +73,58 @@ function drawPanels(container, tooltip, view, layer, head, image, grid) {
     canvas.onmouseleave = () => { tooltip.hidden = true; };
   });
 }
+
+async function caption() {
+  const file = $("image").files[0];
+  if (!file) { setStatus("choose an image first", true); return; }
+  const beam = Number($("search").value);
+  const query = new URLSearchParams({ beam, nbest: Math.min(beam, 4), attention: "true" });
+  if ($("model").value) query.set("model", $("model").value);
+  $("translate").disabled = true;
+  setStatus("captioning…");
+  try {
+    const answer = await api("/v1/caption?" + query, file);
+    if (state.image) URL.revokeObjectURL(state.image.src);
+    const url = URL.createObjectURL(file);
+    state.image = await loadImage(url);
+    state.data = captionPayload(answer, null);
+    showTranslation(answer.caption, beam > 1 ? answer.nbest : null);
+    render();
+    setStatus("");
+  } catch (e) {
+    setStatus(e.message, true);
+  } finally {
+    $("translate").disabled = false;
+  }
+}
+
+registerPanel("caption", {
+  inputs: ["image-box"],
+  button: "Caption",
+  result: "Caption",
+  label: (m) => `${m.name} (image captions)`,
+  run: caption,
+  text: (data) => data.caption,
+  embedded: async (data) => {
+    state.image = await loadImage(data.image);
+    return captionPayload(data, data.image);
+  },
+  view: "caption-view",
+  draw: (v, sel, data) => {
+    $("panels-title").textContent = `Each word's attention over the image: layer ${sel.layer + 1}, `
+      + `${v.headNames[sel.head]} (each panel shaded from its least to its largest weight; hover a region)`;
+    drawPanels($("panels"), $("panel-tooltip"), v, sel.layer, sel.head, state.image, data.attention.cross.grid);
+  },
+  wire: () => {
+    const box = $("image-box");
+    box.addEventListener("dragover", (e) => { e.preventDefault(); box.classList.add("over"); });
+    box.addEventListener("dragleave", () => box.classList.remove("over"));
+    box.addEventListener("drop", (e) => {
+      e.preventDefault();
+      box.classList.remove("over");
+      if (!e.dataTransfer.files.length) return;
+      $("image").files = e.dataTransfer.files;
+      caption();
+    });
+  },
+});
