@@ -9,8 +9,8 @@ A folder of outputs is written the same way (:func:`write_folder`): beside the t
 from __future__ import annotations
 
 import errno
-import fnmatch
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -126,37 +126,84 @@ def describe_os_error(exc: OSError) -> str:
     return (exc.strerror or str(exc)).lower()
 
 
+FILE_LIST = ".attnkit-files"  # every file a folder-writing command wrote, one relative path a line
+
+
+def listing(path: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``path`` (recursively): relative path -> (size, modification time in ns)."""
+    if not path.is_dir():
+        return {}
+    found = {}
+    for p in sorted(path.rglob("*")):
+        if p.is_file() or p.is_symlink():
+            st = p.lstat()
+            found[p.relative_to(path).as_posix()] = (st.st_size, st.st_mtime_ns)
+    return found
+
+
 def check_new_folder(
     path: str | os.PathLike, *, overwrite: bool, owned: tuple[str, ...], command: str, what: str = "--out"
-) -> Path:
-    """Fail now, with a one-line :class:`ConfigError`, unless :func:`write_folder` may replace ``path``.
+) -> tuple[Path, dict[str, tuple[int, int]]]:
+    """Fail now, with a one-line :class:`ConfigError`, unless :func:`write_folder` may replace ``path``;
+    else ``path`` and what it holds now (``write_folder`` replaces it only if that is unchanged).
 
-    ``path`` must be absent or an empty folder; with ``overwrite``, a folder holding only what
-    ``attnkit command`` writes (names matching the ``owned`` patterns: anything else is the user's).
+    ``path`` must be absent or an empty folder; with ``overwrite``, a folder holding only files
+    ``attnkit command`` wrote: those its file list names (:data:`FILE_LIST`), or, in a folder written
+    before there was one, relative paths the ``owned`` regular expressions match whole. Anything
+    else is the user's.
     """
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ConfigError(f"{what} {path} is a file, not a folder")
-    names = sorted(p.name for p in path.iterdir()) if path.is_dir() else []
-    if names and not overwrite:
+    held = listing(path)
+    if (held or (path.is_dir() and any(path.iterdir()))) and not overwrite:
         raise ConfigError(
             f"{what} {path} is not empty: choose another folder, or pass --overwrite to replace it"
         )
-    foreign = [name for name in names if not any(fnmatch.fnmatchcase(name, p) for p in owned)]
+    if (path / FILE_LIST).is_file():
+        written = set((path / FILE_LIST).read_text(encoding="utf-8").splitlines()) | {FILE_LIST}
+        foreign = [name for name in held if name not in written]
+    else:
+        foreign = [name for name in held if not _owned(name, owned)]
     if foreign:
         raise ConfigError(
             f"{what} {path} holds files attnkit {command} did not write ({', '.join(foreign[:3])}); "
             "choose another folder"
         )
-    return path
+    return path, held
+
+
+def _owned(name: str, owned: tuple[str, ...]) -> bool:
+    """Whether a relative path is one the command writes (``images/train_00001.png``)."""
+    return any(re.fullmatch(pattern, name) for pattern in owned)
+
+
+def check_unchanged(path: Path, before: dict[str, tuple[int, int]], *, what: str, command: str) -> None:
+    """``path`` holds what it held when checked: else a ConfigError, and nothing is replaced (a file
+    someone wrote there while ``attnkit command`` ran is the user's)."""
+    now = listing(path)
+    changed = sorted(set(now) ^ set(before) | {n for n in now.keys() & before.keys() if now[n] != before[n]})
+    if changed:
+        raise ConfigError(
+            f"{what} {path} changed while attnkit {command} ran ({', '.join(changed[:3])}); nothing was "
+            "replaced: run it again"
+        )
 
 
 @contextmanager
-def write_folder(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a new empty folder beside ``path``; on a clean exit it becomes ``path``.
+def write_folder(
+    path: str | os.PathLike,
+    before: dict[str, tuple[int, int]] | None = None,
+    *,
+    command: str = "",
+    what: str = "--out",
+) -> Iterator[Path]:
+    """Yield a new empty folder beside ``path``; on a clean exit it becomes ``path``, its files listed
+    in :data:`FILE_LIST`.
 
     A folder already at ``path`` is renamed aside only then, and deleted once the new one is in
-    place (put back if the swap fails). On any exception the new folder is removed and ``path`` is
+    place (put back if the swap fails); with ``before`` (what :func:`check_new_folder` found), only if
+    it still holds exactly that. On any exception the new folder is removed and ``path`` is
     untouched: nothing the user had goes before the new work is known to have succeeded. Check
     ``path`` with :func:`check_new_folder` first.
     """
@@ -167,6 +214,10 @@ def write_folder(path: str | os.PathLike) -> Iterator[Path]:
     tmp.mkdir()
     try:
         yield tmp
+        with open(tmp / FILE_LIST, "w", encoding="utf-8") as f:
+            f.write("".join(f"{name}\n" for name in listing(tmp)))
+        if before is not None:
+            check_unchanged(path, before, what=what, command=command)
         swap_in(tmp, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ConfigError, DataError
-from ..files import swap_in
+from ..files import check_unchanged, listing, swap_in
 from . import corpus as c
 from .examples import train_pair_tokenizer
 from .mix import mix_entries, tag_ids, tags_of
@@ -175,6 +175,7 @@ def prepare(
     """Write the prepared folder of ``cfg``'s translation corpus to ``output``; returns its manifest."""
     out = Path(output).resolve()
     _check_replaceable(out)
+    held = listing(out)  # replaced only if it still holds this when the new folder is complete
     if cfg.tokenizer.sample_nbest:
         raise ConfigError(
             "tokenizer.sample_nbest re-segments the text each epoch; prepared data holds token ids"
@@ -185,6 +186,7 @@ def prepare(
     tmp.mkdir(parents=True)
     try:
         manifest = _write(cfg, corpora, tmp, workers, log)
+        check_unchanged(out, held, what="--output", command="prepare")
         swap_in(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

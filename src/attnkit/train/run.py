@@ -23,7 +23,8 @@ def train(
     once the new one has written its first checkpoint (see :mod:`.run_folder`).
     """
     main = os.environ.get("RANK", "0") == "0"
-    folder = RunFolder(cfg.output_dir, resume=resume is not None, overwrite=overwrite) if main else None
+    init = cfg.train.init_from or None
+    folder = RunFolder(cfg.output_dir, resume=resume, overwrite=overwrite, init_from=init) if main else None
     with folder or contextlib.nullcontext():
         setup = build(cfg, resume=resume)
         try:

@@ -10,7 +10,11 @@
   and config. Only when the new run starts writing are they moved into ``.previous-run/``; they are
   deleted once the new run's first checkpoint is safely on disk, and moved back if it fails before
   that (or, after a kill, when the next run starts).
-- **Resume**: metrics.csv rows past the resumed step are dropped, so each step is logged once.
+- **Resume**: metrics.csv rows past the resumed step are dropped, so each step is logged once. A
+  checkpoint resumed into a folder that holds another run is refused (that run's files would be
+  overwritten) unless ``--overwrite`` replaces it, as a fresh run would.
+- **Fine-tuning**: ``train.init_from`` inside the folder, as a file a new run there replaces, is
+  refused before anything moves.
 """
 
 from __future__ import annotations
@@ -33,9 +37,21 @@ RUN_FILES = ("checkpoint_*.pt", "metrics.csv", "config.yaml", "learning_curve.pn
 class RunFolder:
     """``with RunFolder(path, resume=..., overwrite=...) as folder:`` around a whole training run."""
 
-    def __init__(self, path: str | Path, *, resume: bool, overwrite: bool):
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        resume: str | Path | bool | None,
+        overwrite: bool,
+        init_from: str | Path | None = None,
+    ):
+        """``resume``: the checkpoint resumed (True: one of this folder's); ``init_from``: the
+        checkpoint fine-tuned from."""
         self.path = Path(path)
-        self.resume, self.overwrite = resume, overwrite
+        self.overwrite, self.init_from = overwrite, init_from
+        # resuming this folder's own run continues it; a checkpoint from elsewhere starts this folder anew
+        self.resume = resume is True or (bool(resume) and _inside(Path(str(resume)).parent, self.path))
+        self.resumed_from = None if resume in (None, False, True) else Path(str(resume))
         self._lock_fd: int | None = None
         self._created = False
         self._set_aside = False
@@ -75,9 +91,26 @@ class RunFolder:
         self._remove_leftovers()
         if not self.resume and (self.path / "checkpoint_last.pt").exists() and not self.overwrite:
             self.release(failed=True)
+            if self.resumed_from is not None:
+                raise ConfigError(
+                    f"{self.path} holds another training run than {self.resumed_from}'s: resume into "
+                    f"--output-dir {self.resumed_from.parent}, choose an empty output_dir, or pass "
+                    "--overwrite to replace that run"
+                )
             raise ConfigError(
                 f"{self.path} already holds a training run: resume it with --resume "
                 f"{self.path / 'checkpoint_last.pt'}, choose another output_dir, or pass --overwrite"
+            )
+        init = Path(str(self.init_from)) if self.init_from else None
+        if (
+            init is not None
+            and not self.resume
+            and init.resolve() in {p.resolve() for p in self.old_run_files()}
+        ):
+            self.release(failed=True)
+            raise ConfigError(
+                f"train.init_from {init} is in output_dir {self.path}, whose run files this run replaces: "
+                "copy it elsewhere or choose another output_dir"
             )
 
     def release(self, *, failed: bool) -> None:
@@ -171,3 +204,11 @@ def _step(row: dict) -> int | None:
         return int(row.get("step") or "")
     except ValueError:
         return None
+
+
+def _inside(folder: Path, path: Path) -> bool:
+    """Whether ``folder`` is ``path`` (both resolved)."""
+    try:
+        return folder.resolve() == path.resolve()
+    except OSError:
+        return False

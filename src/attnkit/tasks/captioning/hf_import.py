@@ -71,7 +71,7 @@ def import_captions(
     then written beside ``out`` and swapped in when all are complete, so a failure leaves ``out``
     as it was.
     """
-    out = check_new_folder(out, overwrite=overwrite, owned=CORPUS_FILES, command="import-captions")
+    out, held = check_new_folder(out, overwrite=overwrite, owned=CORPUS_FILES, command="import-captions")
     columns = (image_field, caption_field, *((split_field,) if split_field else ()))
     whole = _hf_split(dataset, hf_split, columns) if split_field else None
     sources = {}
@@ -83,7 +83,7 @@ def import_captions(
         else:
             rows = _hf_split(dataset, theirs, columns)
         sources[ours] = rows
-    with write_folder(out) as tmp:
+    with write_folder(out, held, command="import-captions") as tmp:
         (tmp / "images").mkdir()
         for ours, rows in sources.items():
             lines: list[str] = []

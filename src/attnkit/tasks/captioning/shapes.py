@@ -32,7 +32,13 @@ RELATIONS = {(0, -1): "above", (0, 1): "below", (-1, 0): "left of", (1, 0): "rig
 BACKGROUND = (255, 255, 255)
 SPLITS = ("train", "valid", "test")
 # what make-shapes and import-captions write: --overwrite replaces a folder holding only these
-CORPUS_FILES = ("images", "*.tsv", "*.objects.jsonl")
+# What make-shapes and import-captions wrote in a folder from before they listed their files
+# (files.FILE_LIST): relative paths, as regular expressions. Anything else there is the user's.
+CORPUS_FILES = (
+    r"(train|valid|test)\.tsv",
+    r"(train|valid|test)\.objects\.jsonl",
+    r"images/(train|valid|test)_\d+\.(png|jpg)",
+)
 
 
 @dataclass(frozen=True)
@@ -117,8 +123,8 @@ def make_shapes(
     for split, n in counts.items():
         if n < 0:
             raise ConfigError(f"--{split} {n}: a number of images must be >= 0")
-    out = check_new_folder(out, overwrite=overwrite, owned=CORPUS_FILES, command="make-shapes")
-    with write_folder(out) as tmp:
+    out, held = check_new_folder(out, overwrite=overwrite, owned=CORPUS_FILES, command="make-shapes")
+    with write_folder(out, held, command="make-shapes") as tmp:
         (tmp / "images").mkdir()
         for split, n in counts.items():
             rng = split_rng(seed, split)
