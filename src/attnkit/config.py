@@ -7,6 +7,7 @@ misspelled or unknown key is an error that names it instead of a silently ignore
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from typing import Any, ClassVar, TypeVar
 
 from .errors import ConfigError
@@ -66,9 +67,11 @@ class ConfigBase:
     def from_dict(cls: type[C], values: dict[str, Any]) -> C:
         unknown = sorted(set(values) - set(cls.field_names()))
         if unknown:
+            close = [m for u in unknown for m in difflib.get_close_matches(u, cls.field_names(), n=1)]
+            hint = f"did you mean {', '.join(close)}? " if close else ""
             raise ConfigError(
                 f"unknown {cls._name()} field(s): {', '.join(unknown)} "
-                f"(valid: {', '.join(cls.field_names())})"
+                f"({hint}valid: {', '.join(cls.field_names())})"
             )
         return cls(**values)
 

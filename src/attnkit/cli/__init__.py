@@ -85,6 +85,13 @@ def parse(argv: list[str] | None = None):
 
 
 def main(argv: list[str] | None = None) -> int:
+    if sys.stdout is None:  # started with its standard output closed (1>&-): results would be lost
+        if sys.stderr is not None:
+            print(
+                "attnkit: error: standard output is closed: redirect it (> FILE or > /dev/null)",
+                file=sys.stderr,
+            )
+        return EXIT_USAGE
     args = parse(argv)
     run = {c.NAME: c.run for c in commands()}[args.command]
     formatwarning = warnings.formatwarning

@@ -200,6 +200,8 @@ def read_input(path: str | None) -> list[str]:
 
     if path:
         return read_lines(path)
+    if sys.stdin is None or sys.stdin.closed:  # started with its standard input closed (0<&-)
+        raise DataError("standard input is closed: give the input with --input FILE (or pipe it in)")
     data = sys.stdin.buffer.read()
     try:
         text = data.decode("utf-8")

@@ -31,8 +31,9 @@ def run(args) -> None:
     from ..data.prepare import prepare
     from ..train import load_config
 
-    if args.workers < 1:
-        raise ConfigError(f"--workers must be at least 1, got {args.workers}")
+    cores = os.cpu_count() or 1
+    if not 1 <= args.workers <= cores:  # more processes than cores only contend (and fork for long)
+        raise ConfigError(f"--workers must be from 1 to this machine's {cores} cores, got {args.workers}")
     overrides = list(args.overrides) + ([f"data.data_dir={args.data_dir}"] if args.data_dir else [])
     cfg = load_config(args.config, overrides)
     output = args.output or cfg.data.prepared

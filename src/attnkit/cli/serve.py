@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from .common import device, positive_int
 
@@ -137,10 +138,13 @@ def _add_decoding_flags(p) -> None:
 
 
 def workers(text: str) -> int | str:
-    """An argparse type: ``auto`` or a positive integer."""
-    if text == "auto" or (text.isdigit() and int(text) > 0):
+    """An argparse type: ``auto`` or a number of processes up to the machine's cores."""
+    cores = os.cpu_count() or 1
+    if text == "auto" or (text.isdigit() and 0 < int(text) <= cores):  # each holds the models: no more
         return text if text == "auto" else int(text)
-    raise argparse.ArgumentTypeError(f"expected auto or a positive integer, got {text!r}")
+    raise argparse.ArgumentTypeError(
+        f"expected auto or a number of processes from 1 to {cores} (cores), got {text!r}"
+    )
 
 
 def run(args) -> None:

@@ -142,6 +142,8 @@ class TrainConfig(ConfigBase):
     def validate(self) -> None:
         self._positive("max_tokens", "max_steps", "warmup_steps", "accumulate", "log_every")
         self._check(self.max_epochs >= 0, "max_epochs", "must be >= 0")
+        # SentencePiece and numpy take 32-bit seeds: one range for every seed a run uses
+        self._check(0 <= self.seed < 2**32, "seed", "must be an integer from 0 to 4,294,967,295")
         self._check(self.bidirectional_epochs >= 0, "bidirectional_epochs", "must be >= 0 (0 = off)")
         self._check(self.max_minutes >= 0, "max_minutes", "must be >= 0")
         self._check(

@@ -258,6 +258,14 @@ class Translator:
         if len(texts) != len(ids):
             raise DataError(f"{len(texts)} prefixes for {len(ids)} sentences: give one per sentence")
         out = [self.tokenizer.encode(text, side="tgt") for text in texts]
+        for i, tokens in enumerate(out):  # a forced unknown piece would print as "⁇": say which
+            if self.tokenizer.unk_id in tokens:
+                unk = self.tokenizer.unk_id
+                unknown = sorted({c for c in texts[i] if unk in self.tokenizer.encode(c, side="tgt")})
+                raise ConfigError(
+                    f"the prefix of sentence {i + 1} holds characters the target vocabulary lacks "
+                    f"({' '.join(map(repr, unknown[:5])) or 'unknown pieces'}): it cannot be forced"
+                )
         src_len = torch.tensor([len(seq) for seq in ids])
         limits = length_limits(src_len, max_len_a, max_len_b, self.max_src_len - 1).tolist()
         for i, (seq, tokens, limit) in enumerate(zip(ids, out, limits, strict=True)):

@@ -1,0 +1,70 @@
+"""Fault suite, round three: each case one line and exit 2 (or a 422), never a traceback or an
+output that silently lost something."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import assert_user_error, cli, cli_stdin
+
+FIXTURE = Path(__file__).parent / "fixtures" / "c46ef86"
+CKPT, CONFIG = FIXTURE / "translation_step3.pt", FIXTURE / "config.yaml"
+
+
+@pytest.mark.parametrize("seed", ["-1", "4294967296", "99999999999999999999999"])
+def test_a_seed_outside_32_bits_is_one_line(capsys, tmp_path, seed):
+    code, _, err = cli(
+        capsys,
+        "train",
+        "--config",
+        Path(__file__).parent / "fixtures" / "c46ef86" / "config.yaml",
+        "--output-dir",
+        tmp_path / "run",
+        f"train.seed={seed}",
+    )
+    assert_user_error(code, err, "seed", "0 to 4,294,967,295")
+
+
+def test_an_unknown_key_suggests_the_close_one(capsys, tmp_path):
+    config = Path(__file__).parent / "fixtures" / "c46ef86" / "config.yaml"
+    code, _, err = cli(
+        capsys, "train", "--config", config, "--output-dir", tmp_path / "run", "train.max_stepz=3"
+    )
+    assert_user_error(code, err, "max_stepz", "did you mean max_steps?")
+
+
+@pytest.mark.parametrize("closed", ["0<&-", "1>&-"])
+def test_a_closed_standard_input_or_output_is_one_line(closed):
+    cmd = f"{sys.executable} -m attnkit.cli translate --checkpoint {CKPT} {closed}"
+    done = subprocess.run(
+        ["bash", "-c", cmd], capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "standard " + ("input" if closed.startswith("0") else "output") + " is closed" in done.stderr
+
+
+def test_workers_past_the_machine_s_cores_are_refused(capsys, tmp_path):
+    too_many = str((os.cpu_count() or 1) + 1)
+    code, _, err = cli(
+        capsys, "prepare", "--config", tmp_path / "x.yaml", "--output", tmp_path / "p", "--workers", too_many
+    )
+    assert_user_error(code, err, "--workers", "cores")
+    code, _, err = cli(capsys, "serve", "--checkpoint", CKPT, "--workers", too_many)
+    assert code == 2 and "--workers" in err and "cores" in err
+
+
+def test_a_prefix_the_vocabulary_cannot_spell_is_refused_not_printed_as_unknown(
+    capsys, monkeypatch, tmp_path
+):
+    prefix = tmp_path / "prefix.txt"
+    prefix.write_text("A 狗 dog\n", encoding="utf-8")
+    code, out, err = cli_stdin(
+        capsys, monkeypatch, b"Ein Hund.\n", "translate", "--checkpoint", CKPT, "--prefix-file", prefix
+    )
+    assert_user_error(code, err, "prefix of sentence 1", "'狗'")
+    assert out == ""
