@@ -246,3 +246,32 @@ def test_tasks_that_do_not_read_text_pairs_refuse_prepared_data_in_one_line(arch
     code, _, err = cli(capsys, "train", "--config", yaml)
     assert_user_error(code, err, f"model.arch '{arch}' does not train from")
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        (lambda m: m.update(files={}), "lists no checksum for"),  # an emptied list turned checks off
+        (lambda m: m["files"].pop("train.tgt.bin"), "lists no checksum for train.tgt.bin"),
+        (lambda m: m.update(dtype="uint32"), "train.src"),  # read as other ids: one line, not numpy's
+    ],
+)
+def test_an_edited_manifest_never_turns_the_checks_off(prepared, edit, says):
+    import json
+
+    cfg, folder = prepared
+    manifest = json.loads((folder / "manifest.json").read_text())
+    edit(manifest)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(DataError, match=says):
+        open_prepared(cfg)
+
+
+def test_a_vocab_size_or_joint_that_contradicts_the_given_model_is_refused(prepared, corpus, tmp_path):
+    _, folder = prepared
+    model = folder / "tokenizer.src.model"
+    config(corpus, tmp_path, f"tokenizer.model=[{model}]")  # SMALL's vocab_size=300: the model's own
+    with pytest.raises(ConfigError, match="tokenizer.vocab_size = 500 contradicts tokenizer.model's 300"):
+        config(corpus, tmp_path, f"tokenizer.model=[{model}]", "tokenizer.vocab_size=500")
+    with pytest.raises(ConfigError, match="tokenizer.joint = False contradicts tokenizer.model"):
+        config(corpus, tmp_path, f"tokenizer.model=[{model}]", "tokenizer.joint=false")

@@ -214,12 +214,30 @@ def _check_schema(manifest: dict, path: Path) -> None:
     for stamp in manifest["corpora"]:
         if not isinstance(stamp, dict) or not {"path", "bytes", "ends_sha256"} <= set(stamp):
             raise DataError(f"{path}: a corpus entry is incomplete; {again}")
+    # every file a run reads has its checksum: an entry dropped from "files" never turns one off
+    unlisted = sorted(set(read_files(manifest)) - set(manifest["files"]))
+    if unlisted:
+        raise DataError(f"{path} lists no checksum for {', '.join(unlisted[:3])}; {again}")
+
+
+def read_files(manifest: dict) -> list[str]:
+    """Every file of the folder that a run reads."""
+    shards = [
+        f"{split}.{side}.{ext}"
+        for split in ("train", "valid")
+        for side in ("src", "tgt")
+        for ext in ("bin", "idx.npy")
+    ]
+    shards += [f"{split}.{name}.npy" for split in ("train", "valid") for name in ("lengths", "corpus")]
+    return [*shards, "valid.jsonl", *manifest["tokenizer"]["files"].values()]
 
 
 def _store(folder: Path, split: str, dtype: np.dtype) -> PairStore:
     sides = []
     for side in ("src", "tgt"):
         path = folder / f"{split}.{side}.bin"
+        if path.stat().st_size % dtype.itemsize:
+            raise DataError(f"{path} is not a whole number of {dtype} ids; run `attnkit prepare` again")
         # np.memmap cannot map an empty file (no split has one in practice: every pair has text)
         ids: np.ndarray = (
             np.memmap(path, dtype=dtype, mode="r") if path.stat().st_size else np.zeros(0, dtype)

@@ -352,4 +352,26 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Exper
             if not isinstance(section, dict):
                 raise ConfigError(f"config section {keys[0]!r} must be a mapping")
             section[keys[1]] = value
-    return ExperimentConfig.from_dict(values)
+    cfg = ExperimentConfig.from_dict(values)
+    _check_given_tokenizer(cfg, values.get("tokenizer") or {})
+    return cfg
+
+
+def _check_given_tokenizer(cfg: ExperimentConfig, written: dict) -> None:
+    """With ``tokenizer.model``, its pieces fix the vocabulary: a ``vocab_size`` or ``joint`` the config
+    writes must agree with them (else it would be silently ignored, and recorded as if it held)."""
+    if not cfg.tokenizer.model or not {"vocab_size", "joint"} & set(written):
+        return
+    from ..data.tokenizer import SubwordTokenizer
+
+    tok = SubwordTokenizer.from_files(cfg.tokenizer.model)
+    if "joint" in written and bool(written["joint"]) != tok.joint:
+        raise ConfigError(
+            f"tokenizer.joint = {written['joint']!r} contradicts tokenizer.model ({len(cfg.tokenizer.model)} "
+            "file(s)): one model is joint, two are separate; remove tokenizer.joint"
+        )
+    if "vocab_size" in written and written["vocab_size"] != tok.src_vocab_size:
+        raise ConfigError(
+            f"tokenizer.vocab_size = {written['vocab_size']!r} contradicts tokenizer.model's "
+            f"{tok.src_vocab_size} pieces; remove tokenizer.vocab_size"
+        )
