@@ -68,3 +68,16 @@ def test_a_prefix_the_vocabulary_cannot_spell_is_refused_not_printed_as_unknown(
     )
     assert_user_error(code, err, "prefix of sentence 1", "'狗'")
     assert out == ""
+
+
+def test_ctranslate2_lets_the_length_limit_win_over_min_length_as_torch_does(capsys, monkeypatch, tmp_path):
+    pytest.importorskip("ctranslate2")
+    import shutil
+
+    ckpt = tmp_path / "mt.pt"  # a copy: the export is cached beside the checkpoint
+    shutil.copy(CKPT, ckpt)
+    argv = ["translate", "--checkpoint", ckpt, "--beam", "1", "--min-length", "500", "--max-len-b", "6"]
+    for engine in ("torch", "ctranslate2"):
+        code, out, err = cli_stdin(capsys, monkeypatch, b"Ein Hund.\n", *argv, "--engine", engine)
+        assert code == 0 and "Traceback" not in err, err
+        assert len(out.split()) <= 1.5 * 4 + 6  # within the length limit, eos included

@@ -270,7 +270,6 @@ class CT2Translator:
             "beam_size": options.beam,
             "num_hypotheses": options.nbest,
             "length_penalty": options.length_penalty,  # CTranslate2's length^alpha (module doc)
-            "min_decoding_length": options.min_length,
             "no_repeat_ngram_size": options.no_repeat_ngram_size,
             "repetition_penalty": options.repetition_penalty,
             "max_batch_size": batch_tokens,
@@ -286,6 +285,7 @@ class CT2Translator:
                 batch_type="tokens",
                 asynchronous=True,
                 max_decoding_length=limit - 1,  # attnkit's limit counts eos, CTranslate2's not
+                min_decoding_length=min(options.min_length, limit - 1),  # the length limit wins, as in torch
                 max_input_length=0,  # truncated above, as attnkit does
                 return_scores=True,
                 **search,
