@@ -81,3 +81,14 @@ def test_ctranslate2_lets_the_length_limit_win_over_min_length_as_torch_does(cap
         code, out, err = cli_stdin(capsys, monkeypatch, b"Ein Hund.\n", *argv, "--engine", engine)
         assert code == 0 and "Traceback" not in err, err
         assert len(out.split()) <= 1.5 * 4 + 6  # within the length limit, eos included
+
+
+def test_a_hugging_face_export_is_readable_by_all_and_quiet(capsys, tmp_path):
+    pytest.importorskip("transformers")
+    out = tmp_path / "hf"
+    code, _, err = cli(capsys, "export", "--checkpoint", CKPT, "--format", "huggingface", "--out", out)
+    assert code == 0 and "sacremoses" not in err, err
+    umask = os.umask(0o022)
+    os.umask(umask)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in out.iterdir()}
+    assert set(modes.values()) == {0o666 & ~umask}, modes  # model.safetensors was 0600

@@ -31,6 +31,7 @@ import contextlib
 import json
 import os
 import re
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -247,16 +248,18 @@ def _write_tokenizer(tokenizer, folder: Path) -> None:
         kwargs = dict(target_vocab_file=str(folder / "target_vocab.json"), separate_vocabs=True)
     special = (tokenizer.unk_id, tokenizer.eos_id, tokenizer.pad_id, tokenizer.bos_id)
     pieces = {i: tokenizer.id_to_piece(i, side="tgt") for i in special}
-    hf_tok = transformers.MarianTokenizer(
-        source_spm=str(folder / "source.spm"),
-        target_spm=str(folder / "target.spm"),
-        vocab=str(folder / "vocab.json"),
-        unk_token=pieces[tokenizer.unk_id],
-        eos_token=pieces[tokenizer.eos_id],
-        pad_token=pieces[tokenizer.pad_id],
-        bos_token=pieces[tokenizer.bos_id],
-        **kwargs,
-    )
+    with warnings.catch_warnings():  # transformers' advice for its own users, not about this export
+        warnings.filterwarnings("ignore", message=".*sacremoses.*")
+        hf_tok = transformers.MarianTokenizer(
+            source_spm=str(folder / "source.spm"),
+            target_spm=str(folder / "target.spm"),
+            vocab=str(folder / "vocab.json"),
+            unk_token=pieces[tokenizer.unk_id],
+            eos_token=pieces[tokenizer.eos_id],
+            pad_token=pieces[tokenizer.pad_id],
+            bos_token=pieces[tokenizer.bos_id],
+            **kwargs,
+        )
     hf_tok.save_pretrained(folder)
     if (
         tokenizer.src_eos

@@ -88,10 +88,32 @@ def write_then_swap(output: Path, write: Callable[[Path], None], fmt: str) -> Pa
                 raise RuntimeError("the exporter wrote nothing")
             files = sorted(p.relative_to(model).as_posix() for p in model.rglob("*") if not p.is_dir())
             (model / MARKER).write_text(json.dumps({"format": fmt, "files": files}, indent=1) + "\n")
+            _usual_modes(model)
             _swap(model, output, work / "old")
         finally:
             shutil.rmtree(work, ignore_errors=True)
     return output
+
+
+def _usual_modes(folder: Path) -> None:
+    """Every file and folder with the modes a plain write gives (the umask's): some writers (safetensors,
+    temporary folders) leave 0600/0700, which other users of a shared model folder cannot read."""
+    umask = _umask()
+    for path in [folder, *folder.rglob("*")]:
+        path.chmod((0o777 if path.is_dir() else 0o666) & ~umask)
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it (Linux's /proc), else set and put back."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
 
 
 def _swap(new: Path, output: Path, old: Path) -> None:
