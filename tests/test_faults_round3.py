@@ -92,3 +92,12 @@ def test_a_hugging_face_export_is_readable_by_all_and_quiet(capsys, tmp_path):
     os.umask(umask)
     modes = {p.name: p.stat().st_mode & 0o777 for p in out.iterdir()}
     assert set(modes.values()) == {0o666 & ~umask}, modes  # model.safetensors was 0600
+
+
+def test_training_says_its_first_step_at_once(capsys, tmp_path, shared_data):
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG.read_text().replace("DATA_DIR", str(shared_data)))
+    argv = ["train", "--config", config, "--output-dir", tmp_path / "run", "train.progress=true"]
+    code, _, err = cli(capsys, *argv, "train.max_steps=2", "valid.every=2")
+    assert code == 0, err
+    assert "step 1 done after" in err  # long before step log_every (50 here)

@@ -233,6 +233,7 @@ class Trainer:
             total=t.max_steps, initial=self.step, disable=not shown or None, unit="step", dynamic_ncols=True
         )
         window, it, stop_reason = Window(), iter(self.s.sampler), "max_steps"
+        first = self.step + 1  # said once done, where no progress bar shows it (0: said)
         if self.pending_validation and self._validate_and_save():  # what the stopped run skipped
             stop_reason = "early stopping"
         signum = None
@@ -244,6 +245,9 @@ class Trainer:
                     break
                 window.add(*self.train_step(batches))
                 bar.update(1)
+                if first and bar.disable and self.step % t.log_every:
+                    self._first_step_said(first)
+                    first = 0
                 if self.step % t.log_every == 0 or self.step == t.max_steps:
                     self._log_window(window, bar)
                     window = Window()
@@ -274,6 +278,13 @@ class Trainer:
             f"stopped at step {self.step} ({stop_reason}); best valid {self.metric} {self.best_score:.2f}"
         )
         return self._finish(last)
+
+    def _first_step_said(self, step: int) -> None:
+        """One line once the run's first step is done: long before step log_every, the run is seen to
+        work (and how long a step takes). Nothing else changes: the log window and CSV are as before."""
+        if self.dist.is_main and self.cfg.train.progress:
+            every = self.cfg.train.log_every
+            self.log(f"step {step} done after {self.elapsed():.1f}s; a line every {every} steps from here")
 
     def _out_of_time(self) -> bool:
         """train.max_minutes has passed, as rank 0 sees it: every rank stops together."""
