@@ -101,3 +101,31 @@ def test_training_says_its_first_step_at_once(capsys, tmp_path, shared_data):
     code, _, err = cli(capsys, *argv, "train.max_steps=2", "valid.every=2")
     assert code == 0, err
     assert "step 1 done after" in err  # long before step log_every (50 here)
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "empty", "vocabulary", "config"])
+def test_a_damaged_ctranslate2_cache_is_made_again_not_used(capsys, monkeypatch, tmp_path, damage):
+    pytest.importorskip("ctranslate2")
+    import shutil
+
+    ckpt = tmp_path / "mt.pt"
+    shutil.copy(CKPT, ckpt)
+    argv = ["translate", "--checkpoint", ckpt, "--engine", "ctranslate2", "--beam", "1"]
+    code, sound, err = cli_stdin(capsys, monkeypatch, b"Ein Hund.\nZwei Hunde.\n", *argv)
+    assert code == 0, err
+    (cache,) = (tmp_path / "mt.pt.ct2").iterdir()
+    model = cache / "model.bin"
+    data = model.read_bytes()
+    if damage == "flip":
+        model.write_bytes(data[:-64] + bytes(b ^ 0xFF for b in data[-64:]))
+    elif damage == "truncate":
+        model.write_bytes(data[: len(data) // 2])
+    elif damage == "empty":
+        model.write_bytes(b"")
+    elif damage == "vocabulary":
+        next(p for p in cache.iterdir() if "vocabulary" in p.name).unlink()
+    else:
+        (cache / "config.json").write_text("{ not json")
+    code, again, err = cli_stdin(capsys, monkeypatch, b"Ein Hund.\nZwei Hunde.\n", *argv)
+    assert code == 0 and "damaged" in err and "Traceback" not in err, err
+    assert again == sound  # the export made again, never the damaged one

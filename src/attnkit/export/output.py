@@ -14,6 +14,7 @@ it unlocked and removes it. A folder whose lock is held belongs to an export sti
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -87,12 +88,40 @@ def write_then_swap(output: Path, write: Callable[[Path], None], fmt: str) -> Pa
             if not model.is_dir():
                 raise RuntimeError("the exporter wrote nothing")
             files = sorted(p.relative_to(model).as_posix() for p in model.rglob("*") if not p.is_dir())
-            (model / MARKER).write_text(json.dumps({"format": fmt, "files": files}, indent=1) + "\n")
+            sha256 = {name: _sha256(model / name) for name in files}  # what a later reader can verify
+            marker = {"format": fmt, "files": files, "sha256": sha256}
+            (model / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
             _usual_modes(model)
             _swap(model, output, work / "old")
         finally:
             shutil.rmtree(work, ignore_errors=True)
     return output
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def damaged(folder: Path) -> str | None:
+    """What differs in an export from what it was written as (a file missing, changed or
+    truncated), or None when every file matches its SHA-256 in the marker."""
+    try:
+        marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+        sha256 = marker["sha256"]
+        files = marker["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"{folder / MARKER} is missing or unreadable"
+    for name in files:
+        path = folder / name
+        if not path.is_file():
+            return f"{path} is missing"
+        if _sha256(path) != sha256.get(name):
+            return f"{path} differs from the export"
+    return None
 
 
 def _usual_modes(folder: Path) -> None:

@@ -126,8 +126,14 @@ def exported_model(
         blob = checkpoint.read_bytes()
     root = cache_root(checkpoint)
     final = root / cache_key(blob)
-    if (final / "model.bin").is_file():
-        return final
+    if final.exists():
+        from ...export.output import damaged
+
+        why = damaged(final)
+        if why is None:
+            return final
+        log(f"the CTranslate2 cache of {checkpoint} is damaged ({why}): exporting it again")
+        shutil.rmtree(final, ignore_errors=True)
     from ...export import export_checkpoint
 
     try:
