@@ -129,3 +129,46 @@ def test_a_damaged_ctranslate2_cache_is_made_again_not_used(capsys, monkeypatch,
     code, again, err = cli_stdin(capsys, monkeypatch, b"Ein Hund.\nZwei Hunde.\n", *argv)
     assert code == 0 and "damaged" in err and "Traceback" not in err, err
     assert again == sound  # the export made again, never the damaged one
+
+
+def test_unclear_errors_name_what_is_wrong(capsys, tmp_path, monkeypatch):
+    root = Path(__file__).resolve().parents[1]
+    code, _, err = cli(
+        capsys,
+        "prepare",
+        "--config",
+        root / "configs" / "captions_shapes_tiny.yaml",
+        "--output",
+        tmp_path / "p",
+    )
+    assert_user_error(code, err, "a captioner", "does not train from them")
+    code, _, err = cli(
+        capsys,
+        "train",
+        "--config",
+        CONFIG,
+        "--output-dir",
+        tmp_path / "r",
+        "data.mix=[{files: [a.de, a.en], tag: '</s>'}]",
+    )
+    assert_user_error(code, err, "tag '</s>'", "special pieces")
+
+
+def test_ctranslate2_refuses_a_language_model_before_exporting_it(capsys, monkeypatch, tmp_path):
+    pytest.importorskip("ctranslate2")
+    import torch
+
+    from attnkit.checkpoint import save_checkpoint
+    from attnkit.model import TransformerLM
+    from attnkit.model.config import LMConfig
+    from decoding_helpers import tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    cfg = LMConfig.preset("tiny", vocab_size=tok.src_vocab_size)
+    state = {"arch": "lm", "model_config": cfg.to_dict(), "model": TransformerLM(cfg).state_dict()}
+    ckpt = save_checkpoint({**state, "tokenizer": tok.state_dict(), "experiment": {}}, tmp_path / "lm.pt")
+    torch.manual_seed(0)
+    argv = ["translate", "--checkpoint", ckpt, "--engine", "ctranslate2"]
+    code, _, err = cli_stdin(capsys, monkeypatch, b"A dog\n", *argv)
+    assert_user_error(code, err, "holds a language model")
+    assert not (tmp_path / "lm.pt.ct2").exists()  # nothing exported for nothing

@@ -29,6 +29,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> None:
     from ..data.prepare import prepare
+    from ..tasks import task_for
     from ..train import load_config
 
     cores = os.cpu_count() or 1
@@ -36,6 +37,12 @@ def run(args) -> None:
         raise ConfigError(f"--workers must be from 1 to this machine's {cores} cores, got {args.workers}")
     overrides = list(args.overrides) + ([f"data.data_dir={args.data_dir}"] if args.data_dir else [])
     cfg = load_config(args.config, overrides)
+    task = task_for(cfg.task, cfg.arch)
+    if not getattr(task.training, "prepared", False):  # found now, not when training starts
+        raise ConfigError(
+            f"attnkit prepare writes token ids of text pairs; {task.noun} (model.arch {cfg.arch}) does not "
+            "train from them: train it from its corpus"
+        )
     output = args.output or cfg.data.prepared
     if not output:
         raise ConfigError("give --output FOLDER or set data.prepared in the config")

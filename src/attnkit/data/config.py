@@ -291,6 +291,10 @@ def check_mix_entry(entry: Any) -> None:
     tag = entry.get("tag", "")
     if not isinstance(tag, str) or any(c.isspace() for c in tag):
         raise ConfigError(f"data.mix: tag must be one token without spaces (e.g. '<bt>'), got {tag!r}")
+    if tag in ("<pad>", "<s>", "</s>", "<unk>"):  # the tokenizer's own special pieces
+        raise ConfigError(
+            f"data.mix: tag {tag!r} is one of the tokenizer's special pieces; choose another, e.g. '<bt>'"
+        )
 
 
 def _paths(name: str, value: Any) -> list[str]:

@@ -124,6 +124,10 @@ def exported_model(
     checkpoint = Path(checkpoint)
     if blob is None:
         blob = checkpoint.read_bytes()
+    from ...checkpoint import load_checkpoint
+    from .. import expect_task
+
+    expect_task(load_checkpoint(checkpoint, data=blob), "translate", checkpoint)  # before any export
     root = cache_root(checkpoint)
     final = root / cache_key(blob)
     if final.exists():
@@ -146,8 +150,9 @@ def exported_model(
         (tmp / "checkpoint.pt").write_bytes(blob)
         try:
             export_checkpoint(tmp / "checkpoint.pt", "ctranslate2", tmp / "model")
-        except AttnkitError as e:
-            raise type(e)(f"--engine ctranslate2: {checkpoint}: {e}") from None
+        except AttnkitError as e:  # named by the user's file, not the copy it was exported from
+            said = str(e).replace(str(tmp / "checkpoint.pt"), str(checkpoint))
+            raise type(e)(f"--engine ctranslate2: {checkpoint}: {said}") from None
         try:
             os.rename(tmp / "model", final)  # atomic; fails if another process's export is there
         except OSError:
