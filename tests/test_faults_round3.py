@@ -172,3 +172,28 @@ def test_ctranslate2_refuses_a_language_model_before_exporting_it(capsys, monkey
     code, _, err = cli_stdin(capsys, monkeypatch, b"A dog\n", *argv)
     assert_user_error(code, err, "holds a language model")
     assert not (tmp_path / "lm.pt.ct2").exists()  # nothing exported for nothing
+
+
+def test_import_takes_a_hub_id_from_the_hub_s_cache_and_says_what_to_do_offline(capsys, tmp_path):
+    pytest.importorskip("transformers")
+    folder = tmp_path / "hf"
+    assert cli(capsys, "export", "--checkpoint", CKPT, "--format", "huggingface", "--out", folder)[0] == 0
+    cache = tmp_path / "hub"  # the layout huggingface_hub keeps: refs/main names the snapshot
+    revision = "0123456789abcdef0123456789abcdef01234567"
+    snapshot = cache / "models--someone--tiny-mt" / "snapshots" / revision
+    snapshot.parent.mkdir(parents=True)
+    (folder / ".attnkit-export.json").unlink()
+    folder.rename(snapshot)
+    (cache / "models--someone--tiny-mt" / "refs").mkdir()
+    (cache / "models--someone--tiny-mt" / "refs" / "main").write_text(revision)
+    env = {**os.environ, "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    run = [sys.executable, "-m", "attnkit.cli", "import", "--format", "huggingface"]
+    done = subprocess.run(
+        [*run, "someone/tiny-mt", "--output", str(tmp_path / "x.pt")], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0 and (tmp_path / "x.pt").is_file(), done.stderr
+    done = subprocess.run(
+        [*run, "someone/absent", "--output", str(tmp_path / "y.pt")], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 2 and "huggingface-cli download someone/absent" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

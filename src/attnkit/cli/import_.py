@@ -8,7 +8,9 @@ NAME = "import"
 def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help="import a Hugging Face MarianMTModel folder as an attnkit checkpoint")
     p.add_argument(
-        "source", help="the model folder (config.json, weights, source.spm, target.spm, vocab.json)"
+        "source",
+        help="the model folder (config.json, weights, source.spm, target.spm, vocab.json), or a Hugging "
+        "Face Hub id (e.g. Helsinki-NLP/opus-mt-de-en: from the Hub's cache, or downloaded where online)",
     )
     p.add_argument("--format", required=True, choices=("huggingface",), help="huggingface")
     p.add_argument("--output", required=True, help="the checkpoint file to write")

@@ -101,16 +101,20 @@ def export_checkpoint(
 
 
 def import_checkpoint(fmt: str, source: str | Path, output: str | Path, *, force: bool = False) -> Path:
-    """Turn a model directory of format ``fmt`` into an attnkit checkpoint file ``output``."""
+    """Turn a model directory of format ``fmt`` (or a Hugging Face Hub id) into an attnkit checkpoint
+    file ``output``."""
     if fmt not in IMPORT_FORMATS:
         raise ConfigError(f"unknown import format {fmt!r} (choose from {', '.join(IMPORT_FORMATS)})")
     output = Path(output)
     if output.exists() and not force:
         raise ConfigError(f"{output} already exists (pass --force to replace it)")
     from ..checkpoint import save_checkpoint
+    from .hub import model_folder
     from .marian_import import import_marian
 
-    return save_checkpoint(import_marian(source), output)  # atomic: the old file stays until it is written
+    return save_checkpoint(
+        import_marian(model_folder(source)), output
+    )  # atomic: the old file stays until it is written
 
 
 def write_sentencepiece(tokenizer: SubwordTokenizer, folder: Path, *, lm: bool = False) -> None:
