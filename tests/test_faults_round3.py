@@ -197,3 +197,14 @@ def test_import_takes_a_hub_id_from_the_hub_s_cache_and_says_what_to_do_offline(
     )
     assert done.returncode == 2 and "huggingface-cli download someone/absent" in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_stopping_server_says_so(tmp_path):
+    pytest.importorskip("fastapi")
+    from serve_helpers import live_server
+
+    with live_server(CKPT, extra=("--decoder", "thread")) as (_, proc):
+        proc.terminate()
+        proc.wait(timeout=30)
+        err = proc.stderr.read().decode()
+    assert "attnkit serve: stopping: finishing what is queued" in err and "attnkit serve: stopped" in err, err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from .common import device, positive_int
 
@@ -185,6 +186,7 @@ def run(args) -> None:
         decoder=decoder,
         request_timeout=args.request_timeout,
         allowed_hosts=allowed_host_names(args.host, args.allowed_host),
+        say=lambda message: print(f"attnkit serve: {message}", file=sys.stderr, flush=True),
     )
     names = ", ".join(f"{m.name} ({m.task})" for m in models)
     print(f"attnkit serve: {names} on http://{args.host}:{args.port}/ (API docs at /docs)", flush=True)

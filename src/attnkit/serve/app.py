@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -128,6 +128,7 @@ def create_app(
     decoder: ProcessDecoder | None = None,
     request_timeout: float = 120.0,
     allowed_hosts: Iterable[str] | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> FastAPI:
     """An app serving ``models`` (the first of each task is that task's default); the batching
     options are :class:`~.batcher.Batcher`'s. With a started ``decoder`` (a
@@ -138,7 +139,8 @@ def create_app(
     A request not decoded within ``request_timeout`` seconds answers 504 (and a decoding process that
     answered nothing for as long is killed and restarted). ``allowed_hosts``: the names the ``Host``
     header may carry (:func:`allowed_host_names`); None accepts any (tests, a caller behind a proxy).
-    Each registered task adds its endpoints (``TaskInfo.routes``)."""
+    ``say``: where the shutdown is announced (the command's stderr). Each registered task adds its
+    endpoints (``TaskInfo.routes``)."""
     if request_timeout <= 0:
         raise ValueError(f"request_timeout must be positive, got {request_timeout}")
     server = Server(models, limits or Limits(), request_timeout)
@@ -152,7 +154,12 @@ def create_app(
             yield
         finally:  # uvicorn has let in-flight requests finish (each within its deadline); finish what
             # is queued, then stop: a decoding process not done within the bound is killed
-            await asyncio.to_thread(started.close, min(request_timeout, CLOSE_TIMEOUT_S))
+            bound = min(request_timeout, CLOSE_TIMEOUT_S)
+            if say:
+                say(f"stopping: finishing what is queued (at most {bound:.0f}s)")
+            await asyncio.to_thread(started.close, bound)
+            if say:
+                say("stopped")
 
     errors: dict[int | str, dict[str, Any]] = {
         code: {"model": ErrorResponse} for code in (400, 404, 413, 422)
