@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 from typing import Any, ClassVar, TypeVar
 
 from .errors import ConfigError
@@ -35,6 +36,8 @@ class ConfigBase:
                     pass
             if kind == "float" and (isinstance(value, bool) or not isinstance(value, (int, float))):
                 raise ConfigError(f"{self._name()}.{f.name} must be a number, got {value!r}")
+            if kind == "float" and not math.isfinite(value):  # no key means anything by NaN or inf
+                raise ConfigError(f"{self._name()}.{f.name} must be a finite number, got {value!r}")
             if kind == "bool" and not isinstance(value, bool):
                 raise ConfigError(f"{self._name()}.{f.name} must be true or false, got {value!r}")
             if kind == "str" and not isinstance(value, str):

@@ -161,7 +161,8 @@ class TrainConfig(ConfigBase):
                 "lr_scale * d_model^-0.5 * warmup_steps^-0.5); set train.lr_scale, "
                 "or schedule: inverse_sqrt (or constant) to use train.lr"
             )
-        self._check(0 <= self.beta1 < 1 and 0 <= self.beta2 < 1, "beta2", "betas must be in [0, 1)")
+        for beta in ("beta1", "beta2"):
+            self._check(0 <= getattr(self, beta) < 1, beta, "must be in [0, 1)")
         self._check(self.eps > 0, "eps", "must be positive")
         self._check(0 <= self.label_smoothing < 1, "label_smoothing", "must be in [0, 1)")
         self._check(self.clip_norm >= 0, "clip_norm", "must be >= 0")
