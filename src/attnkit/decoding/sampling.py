@@ -76,14 +76,16 @@ def _scaled(logits: Tensor, temperature: float) -> Tensor:
     return torch.where(keep, shifted, shifted / temperature)
 
 
-SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed accepts
+# Within what torch.Generator.manual_seed accepts (-2**63 to 2**64 - 1), the integers a JSON number
+# and a JavaScript client hold exactly: the HTTP schema states the same bounds the server takes.
+SEED_RANGE = (-(2**53), 2**53)
 
 
 def seeded_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
     """A generator on ``device`` seeded with ``seed``; a seed torch cannot take is a ConfigError."""
     low, high = SEED_RANGE
     if isinstance(seed, bool) or not isinstance(seed, int) or not low <= seed <= high:
-        raise ConfigError(f"seed must be an integer from -2**63 to 2**64 - 1, got {seed!r}")
+        raise ConfigError(f"seed must be an integer from -2**53 to 2**53, got {seed!r}")
     return torch.Generator(device=device).manual_seed(seed)
 
 

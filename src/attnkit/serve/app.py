@@ -176,7 +176,34 @@ def create_app(
         if task.routes:
             module, _, function = task.routes.partition(":")
             getattr(importlib.import_module(module), function)(app, server)
+    _state_limits(app, server.limits)
     return app
+
+
+def _state_limits(app: FastAPI, limits: Limits) -> None:
+    """The OpenAPI schema states this server's limits where they are tighter than the options'
+    declared bounds (a beam up to ``max_beam``, not 256): a request the schema calls valid is taken."""
+    caps = {"beam": limits.max_beam, "nbest": min(limits.max_beam, limits.max_samples)}
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            spec = build()
+            for schema in spec.get("components", {}).get("schemas", {}).values():
+                for name, cap in caps.items():
+                    prop = schema.get("properties", {}).get(name)
+                    if prop is not None and prop.get("maximum", cap) > cap:
+                        prop["maximum"] = cap
+            for path in spec.get("paths", {}).values():  # query fields (/v1/caption)
+                for parameter in path.get("post", {}).get("parameters", []):
+                    prop = parameter.get("schema", {})
+                    limit = caps.get(parameter.get("name"))
+                    if limit is not None and prop.get("maximum", limit) > limit:
+                        prop["maximum"] = limit
+            app.openapi_schema = spec
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _add_core_routes(app: FastAPI, server: Server) -> None:

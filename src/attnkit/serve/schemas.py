@@ -58,9 +58,10 @@ def option(name: str, description: str, task: SearchOptions | None = None, *alia
     bound = BOUNDS.get(name)
     if bound is None:
         return Field(default, description=description, **extra)
+    low, high = (int(bound.low), int(bound.high)) if bound.kind is int else (bound.low, bound.high)
     if bound.open_low:
-        return Field(default, gt=bound.low, le=bound.high, description=description, **extra)
-    return Field(default, ge=bound.low, le=bound.high, description=description, **extra)
+        return Field(default, gt=low, le=high, description=description, **extra)
+    return Field(default, ge=low, le=high, description=description, **extra)
 
 
 class ErrorResponse(BaseModel):
