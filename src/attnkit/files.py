@@ -190,6 +190,42 @@ def check_unchanged(path: Path, before: dict[str, tuple[int, int]], *, what: str
         )
 
 
+def remove_stale_partials(path: Path) -> None:
+    """Remove ``.NAME.partial-PID`` folders beside ``path`` whose process is gone (a killed run's
+    unfinished output: nothing in it was ever the user's, and no live run owns it)."""
+    for partial in path.parent.glob(f".{path.name}.partial-*"):
+        pid = partial.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(partial, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def die_with_parent(every_s: float = 0.5) -> None:
+    """In a worker process: exit once the process that started it is gone, however it went (kill -9
+    included): a killed ``prepare`` or ``serve`` leaves no workers behind. A thread watches the
+    parent's pid (the kernel's PR_SET_PDEATHSIG would follow the starting thread, not the process)."""
+    import threading
+    import time
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="attnkit-parent-watch", daemon=True).start()
+
+
 @contextmanager
 def write_folder(
     path: str | os.PathLike,
@@ -209,6 +245,7 @@ def write_folder(
     """
     path = Path(path).resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_partials(path)
     tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ConfigError, DataError
-from ..files import check_unchanged, listing, swap_in
+from ..files import check_unchanged, die_with_parent, listing, remove_stale_partials, swap_in
 from . import corpus as c
 from .examples import train_pair_tokenizer
 from .mix import mix_entries, tag_ids, tags_of
@@ -82,6 +82,7 @@ _WORKER: dict[str, Any] = {}
 
 
 def _start_worker(state: dict) -> None:
+    die_with_parent()  # a killed prepare (kill -9 included) leaves no worker behind
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the parent, which stops the workers
     _WORKER["tokenizer"] = SubwordTokenizer.from_state_dict(state)
 
@@ -181,6 +182,7 @@ def prepare(
             "tokenizer.sample_nbest re-segments the text each epoch; prepared data holds token ids"
         )
     corpora = training_corpora(cfg)
+    remove_stale_partials(out)  # a killed run's unfinished folder
     tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)

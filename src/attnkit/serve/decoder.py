@@ -35,6 +35,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from ..errors import AttnkitError, ConfigError
+from ..files import die_with_parent
 from .batcher import Batcher, BatchFn, BatchStats, Stream
 from .worker import DecoderUnavailable, Worker, WorkerSpec, added
 
@@ -240,6 +241,7 @@ def decoding_process(conn, spec: WorkerSpec, batching: dict[str, Any]) -> None:
 
     Messages in: ``(job, call, items, cost, alone)``, ``("cancel", job)``, or None (stop). Out:
     ``(job, "event", data)`` as a streamed call produces, then ``(job, "done", pickled answer)``."""
+    die_with_parent()  # a server killed however it dies (kill -9 included) leaves no decoding process
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when decoding stops
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
