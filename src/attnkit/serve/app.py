@@ -147,20 +147,7 @@ def create_app(
     batching = dict(max_batch_tokens=max_batch_tokens, max_wait_ms=max_wait_ms, max_gap_ms=max_gap_ms)
     batching.update(join_group=join_group, join_wait_steps=join_wait_steps)
 
-    @asynccontextmanager
-    async def lifespan(app: FastAPI):
-        started = server.running = app.state.decoder = decoder or ThreadDecoder(models, **batching)
-        try:
-            yield
-        finally:  # uvicorn has let in-flight requests finish (each within its deadline); finish what
-            # is queued, then stop: a decoding process not done within the bound is killed
-            bound = min(request_timeout, CLOSE_TIMEOUT_S)
-            if say:
-                say(f"stopping: finishing what is queued (at most {bound:.0f}s)")
-            await asyncio.to_thread(started.close, bound)
-            if say:
-                say("stopped")
-
+    lifespan = _lifespan(server, lambda: decoder or ThreadDecoder(models, **batching), say)
     errors: dict[int | str, dict[str, Any]] = {
         code: {"model": ErrorResponse} for code in (400, 404, 413, 422)
     }
@@ -178,6 +165,26 @@ def create_app(
             getattr(importlib.import_module(module), function)(app, server)
     _state_limits(app, server.limits)
     return app
+
+
+def _lifespan(server: Server, start: Callable[[], Any], say: Callable[[str], None] | None):
+    """The app's life: the decoder started when it starts; at its end, what is queued finished and
+    the decoder closed (a decoding process not done within the bound is killed), announced."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        started = server.running = app.state.decoder = start()
+        try:
+            yield
+        finally:  # uvicorn has let in-flight requests finish (each within its deadline)
+            bound = min(server.request_timeout, CLOSE_TIMEOUT_S)
+            if say:
+                say(f"stopping: finishing what is queued (at most {bound:.0f}s)")
+            await asyncio.to_thread(started.close, bound)
+            if say:
+                say("stopped")
+
+    return lifespan
 
 
 def _state_limits(app: FastAPI, limits: Limits) -> None:
