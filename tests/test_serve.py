@@ -263,7 +263,9 @@ def test_serve_command_errors_are_one_line(capsys, ckpt, tmp_path):
         assert code == 2 and len(err) == 1 and f"{flag} must be a number of milliseconds" in err[0], err
     with pytest.raises(SystemExit) as bad:  # argparse: a usage line and exit 2
         main(["serve", "--checkpoint", str(ckpt), "--workers", "0"])
-    assert bad.value.code == 2 and "expected auto or a number of processes from 1 to" in capsys.readouterr().err
+    assert (
+        bad.value.code == 2 and "expected auto or a number of processes from 1 to" in capsys.readouterr().err
+    )
 
 
 @pytest.mark.parametrize("group, wait", [(1, 0), (3, 2)])
