@@ -48,3 +48,19 @@ def test_the_core_never_names_a_task():
             if isinstance(node, ast.Constant) and node.value in TASK_NAMES and id(node) not in docstrings:
                 named.append(f"{path.relative_to(SRC)}:{node.lineno} {node.value!r}")
     assert not named, "\n".join(named)
+
+
+def test_data_model_and_tasks_never_import_the_training_loop():
+    """Each config section lives with the code that reads it: data/, model/ and tasks/ read the
+    experiment through ``attnkit.config.Experiment`` and never import train/ (TYPE_CHECKING included)."""
+    found = []
+    for path in python_files("data", "model", "tasks"):
+        package = ["attnkit", *path.relative_to(SRC).parent.parts]  # the module's own package
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = package[: len(package) - node.level + 1] if node.level else []
+            target = ".".join([*base, *filter(None, [node.module])])
+            if target == "attnkit.train" or target.startswith("attnkit.train."):
+                found.append(f"{path.relative_to(SRC)}:{node.lineno} imports {target}")
+    assert not found, "\n".join(found)

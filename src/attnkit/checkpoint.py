@@ -21,7 +21,7 @@ import io
 import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
@@ -29,6 +29,9 @@ from torch import Tensor, nn
 from .errors import CheckpointError, ConfigError
 from .files import atomic_write, describe_os_error, os_error_in
 from .model.registry import ARCHS
+
+if TYPE_CHECKING:
+    from .config import Experiment
 
 FORMAT = "attnkit-checkpoint-1"
 
@@ -186,3 +189,20 @@ def unwrap(model: nn.Module) -> nn.Module:
             return model
         assert isinstance(inner, nn.Module)  # what DDP and torch.compile wrap
         model = inner
+
+
+def load_init(cfg: Experiment) -> dict[str, Any]:
+    """The checkpoint ``train.init_from`` names, checked against the config's architecture."""
+    path = cfg.train.init_from
+    state = load_checkpoint(path)
+    if state.get("arch") != cfg.arch:
+        raise ConfigError(
+            f"train.init_from: {path} holds a {state.get('arch')!r} model, the config's model.arch is "
+            f"{cfg.arch!r}; set model.arch={state.get('arch')}"
+        )
+    if cfg.tokenizer.model:
+        raise ConfigError(
+            f"train.init_from: the tokenizer comes from {path} (its embeddings are indexed by it); "
+            "remove tokenizer.model"
+        )
+    return state

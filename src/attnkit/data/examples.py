@@ -16,7 +16,7 @@ from .readers import drop_empty
 from .tokenizer import SubwordTokenizer
 
 if TYPE_CHECKING:
-    from ..train.config import TokenizerConfig
+    from .tokenizer_config import TokenizerConfig
 
 Pair = tuple[list[int], list[int]]  # (source ids, target ids) of one training example
 

@@ -33,7 +33,7 @@ from .store import id_dtype, offsets_of
 from .tokenizer import SubwordTokenizer
 
 if TYPE_CHECKING:
-    from ..train.config import ExperimentConfig
+    from ..config import Experiment
 
 CHUNK = 10_000  # pairs per worker task: large enough to amortise the transfer, small enough to stream
 
@@ -66,7 +66,7 @@ def stream(spec: Any, limit: int = 0) -> Iterator[Pair]:
     return itertools.islice(pairs, limit or None)
 
 
-def training_corpora(cfg: ExperimentConfig) -> list[tuple[Any, int]]:
+def training_corpora(cfg: Experiment) -> list[tuple[Any, int]]:
     """(spec, record limit) of every training corpus: the data section's own, then ``data.mix``."""
     main = cfg.data.spec("train")
     if main.records != "pairs":
@@ -171,7 +171,7 @@ class SplitWriter:
 
 # --- prepare -------------------------------------------------------------------------------------
 def prepare(
-    cfg: ExperimentConfig, output: str | Path, *, workers: int = 1, log: Callable[[str], None] = print
+    cfg: Experiment, output: str | Path, *, workers: int = 1, log: Callable[[str], None] = print
 ) -> dict:
     """Write the prepared folder of ``cfg``'s translation corpus to ``output``; returns its manifest."""
     out = Path(output).resolve()
@@ -195,7 +195,7 @@ def prepare(
     return manifest
 
 
-def _write(cfg: ExperimentConfig, corpora: list, tmp: Path, workers: int, log: Callable[[str], None]) -> dict:
+def _write(cfg: Experiment, corpora: list, tmp: Path, workers: int, log: Callable[[str], None]) -> dict:
     tokenizer = _tokenizer(cfg, corpora, log)
     files = {"src": "tokenizer.src.model"} | ({} if tokenizer.joint else {"tgt": "tokenizer.tgt.model"})
     for side, name in files.items():
@@ -240,11 +240,11 @@ def _write(cfg: ExperimentConfig, corpora: list, tmp: Path, workers: int, log: C
     return manifest
 
 
-def _tokenizer(cfg: ExperimentConfig, corpora: list, log: Callable[[str], None]) -> SubwordTokenizer:
+def _tokenizer(cfg: Experiment, corpora: list, log: Callable[[str], None]) -> SubwordTokenizer:
     """``train.init_from``'s tokenizer (fine-tuning), ``tokenizer.model``, or SentencePiece trained on (a
     seeded sample of) the non-empty pairs."""
     if cfg.train.init_from:
-        from ..train.finetune import load_init
+        from ..checkpoint import load_init
 
         return SubwordTokenizer.from_state_dict(load_init(cfg)["tokenizer"])
     if cfg.tokenizer.model:

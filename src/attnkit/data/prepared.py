@@ -39,7 +39,7 @@ from .store import PairStore, Side
 from .tokenizer import SubwordTokenizer
 
 if TYPE_CHECKING:
-    from ..train.config import ExperimentConfig
+    from ..config import Experiment
 
 FORMAT, VERSION, MANIFEST = "attnkit-prepared", 1, "manifest.json"
 # Settings a run applies when it starts (or that only say where files are): free to differ from the
@@ -50,7 +50,7 @@ RUN_TIME_KEYS = {
 }
 
 
-def identity(cfg: ExperimentConfig) -> dict:
+def identity(cfg: Experiment) -> dict:
     """The settings that decide a prepared folder's content; ``data.mix`` weights apply at run time."""
     out = {}
     for section in ("data", "tokenizer"):
@@ -95,7 +95,7 @@ class Prepared:
         return Counts(**{k: int(dropped.get(k, 0)) for k in ("read", "empty", "identical")})
 
 
-def open_prepared(cfg: ExperimentConfig, *, verify: bool = True) -> Prepared:
+def open_prepared(cfg: Experiment, *, verify: bool = True) -> Prepared:
     """The folder ``data.prepared``, checked against its manifest, the config and the corpus files.
 
     Every failure is one line naming the problem and the fix (usually: run ``attnkit prepare`` again).

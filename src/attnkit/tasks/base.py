@@ -29,7 +29,7 @@ from ..loss import LossOutput, label_smoothed_cross_entropy
 from ..precision import autocast
 
 if TYPE_CHECKING:
-    from ..train.config import ExperimentConfig
+    from ..config import Experiment
 
 
 @dataclass
@@ -121,7 +121,7 @@ class SplitTask:
     subword_sampling = False
     bidirectional = False
 
-    def __init__(self, cfg: ExperimentConfig | None = None, amp: torch.dtype | None = None):
+    def __init__(self, cfg: Experiment | None = None, amp: torch.dtype | None = None):
         # cfg None: the defaults (a task used outside a run); amp: the autocast dtype (None: fp32)
         self.cfg, self.amp = cfg, amp
         if cfg is not None and cfg.valid.metric:
@@ -201,7 +201,7 @@ class TaskInfo:
     archs: the ``model.arch`` values whose models this task trains and serves; a config without
     ``task:`` takes the first registered task that lists its arch.
     records: the kind of record it reads ("pairs", "text", "labelled").
-    training: the trainer's task object, built from ``(ExperimentConfig, amp)``, amp the autocast dtype.
+    training: the trainer's task object, built from ``(Experiment, amp)``, amp the autocast dtype.
     open: the inference wrapper from a loaded checkpoint: ``open(state, device=..., path=...)``.
     serve: the server's model from ``(name, state, device)``.
     endpoints: the server endpoints (``/v1/NAME``) that answer for this task.

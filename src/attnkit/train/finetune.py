@@ -15,7 +15,7 @@ from typing import Any
 
 from torch import nn
 
-from ..checkpoint import load_checkpoint
+from ..checkpoint import load_checkpoint, load_init  # noqa: F401 - load_init: its name here before
 from ..errors import ConfigError
 from ..model.config import ModelConfig
 from ..model.registry import ARCHS
@@ -25,23 +25,6 @@ REGULARISATION = (
     "dropout",
     "attention_dropout",
 )  # may differ from the checkpoint's: no weight depends on them
-
-
-def load_init(cfg: ExperimentConfig) -> dict[str, Any]:
-    """The checkpoint ``train.init_from`` names, checked against the config's architecture."""
-    path = cfg.train.init_from
-    state = load_checkpoint(path)
-    if state.get("arch") != cfg.arch:
-        raise ConfigError(
-            f"train.init_from: {path} holds a {state.get('arch')!r} model, the config's model.arch is "
-            f"{cfg.arch!r}; set model.arch={state.get('arch')}"
-        )
-    if cfg.tokenizer.model:
-        raise ConfigError(
-            f"train.init_from: the tokenizer comes from {path} (its embeddings are indexed by it); "
-            "remove tokenizer.model"
-        )
-    return state
 
 
 def model_config(cfg: ExperimentConfig, state: dict[str, Any], data_fields: dict[str, Any]) -> ModelConfig:

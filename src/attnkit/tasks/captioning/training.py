@@ -33,7 +33,7 @@ from .images import as_floats
 from .scoring import evaluate
 
 if TYPE_CHECKING:
-    from ...train.config import ExperimentConfig
+    from ...config import Experiment
 
 
 @dataclass
@@ -82,9 +82,9 @@ class CaptionTask(SplitTask):
     metrics: tuple[str, ...] = ("loss", "bleu")
     choices: ClassVar[dict[str, bool]] = {"bleu": True, "chrf": True, "loss": False}
 
-    cfg: ExperimentConfig
+    cfg: Experiment
 
-    def __init__(self, cfg: ExperimentConfig, amp: torch.dtype | None = None):
+    def __init__(self, cfg: Experiment, amp: torch.dtype | None = None):
         super().__init__(cfg, amp)
         self._images: dict[str, ImageSet] = {}  # one per split, by the tuple of its paths
 

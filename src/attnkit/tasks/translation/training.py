@@ -30,8 +30,8 @@ from .scoring import evaluate
 from .translator import Translator
 
 if TYPE_CHECKING:
+    from ...config import Experiment
     from ...data.config import DataConfig
-    from ...train.config import ExperimentConfig
 
 
 class TranslationTask(SplitTask):
@@ -45,9 +45,9 @@ class TranslationTask(SplitTask):
     subword_sampling = True
     bidirectional = True
 
-    cfg: ExperimentConfig  # always given: tokenizer, epochs and validation settings come from it
+    cfg: Experiment  # always given: tokenizer, epochs and validation settings come from it
 
-    def __init__(self, cfg: ExperimentConfig, amp: torch.dtype | None = None):
+    def __init__(self, cfg: Experiment, amp: torch.dtype | None = None):
         super().__init__(cfg, amp)
         self._drawn: tuple[int, Sequence] | None = None  # (epoch, its subword-sampled examples)
         self.corpus_sizes: list[int] = []  # training records per corpus: the main one, then data.mix
