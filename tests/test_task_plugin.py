@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import warnings
@@ -23,9 +24,10 @@ PLUGIN = ROOT / "examples" / "attnkit-reverse"
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> dict[str, str]:
     """The plugin installed with pip into a folder of its own: the environment that finds it."""
-    target = tmp_path_factory.mktemp("site")
+    target, source = tmp_path_factory.mktemp("site"), tmp_path_factory.mktemp("plugin") / "src"
+    shutil.copytree(PLUGIN, source)  # pip builds in the source folder: the repository stays clean
     pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
-    subprocess.run([*pip, "--target", str(target), str(PLUGIN)], check=True, capture_output=True)
+    subprocess.run([*pip, "--target", str(target), str(source)], check=True, capture_output=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), os.environ.get("PYTHONPATH", "")])}
     return env
 
