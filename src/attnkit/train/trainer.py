@@ -39,13 +39,14 @@ from .build import Setup, build
 from .checkpoint_files import CheckpointFiles
 from .config import ExperimentConfig
 from .ema import average_parameters, weight_average
-from .metrics_csv import Window, append_row
+from .metrics_csv import Window
+from .progress import Progress
 from .result import TrainResult
 from .rng_state import restore_rng, rng_state
 from .run_folder import RunFolder
 from .schedule import lr_at
 from .signals import StopSignals, agreed_signal
-from .tensorboard_log import TensorBoardLog, require_tensorboard
+from .tensorboard_log import require_tensorboard
 from .update import Update
 
 
@@ -64,7 +65,13 @@ class Trainer:
         self.scaler = grad_scaler(setup.precision, setup.device)  # fp16 only
         self.ema = weight_average(self.model, self.cfg.train.ema_decay, setup.resume_state)
         self.update = Update(setup.optimizer, self.scaler, self.ema, self.cfg.train.clip_norm)
-        self.board: TensorBoardLog | None = None  # rank 0 opens it when the run starts
+        self.progress = Progress(
+            self.cfg.train,
+            main=self.dist.is_main,
+            world_size=self.dist.world_size,
+            metrics=self.task.metrics,
+            log=log,
+        )
         if self.cfg.train.tensorboard:
             require_tensorboard()  # before the run moves anything in its output folder
         self.grad_norm: float | None = None
@@ -204,7 +211,7 @@ class Trainer:
             group["lr"] = self.lr(self.step)
         if ddp.all_reduce_sum(float(not math.isfinite(loss_sum)), self.dist, s.device):  # every rank stops
             self._diverged(f"the training loss is not finite ({loss_sum}) at step {self.step}")
-        self.grad_norm = self.update.apply(self.model, measure=self.board is not None)
+        self.grad_norm = self.update.apply(self.model, measure=self.progress.board is not None)
         return loss_sum, nll_sum, local_tokens
 
     def _diverged(self, what: str) -> None:
@@ -219,8 +226,6 @@ class Trainer:
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> TrainResult:
-        from tqdm import tqdm
-
         cfg, t = self.cfg, self.cfg.train
         if self.step >= t.max_steps:  # resumed at its last step: say so rather than train nothing silently
             self.info(f"nothing to train: the checkpoint is at step {self.step} = train.max_steps; raise it")
@@ -228,12 +233,8 @@ class Trainer:
             fast.flush_denormals()  # a run starts here: tiny values late in training slow CPU math ~10x
         self.t0 = time.monotonic()
         self._open_run_folder()
-        shown = t.progress and self.dist.is_main
-        bar = tqdm(
-            total=t.max_steps, initial=self.step, disable=not shown or None, unit="step", dynamic_ncols=True
-        )
-        window, it, stop_reason = Window(), iter(self.s.sampler), "max_steps"
-        first = self.step + 1  # said once done, where no progress bar shows it (0: said)
+        self.progress.start(self.out, self.step)
+        it, stop_reason = iter(self.s.sampler), "max_steps"
         if self.pending_validation and self._validate_and_save():  # what the stopped run skipped
             stop_reason = "early stopping"
         signum = None
@@ -243,14 +244,8 @@ class Trainer:
                 if epochs_done and not batches:
                     stop_reason = "max_epochs"
                     break
-                window.add(*self.train_step(batches))
-                bar.update(1)
-                if first and bar.disable and self.step % t.log_every:
-                    self._first_step_said(first)
-                    first = 0
-                if self.step % t.log_every == 0 or self.step == t.max_steps:
-                    self._log_window(window, bar)
-                    window = Window()
+                loss = self.train_step(batches)  # first: it counts the step
+                self.progress.step(self.step, loss, self._log_row)
                 out_of_time = self._out_of_time()
                 ending = self.step == t.max_steps or out_of_time or epochs_done
                 signum = (
@@ -266,9 +261,7 @@ class Trainer:
                 if out_of_time or epochs_done:
                     stop_reason = "max_minutes" if out_of_time else "max_epochs"
                     break
-        bar.close()
-        if self.board:
-            self.board.close()
+        self.progress.close()
         if signum:
             self._save_and_stop(signum)
         last = self.out / "checkpoint_last.pt"
@@ -279,12 +272,18 @@ class Trainer:
         )
         return self._finish(last)
 
-    def _first_step_said(self, step: int) -> None:
-        """One line once the run's first step is done: long before step log_every, the run is seen to
-        work (and how long a step takes). Nothing else changes: the log window and CSV are as before."""
-        if self.dist.is_main and self.cfg.train.progress:
-            every = self.cfg.train.log_every
-            self.log(f"step {step} done after {self.elapsed():.1f}s; a line every {every} steps from here")
+    def _log_row(self, w: Window) -> dict:
+        """A log line's fields over the window ``w`` (the CSV's, and the gradient norm for TensorBoard)."""
+        return {
+            "step": self.step,
+            "epoch": self.epoch,
+            "elapsed_s": round(self.elapsed(), 1),
+            "lr": f"{self.lr(self.step):.3e}",
+            "train_loss": round(w.loss / max(w.tokens, 1), 4),
+            "train_nll": round(w.nll / max(w.tokens, 1), 4),
+            **self.progress.window_row(w),
+            "grad_norm": self.grad_norm,
+        }
 
     def _out_of_time(self) -> bool:
         """train.max_minutes has passed, as rank 0 sees it: every rank stops together."""
@@ -302,9 +301,6 @@ class Trainer:
             self.out.mkdir(parents=True, exist_ok=True)
             with atomic_write(self.out / "config.yaml") as f:
                 f.write(yaml.safe_dump(self.cfg.to_dict(), sort_keys=False))
-            if self.cfg.train.tensorboard:
-                self.board = TensorBoardLog(self.out)
-        self.csv_path = self.out / "metrics.csv"
 
     def _finish(self, last: Path) -> TrainResult:
         """The averaged checkpoint and the learning curve (rank 0), then what the run left."""
@@ -314,11 +310,11 @@ class Trainer:
             if averaged is not None:
                 n = min(self.cfg.valid.average_last, len(self.files.steps()))
                 self.info(f"averaged the last {n} checkpoints into {averaged}")
-            if self.csv_path.exists():
+            if self.progress.csv_path.exists():
                 from ..plotting import plot_learning_curve
 
                 curve = plot_learning_curve(
-                    self.csv_path, self.out / "learning_curve.png", metric=self.metric
+                    self.progress.csv_path, self.out / "learning_curve.png", metric=self.metric
                 )
         ddp.barrier(self.dist)
         best = self.out / "checkpoint_best.pt"
@@ -330,7 +326,7 @@ class Trainer:
             best if best.exists() else None,
             last if last.exists() else None,
             averaged,
-            self.csv_path,
+            self.progress.csv_path,
             curve,
         )
 
@@ -357,28 +353,6 @@ class Trainer:
         ddp.barrier(self.dist)  # the checkpoint is on disk before any rank ends
         raise Stopped(message, exit_code=128 + signum)
 
-    def _log_window(self, w: Window, bar) -> None:
-        t = self.cfg.train
-        row = {
-            "step": self.step,
-            "epoch": self.epoch,
-            "elapsed_s": round(self.elapsed(), 1),
-            "lr": f"{self.lr(self.step):.3e}",
-            "train_loss": round(w.loss / max(w.tokens, 1), 4),
-            "train_nll": round(w.nll / max(w.tokens, 1), 4),
-            "tokens_per_s": round(w.tokens * self.dist.world_size / max(time.monotonic() - w.start, 1e-9)),
-        }
-        bar.set_postfix(loss=row["train_loss"], lr=row["lr"], tok_s=row["tokens_per_s"])
-        if self.board:
-            keys = ("train_loss", "train_nll", "lr", "tokens_per_s")
-            self.board.scalars("train", self.step, {k: row[k] for k in keys} | {"grad_norm": self.grad_norm})
-        if bar.disable and self.dist.is_main and t.progress:
-            self.log(
-                f"step {self.step}/{t.max_steps} loss {row['train_loss']:.3f} lr {row['lr']} "
-                f"{row['tokens_per_s']} tok/s elapsed {row['elapsed_s']:.0f}s"
-            )
-        self._write_csv(row)
-
     def _validate_and_save(self) -> bool:
         """Validate (rank 0), write checkpoints, and say whether to stop early (all ranks agree)."""
         stop = False
@@ -387,9 +361,10 @@ class Trainer:
             s = self.s
             model = average_parameters(self.ema, unwrap(self.model)).eval()  # the average, if kept
             metrics = s.task.validate(model, s.tokenizer, s.valid, s.valid_records, s.device)
-            if self.board:
-                self.board.scalars("valid", self.step, metrics)
-                self.board.picture(self.step, self.task, model, s.tokenizer, s.valid_records, s.device)
+            board = self.progress.board
+            if board:
+                board.scalars("valid", self.step, metrics)
+                board.picture(self.step, self.task, model, s.tokenizer, s.valid_records, s.device)
             score = metrics[self.metric]
             improved = self.better(score)
             if improved:
@@ -397,7 +372,7 @@ class Trainer:
             self.bad_validations = 0 if improved else self.bad_validations + 1
             shown = ", ".join(f"{k} {v:.3f}" if k == "loss" else f"{k} {v:.2f}" for k, v in metrics.items())
             self.log(f"validation at step {self.step}: {shown}{' (best)' if improved else ''}")
-            self._write_csv(
+            self.progress.write(
                 {"step": self.step, "epoch": self.epoch, "elapsed_s": round(self.elapsed(), 1)}
                 | {f"val_{k}": round(v, 4) for k, v in metrics.items()}
             )
@@ -412,7 +387,3 @@ class Trainer:
             patience = self.cfg.valid.patience
             stop = bool(patience and self.bad_validations >= patience)
         return bool(ddp.broadcast_object(stop, self.dist))
-
-    def _write_csv(self, row: dict) -> None:
-        if self.dist.is_main:
-            append_row(self.csv_path, self.task.metrics, row)
