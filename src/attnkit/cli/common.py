@@ -116,25 +116,8 @@ def add_decoding_flags(
 
 
 # Every option of attnkit.decoding.SearchOptions as a flag: the same name (dashes for underscores),
-# the same default, and the checks of SearchOptions itself (one line, exit 2). argparse only parses.
-SEARCH_HELP = {
-    "beam": "beam size; 1 = greedy",
-    "nbest": "results per input: a search's best first (at most --beam), or N samples with --sample",
-    "length_penalty": "GNMT length penalty alpha (0 = off)",
-    "max_len_a": "output tokens at most A * input tokens + B, eos included, within the model's "
-    "positions (input tokens: a source's or a prompt's pieces; an image has none)",
-    "max_len_b": "B of --max-len-a",
-    "min_length": "tokens before eos may end an output",
-    "no_repeat_ngram_size": "never repeat an n-gram of N tokens (0 = off)",
-    "repetition_penalty": "CTRL penalty on tokens already produced, > 1 discourages them (1 = off)",
-    "sample": "sample instead of searching (--temperature, --top-k, --top-p, --seed shape the draws)",
-    "temperature": "sampling temperature",
-    "top_k": "sample among the K most probable tokens (0 = all)",
-    "top_p": "sample from the nucleus of mass P (1 = all)",
-    "seed": "seed of the sampler: the same seed gives the same samples",
-}
-
-
+# the same default, help (attnkit.decoding.options.HELP) and checks as SearchOptions' own (one line,
+# exit 2). argparse only parses.
 def add_search_flags(
     p: argparse.ArgumentParser, defaults=None, aliases: dict[str, str] | None = None
 ) -> None:
@@ -143,12 +126,12 @@ def add_search_flags(
     (default ``SearchOptions()``); ``aliases``: field -> a flag's name before."""
     import dataclasses
 
-    from ..decoding.options import SearchOptions
+    from ..decoding.options import HELP, SearchOptions
 
     defaults = defaults or SearchOptions()
     for field in dataclasses.fields(SearchOptions):
         flags = ["--" + field.name.replace("_", "-")]
-        help = SEARCH_HELP[field.name]
+        help = HELP[field.name]
         if aliases and field.name in aliases:
             flags.append(aliases[field.name])
             help += f"; {aliases[field.name]} is its name before"

@@ -76,6 +76,25 @@ BOUNDS = {
 }
 
 
+# What each option means, said once: the command line's help and the HTTP schema's descriptions.
+HELP = {
+    "beam": "beam size; 1 = greedy",
+    "nbest": "results per input: a search's best first (at most --beam), or N samples with --sample",
+    "length_penalty": "GNMT length penalty alpha (0 = off)",
+    "max_len_a": "output tokens at most A * input tokens + B, eos included, within the model's "
+    "positions (input tokens: a source's or a prompt's pieces; an image has none)",
+    "max_len_b": "B of --max-len-a",
+    "min_length": "tokens before eos may end an output",
+    "no_repeat_ngram_size": "never repeat an n-gram of N tokens (0 = off)",
+    "repetition_penalty": "CTRL penalty on tokens already produced, > 1 discourages them (1 = off)",
+    "sample": "sample instead of searching (--temperature, --top-k, --top-p, --seed shape the draws)",
+    "temperature": "sampling temperature",
+    "top_k": "sample among the K most probable tokens (0 = all)",
+    "top_p": "sample from the nucleus of mass P (1 = all)",
+    "seed": "seed of the sampler: the same seed gives the same samples",
+}
+
+
 @dataclass(frozen=True)
 class SearchOptions:
     """Every option of a search, with the bounds :meth:`check` holds it to.

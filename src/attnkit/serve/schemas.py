@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from ..decoding.options import _DEFAULTS as SEARCH_DEFAULTS
-from ..decoding.options import BOUNDS, SearchOptions
+from ..decoding.options import BOUNDS, HELP, SearchOptions
 
 SEARCH_FIELDS = tuple(SEARCH_DEFAULTS)  # every field of SearchOptions, in order
 
@@ -50,10 +50,20 @@ class Request(BaseModel):
         return value
 
 
-def option(name: str, description: str, task: SearchOptions | None = None, *aliases: str) -> Any:
-    """A :class:`~attnkit.decoding.SearchOptions` field: its declared bounds, and its default
-    (``task``: the task's search, where its defaults differ); ``aliases``: its names before."""
+class Searched:
+    """A request whose fields include every SearchOptions field (each declared with :func:`option`)."""
+
+    def search_options(self) -> SearchOptions:
+        """The request's search, checked as every other search is (a ConfigError answers 422)."""
+        return SearchOptions(**{name: getattr(self, name) for name in SEARCH_FIELDS})
+
+
+def option(name: str, task: SearchOptions | None = None, *aliases: str) -> Any:
+    """A :class:`~attnkit.decoding.SearchOptions` field: its declared bounds, its description
+    (:data:`~attnkit.decoding.options.HELP`, the command line's help too) and its default (``task``:
+    the task's search, where its defaults differ); ``aliases``: its names before."""
     default = SEARCH_DEFAULTS[name] if task is None else getattr(task, name)
+    description = HELP[name] + (f" ({', '.join(aliases)}: its names before)" if aliases else "")
     extra: dict[str, Any] = {"validation_alias": AliasChoices(name, *aliases)} if aliases else {}
     bound = BOUNDS.get(name)
     if bound is None:

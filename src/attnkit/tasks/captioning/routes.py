@@ -9,15 +9,14 @@ from fastapi import FastAPI, Query
 from fastapi import Request as HTTPRequest
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...decoding.options import SearchOptions
 from ...serve.decoder import Call
 from ...serve.errors import ServeError
-from ...serve.schemas import SEARCH_FIELDS, option
+from ...serve.schemas import Searched, option
 from .captioner import SEARCH
 from .served import CaptionerServed
 
 
-class CaptionQuery(BaseModel):
+class CaptionQuery(BaseModel, Searched):
     """``/v1/caption``'s query (the body is the image): every field of SearchOptions, a captioner's
     defaults. Not strict: a query's values arrive as text."""
 
@@ -25,26 +24,19 @@ class CaptionQuery(BaseModel):
 
     model: str | None = Field(None, description="a name from GET /v1/models; default: the first captioner")
     attention: bool = Field(False, description="also every layer's and head's attention over the regions")
-    beam: int = option("beam", "beam size; 1 = greedy", SEARCH)
-    nbest: int = option("nbest", "captions returned: the beam's best (at most beam), or samples", SEARCH)
-    length_penalty: float = option("length_penalty", "GNMT length penalty alpha", SEARCH)
-    max_len_a: float = option("max_len_a", "an image has no pieces: max_len_b alone counts", SEARCH)
-    max_len_b: int = option("max_len_b", "caption pieces at most, eos included", SEARCH)
-    min_length: int = option("min_length", "pieces before the end (the length limit wins)", SEARCH)
-    no_repeat_ngram_size: int = option(
-        "no_repeat_ngram_size", "no n-gram of this size twice; 0 = off", SEARCH
-    )
-    repetition_penalty: float = option(
-        "repetition_penalty", "divides the score of every piece already out (CTRL); 1 = off", SEARCH
-    )
-    sample: bool = option("sample", "sample captions instead of searching", SEARCH)
-    temperature: float = option("temperature", "sampling temperature", SEARCH)
-    top_k: int = option("top_k", "sample from the k most probable pieces; 0 = all", SEARCH)
-    top_p: float = option("top_p", "nucleus sampling: the smallest set of mass top_p", SEARCH)
-    seed: int = option("seed", "the same seed gives the same samples", SEARCH)
-
-    def search_options(self) -> SearchOptions:
-        return SearchOptions(**{name: getattr(self, name) for name in SEARCH_FIELDS})
+    beam: int = option("beam", SEARCH)
+    nbest: int = option("nbest", SEARCH)
+    length_penalty: float = option("length_penalty", SEARCH)
+    max_len_a: float = option("max_len_a", SEARCH)
+    max_len_b: int = option("max_len_b", SEARCH)
+    min_length: int = option("min_length", SEARCH)
+    no_repeat_ngram_size: int = option("no_repeat_ngram_size", SEARCH)
+    repetition_penalty: float = option("repetition_penalty", SEARCH)
+    sample: bool = option("sample", SEARCH)
+    temperature: float = option("temperature", SEARCH)
+    top_k: int = option("top_k", SEARCH)
+    top_p: float = option("top_p", SEARCH)
+    seed: int = option("seed", SEARCH)
 
 
 def add_routes(app: FastAPI, server: Any) -> None:

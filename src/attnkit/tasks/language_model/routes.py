@@ -8,58 +8,38 @@ from typing import Any
 from fastapi import FastAPI
 from pydantic import Field
 
-from ...decoding.options import SearchOptions
 from ...decoding.sampling import seeded_generator
 from ...serve.decoder import Call
 from ...serve.errors import ServeError
-from ...serve.schemas import SEARCH_FIELDS, Request, option
+from ...serve.schemas import Request, Searched, option
 from .generator import SEARCH
 from .served import LanguageModelServed
 
 
-class GenerateRequest(Request):
+class GenerateRequest(Request, Searched):
     text: str = Field(description="the prompt (may be empty: generate from the start)")
     model: str | None = Field(
         None, description="a name from GET /v1/models; default: the first language model"
     )
     # The search: every field of SearchOptions, its name and bounds, a language model's defaults.
-    beam: int = option("beam", "beam size; 1 = greedy", SEARCH)
-    nbest: int = option(
-        "nbest",
-        "continuations returned: the beam's best, or samples (num_samples: its name before)",
-        SEARCH,
-        "num_samples",
-    )
-    length_penalty: float = option("length_penalty", "GNMT length penalty alpha", SEARCH)
-    max_len_a: float = option("max_len_a", "new pieces at most max_len_a * prompt pieces + max_len_b", SEARCH)
-    max_len_b: int = option(
-        "max_len_b",
-        "see max_len_a, eos included (max_new_tokens, max_tokens: its names before)",
-        SEARCH,
-        "max_new_tokens",
-        "max_tokens",
-    )
-    min_length: int = option("min_length", "new pieces before the end (the length limit wins)", SEARCH)
-    no_repeat_ngram_size: int = option(
-        "no_repeat_ngram_size", "no n-gram of this size twice, the prompt's included; 0 = off", SEARCH
-    )
-    repetition_penalty: float = option(
-        "repetition_penalty", "divides the score of every piece already there (CTRL); 1 = off", SEARCH
-    )
-    sample: bool = option("sample", "sample instead of searching (temperature, top_k, top_p, seed)", SEARCH)
-    temperature: float = option("temperature", "sampling temperature", SEARCH)
-    top_k: int = option("top_k", "sample from the k most probable tokens; 0 = all", SEARCH)
-    top_p: float = option("top_p", "nucleus sampling: the smallest set of mass top_p", SEARCH)
-    seed: int = option("seed", "the same seed gives the same samples", SEARCH)
+    beam: int = option("beam", SEARCH)
+    nbest: int = option("nbest", SEARCH, "num_samples")
+    length_penalty: float = option("length_penalty", SEARCH)
+    max_len_a: float = option("max_len_a", SEARCH)
+    max_len_b: int = option("max_len_b", SEARCH, "max_new_tokens", "max_tokens")
+    min_length: int = option("min_length", SEARCH)
+    no_repeat_ngram_size: int = option("no_repeat_ngram_size", SEARCH)
+    repetition_penalty: float = option("repetition_penalty", SEARCH)
+    sample: bool = option("sample", SEARCH)
+    temperature: float = option("temperature", SEARCH)
+    top_k: int = option("top_k", SEARCH)
+    top_p: float = option("top_p", SEARCH)
+    seed: int = option("seed", SEARCH)
     stream: bool = Field(
         False,
         description="answer as Server-Sent Events: a 'token' event per token as it is chosen, then a "
         "'result' event (this endpoint's answer), then 'data: [DONE]'; greedy or sampling, one continuation",
     )
-
-    def search_options(self) -> SearchOptions:
-        """The request's search, checked as every other search is (a ConfigError answers 422)."""
-        return SearchOptions(**{name: getattr(self, name) for name in SEARCH_FIELDS})
 
 
 def add_routes(app: FastAPI, server: Any) -> None:

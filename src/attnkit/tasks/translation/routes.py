@@ -10,14 +10,13 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from ...decoding.options import SearchOptions
 from ...serve.decoder import Call
 from ...serve.errors import ServeError
-from ...serve.schemas import SEARCH_FIELDS, Limits, Request, option
+from ...serve.schemas import Limits, Request, Searched, option
 from .served import TranslationModel
 
 
-class TranslateRequest(Request):
+class TranslateRequest(Request, Searched):
     text: str | list[str] = Field(description="one sentence, or a list of sentences")
     model: str | None = Field(
         None, description="a name from GET /v1/models; default: the first translation model"
@@ -28,25 +27,19 @@ class TranslateRequest(Request):
         "with one per sentence ('' for none)",
     )
     # The search: every field of attnkit.decoding.SearchOptions, its name, default and bounds.
-    beam: int = option("beam", "beam size; 1 = greedy")
-    nbest: int = option("nbest", "hypotheses returned per sentence (at most beam), or samples drawn")
-    length_penalty: float = option("length_penalty", "GNMT length penalty alpha")
-    max_len_a: float = option("max_len_a", "output pieces at most max_len_a * source pieces + max_len_b")
-    max_len_b: int = option("max_len_b", "see max_len_a (eos included)")
-    min_length: int = option("min_length", "target pieces before the end (the length limit wins)")
-    no_repeat_ngram_size: int = option("no_repeat_ngram_size", "no n-gram of this size twice; 0 = off")
-    repetition_penalty: float = option(
-        "repetition_penalty", "divides the score of every piece already out (CTRL); 1 = off"
-    )
-    sample: bool = option("sample", "sample translations instead of searching")
-    temperature: float = option("temperature", "sampling temperature")
-    top_k: int = option("top_k", "sample from the k most probable pieces; 0 = all")
-    top_p: float = option("top_p", "nucleus sampling: the smallest set of mass top_p")
-    seed: int = option("seed", "the same seed gives the same samples")
-
-    def search_options(self) -> SearchOptions:
-        """The request's search, checked (a ConfigError answers 422)."""
-        return SearchOptions(**{name: getattr(self, name) for name in SEARCH_FIELDS})
+    beam: int = option("beam")
+    nbest: int = option("nbest")
+    length_penalty: float = option("length_penalty")
+    max_len_a: float = option("max_len_a")
+    max_len_b: int = option("max_len_b")
+    min_length: int = option("min_length")
+    no_repeat_ngram_size: int = option("no_repeat_ngram_size")
+    repetition_penalty: float = option("repetition_penalty")
+    sample: bool = option("sample")
+    temperature: float = option("temperature")
+    top_k: int = option("top_k")
+    top_p: float = option("top_p")
+    seed: int = option("seed")
 
 
 class AttentionRequest(Request):
