@@ -61,3 +61,13 @@ def test_a_killed_prepare_leaves_no_worker_and_a_rerun_finishes(tmp_path, shared
     assert done.returncode == 0, done.stderr
     assert (out / "manifest.json").is_file()
     assert not list(tmp_path.glob(f".{out.name}.partial-*"))  # the killed run's folder is gone too
+
+
+def test_a_worker_whose_parent_died_before_it_began_to_watch_exits(tmp_path):
+    """The race a killed ``prepare`` can hit: the parent dies between forking a worker and the worker's
+    first look, so the worker's parent is already init. The pid it watches comes from the parent."""
+    gone = 999_999_999  # no such process: the parent is already gone when the worker looks
+    code = "from attnkit.files import die_with_parent; import time; "
+    code += f"die_with_parent({gone}, 0.05); time.sleep(60)"
+    done = subprocess.run([sys.executable, "-c", code], timeout=30, capture_output=True)
+    assert done.returncode == 1

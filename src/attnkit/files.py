@@ -209,14 +209,14 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def die_with_parent(every_s: float = 0.5) -> None:
-    """In a worker process: exit once the process that started it is gone, however it went (kill -9
-    included): a killed ``prepare`` or ``serve`` leaves no workers behind. A thread watches the
-    parent's pid (the kernel's PR_SET_PDEATHSIG would follow the starting thread, not the process)."""
+def die_with_parent(parent: int, every_s: float = 0.5) -> None:
+    """In a worker process: exit once ``parent`` (the pid of the process that started it, read there)
+    is gone, however it went (kill -9 included): a killed ``prepare`` or ``serve`` leaves no workers
+    behind. The pid comes from the parent because one killed before the worker got here has already
+    been replaced by init. A thread watches it (the kernel's PR_SET_PDEATHSIG would follow the
+    starting thread, not the process)."""
     import threading
     import time
-
-    parent = os.getppid()
 
     def watch() -> None:
         while os.getppid() == parent:

@@ -81,8 +81,8 @@ def training_corpora(cfg: Experiment) -> list[tuple[Any, int]]:
 _WORKER: dict[str, Any] = {}
 
 
-def _start_worker(state: dict) -> None:
-    die_with_parent()  # a killed prepare (kill -9 included) leaves no worker behind
+def _start_worker(parent: int, state: dict) -> None:
+    die_with_parent(parent)  # a killed prepare (kill -9 included) leaves no worker behind
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the parent, which stops the workers
     _WORKER["tokenizer"] = SubwordTokenizer.from_state_dict(state)
 
@@ -106,7 +106,7 @@ class Encoder:
                 workers,
                 mp_context=multiprocessing.get_context(method),
                 initializer=_start_worker,
-                initargs=(tokenizer.state_dict(),),
+                initargs=(os.getpid(), tokenizer.state_dict()),
             )
 
     def map(self, pairs: Iterator[Pair], tag: int | None, drop_identical: bool) -> Iterator[Chunk]:

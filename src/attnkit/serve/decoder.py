@@ -236,12 +236,12 @@ class ProcessDecoder:
             w.join(deadline)
 
 
-def decoding_process(conn, spec: WorkerSpec, batching: dict[str, Any]) -> None:
+def decoding_process(conn, spec: WorkerSpec, batching: dict[str, Any], parent: int) -> None:
     """The decoding process: load the models, then feed the pipe's calls to a batcher until told to stop.
 
     Messages in: ``(job, call, items, cost, alone)``, ``("cancel", job)``, or None (stop). Out:
     ``(job, "event", data)`` as a streamed call produces, then ``(job, "done", pickled answer)``."""
-    die_with_parent()  # a server killed however it dies (kill -9 included) leaves no decoding process
+    die_with_parent(parent)  # a server killed however it dies (kill -9 included) leaves no decoding process
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when decoding stops
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:

@@ -18,6 +18,7 @@ details go to the server's stderr.
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import pickle
 import sys
 import threading
@@ -97,7 +98,7 @@ class Worker:
     restart_pause_s = RESTART_PAUSE_S
 
     def __init__(self, spec: WorkerSpec, batching: dict[str, Any], main: Callable[..., None]):
-        """``main(conn, spec, batching)``: what the child runs (``decoder.decoding_process``)."""
+        """``main(conn, spec, batching, parent pid)``: what the child runs (``decoder.decoding_process``)."""
         self.spec, self.batching, self.main = spec, batching, main
         self._stats, self._retired = BatchStats(), BatchStats()  # this child's counters; earlier children's
         self._lock = threading.Lock()
@@ -115,7 +116,10 @@ class Worker:
         ctx = mp.get_context("spawn")  # a fresh interpreter: no inherited threads or locks
         conn, child_conn = ctx.Pipe()
         proc = ctx.Process(
-            target=self.main, args=(child_conn, self.spec, self.batching), name="attnkit-decoder", daemon=True
+            target=self.main,
+            args=(child_conn, self.spec, self.batching, os.getpid()),
+            name="attnkit-decoder",
+            daemon=True,
         )
         proc.start()
         child_conn.close()
