@@ -4,7 +4,7 @@ import pytest
 import sacrebleu
 
 from attnkit.errors import DataError
-from attnkit.tasks.translation import Scores, corpus_scores
+from attnkit.text_scores import Scores, corpus_scores
 
 REFS = [
     "The cat sat on the mat.",

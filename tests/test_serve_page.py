@@ -185,7 +185,7 @@ def test_the_page_translates_and_shows_every_layer_and_head(driver, ckpt, tmp_pa
         box.clear()
         box.send_keys(SENTENCE)
         Select(driver.find_element(By.ID, "search")).select_by_visible_text("greedy")
-        driver.find_element(By.ID, "translate").click()
+        driver.find_element(By.ID, "go").click()
         _wait(driver, lambda d: d.find_element(By.ID, "view").is_displayed(), what="the attention view")
         status, data = post(url + "/v1/attention", {"text": SENTENCE, "beam": 1})
         assert status == 200
@@ -331,9 +331,9 @@ def test_the_page_captions_an_uploaded_image_one_panel_per_word_and_each_layer_a
     _wait(driver, lambda d: d.find_element(By.ID, "status").text == "ready", what="the model list")
     assert driver.find_element(By.ID, "image-box").is_displayed()
     assert not driver.find_element(By.ID, "text").is_displayed()
-    assert driver.find_element(By.ID, "translate").text == "Caption"
+    assert driver.find_element(By.ID, "go").text == "Caption"
     driver.find_element(By.ID, "image").send_keys(str(image))
-    driver.find_element(By.ID, "translate").click()  # the page's default search: beam 4, 4-best
+    driver.find_element(By.ID, "go").click()  # the page's default search: beam 4, 4-best
     _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".panel"), what="the word panels")
     status, data = post_bytes(url + "/v1/caption?beam=4&nbest=4&attention=true", image.read_bytes())
     assert status == 200, data
@@ -349,7 +349,7 @@ def test_the_page_captions_an_uploaded_image_one_panel_per_word_and_each_layer_a
     status, answer = post_bytes(url + "/v1/caption?beam=4&nbest=4&attention=true", bad.read_bytes())
     assert status == 422
     driver.find_element(By.ID, "image").send_keys(str(bad))
-    driver.find_element(By.ID, "translate").click()
+    driver.find_element(By.ID, "go").click()
     line = driver.find_element(By.ID, "status")
     _wait(driver, lambda d: line.get_attribute("class") == "error", 30, "the error line")
     assert line.text == answer["error"]

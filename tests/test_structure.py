@@ -64,3 +64,55 @@ def test_data_model_and_tasks_never_import_the_training_loop():
             if target == "attnkit.train" or target.startswith("attnkit.train."):
                 found.append(f"{path.relative_to(SRC)}:{node.lineno} imports {target}")
     assert not found, "\n".join(found)
+
+
+# Where a built-in task may be named outside its own package: its registration and the model registry.
+REGISTRATIONS = {"tasks/registry.py", "model/registry.py"}
+PAGE_AND_CODE = {".py", ".js", ".html", ".css"}
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    return {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+
+
+def _names_it(path: Path, package: str, words: set[str]) -> bool:
+    """Whether ``path`` imports the task's package, or holds its name or an architecture of it as a
+    string (a quoted word in the page's scripts and markup)."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix != ".py":
+        return any(f'"{w}"' in text or f"'{w}'" in text for w in words)
+    tree = ast.parse(text)
+    skip = _docstrings(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and package in (node.module or "").split("."):
+            return True
+        if isinstance(node, ast.Constant) and node.value in words and id(node) not in skip:
+            return True
+    return False
+
+
+def test_each_built_in_task_is_named_only_where_it_registers():
+    """Everything about a task lives in its package: outside it, only its registration and the model
+    registry name it (``attnkit.tasks.registry``), so a fifth task adds a package, not core edits."""
+    from attnkit.tasks import tasks
+    from attnkit.tasks.registry import BUILT_IN
+
+    found = {}
+    for task in tasks():
+        if task.name not in BUILT_IN:
+            continue
+        package = BUILT_IN[task.name].split(":")[0].split(".")[-1]  # attnkit.tasks.<package>:TASK
+        home = SRC / "tasks" / package
+        files = [p for p in SRC.rglob("*") if p.suffix in PAGE_AND_CODE and home not in p.parents]
+        found[task.name] = {
+            str(p.relative_to(SRC)) for p in files if _names_it(p, package, {task.name, *task.archs})
+        } - REGISTRATIONS
+    assert found == {name: set() for name in found}, found
+    assert set(found) == set(BUILT_IN)

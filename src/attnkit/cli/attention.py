@@ -2,15 +2,9 @@
 (``TaskInfo.attention``; ``TaskInfo.attention_flags`` says whether it reads ``--text`` or
 ``--image`` and whether it writes ``--html``).
 
-Translation models: ``--out map.png`` draws PNG grids of cross-, encoder self- and decoder
-self-attention; ``--html view.html`` writes the server's attention page as one self-contained file
-with the data embedded (every layer and head, zoom, lines, words; no server).
-Language models (``--out``): the causal self-attention of every layer and head over the text.
-Classifiers (``--out``): the seeds' review picture (each word shaded by its pooling weight) as
-OUT.html and OUT.png, and the encoder self-attention beside it.
-Captioners (``--image``, ``--out``): seed 002's caption picture, the image with each word's
-cross-attention over its regions (one panel per word), and OUT_heads.png with every layer and head;
-``--html`` the server's page of it (every layer and head, a panel per word) with the image embedded.
+``--out`` draws the task's PNG pictures; ``--html`` writes the server's attention page as one
+self-contained file with the data embedded (every layer and head, zoom, lines, words; no server).
+What each task draws is said in its own ``attention_command`` module.
 """
 
 from __future__ import annotations
@@ -27,16 +21,15 @@ NAME = "attention"
 def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help="plot attention heatmaps for one sentence")
     p.add_argument("--checkpoint", required=True)
-    p.add_argument("--text", help="the source sentence (or the text, for an LM or a classifier)")
-    p.add_argument("--image", help="the image to caption (captioners)")
+    p.add_argument("--text", help="the input text (a task that reads text)")
+    p.add_argument("--image", help="the input image (a task that reads images)")
     p.add_argument(
         "--out",
-        help="PNG for cross-attention (self-attention goes beside it); "
-        "a classifier writes OUT.html and OUT.png",
+        help="where the task's pictures go: a PNG, with any further files beside it named after it",
     )
     p.add_argument(
         "--html",
-        help="the interactive attention page as one static HTML file (translation models, captioners)",
+        help="the interactive attention page as one static HTML file (a task with a page panel)",
     )
     p.add_argument("--beam", type=int_at_most(256), default=4)
     p.add_argument("--device", type=device, default="auto")

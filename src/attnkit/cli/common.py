@@ -195,7 +195,7 @@ def read_input(path: str | None) -> list[str]:
 
 
 def add_compile_flag(p: argparse.ArgumentParser) -> None:
-    """--compile: translate, generate and caption (serve has its own help)."""
+    """--compile: the decoding verbs of the tasks (serve has its own help)."""
     p.add_argument(
         "--compile",
         action="store_true",

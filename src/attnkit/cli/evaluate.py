@@ -1,8 +1,7 @@
 """``attnkit evaluate``: score a checkpoint on its test split or on files.
 
-The checkpoint's task scores it (``TaskInfo.evaluate``: translation's BLEU, chrF and TER, a language
-model's perplexity, a classifier's accuracy and F1, a captioner's caption BLEU), through its one
-evaluation function, the one its training validation calls, so ``--split val`` with the
+The checkpoint's task scores it (``TaskInfo.evaluate``, with the metrics that task defines),
+through its one evaluation function, the one its training validation calls, so ``--split val`` with the
 validation's options prints the validation's number. A flag that only some tasks read
 (``TaskInfo.evaluate_flags``) given for another is one line naming who reads it.
 """
@@ -65,7 +64,7 @@ def run(args) -> None:
 
 
 def open_wrapper(args, state):
-    """The checkpoint's inference wrapper (Translator, LanguageModel, Classifier, Captioner), by its task."""
+    """The checkpoint's inference wrapper, as its task opens it."""
     from ..tasks import task_of
 
     return task_of(state).open(state, device=args.device, path=args.checkpoint)

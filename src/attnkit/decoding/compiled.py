@@ -55,7 +55,7 @@ class CompiledDecoding:
     (what the searches take as ``layout=``).
 
     Args:
-        model: a Transformer, captioner or TransformerLM (a model with ``step``), absolute positions.
+        model: a model with ``step`` (an incremental decoder), absolute positions.
         announce: hears "compiling ..." and "compiled ... in N s" for every new bucket.
         options: ``torch.compile``'s (``backend``, ``mode``, ``options``); by default CUDA graphs on
             a GPU (``mode="reduce-overhead"``) and Inductor's defaults elsewhere.

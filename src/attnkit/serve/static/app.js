@@ -1,7 +1,7 @@
 // The page's controller: keeps the view state and redraws the grids, the zoomed map and the line view
 // when a control changes. What a model reads and how the API is asked are its task's panel's
 // (panels.js; each task's panel.js): a panel with a view of its own draws it instead of the zoom and
-// the lines (a captioner: one image per word).
+// the lines (an image per word, say).
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -90,7 +90,7 @@ function setMode(mode) {
   state.mode = mode;
   const inputs = new Set(PANELS[mode].inputs);
   Object.values(PANELS).forEach((p) => p.inputs.forEach((id) => { $(id).hidden = !inputs.has(id); }));
-  $("translate").textContent = PANELS[mode].button;
+  $("go").textContent = PANELS[mode].button;
   $("result").hidden = $("view").hidden = true;
   state.data = null;
 }
@@ -124,7 +124,7 @@ function wireControls() {
   $("export-json").addEventListener("click", () => {
     download("attention.json", new Blob([JSON.stringify(state.data)], { type: "application/json" }));
   });
-  $("translate").addEventListener("click", () => PANELS[state.mode].run());
+  $("go").addEventListener("click", () => PANELS[state.mode].run());
   $("model").addEventListener("change", () => setMode($("model").selectedOptions[0].dataset.task));
   Object.values(PANELS).forEach((p) => p.wire && p.wire());
 }

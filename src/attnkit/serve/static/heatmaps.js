@@ -46,7 +46,7 @@ function attentionView(data, kind, state) {
     colIdx = colIdx.filter((i) => !SPECIAL.has(colLabels[i]));
   }
   return {
-    kind, title: spec.title || KIND_TITLES[kind], stretched: data.task === "caption",
+    kind, title: spec.title || KIND_TITLES[kind], stretched: Boolean(spec.stretched),
     rowLabels: rowIdx.map((i) => rowLabels[i]), colLabels: colIdx.map((i) => colLabels[i]),
     rowIdx, colIdx, headNames,
     maps: layers.map((heads) => heads.map((m) => rowIdx.map((r) => colIdx.map((c) => m[r][c])))),

@@ -1,4 +1,7 @@
-"""``attnkit attention`` for this task: what it draws for a checkpoint (``TaskInfo.attention``)."""
+"""``attnkit attention`` for captioners (``TaskInfo.attention``): ``--image`` with ``--out`` draws seed
+002's caption picture, the image with each word's cross-attention over its regions (one panel per
+word), and OUT_heads.png with every layer and head; ``--html`` the server's page of it with the image
+embedded."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ...errors import DataError
-from ..translation.scoring import Scores, corpus_scores
+from ...text_scores import Scores, corpus_scores
 from .captioner import Captioner, Image
 from .corpus import reference_streams
 

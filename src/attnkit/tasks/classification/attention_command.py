@@ -1,4 +1,6 @@
-"""``attnkit attention`` for this task: what it draws for a checkpoint (``TaskInfo.attention``)."""
+"""``attnkit attention`` for classifiers (``TaskInfo.attention``): ``--out`` writes the seeds' review
+picture (each word shaded by its pooling weight) as OUT.html and OUT.png, and the encoder
+self-attention beside it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``attnkit attention`` for this task: what it draws for a checkpoint (``TaskInfo.attention``)."""
+"""``attnkit attention`` for language models (``TaskInfo.attention``): ``--out`` draws the causal
+self-attention of every layer and head over the text."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""``attnkit attention`` for this task: what it draws for a checkpoint (``TaskInfo.attention``)."""
+"""``attnkit attention`` for translation models (``TaskInfo.attention``): ``--out map.png`` draws PNG
+grids of cross-, encoder self- and decoder self-attention (every layer and head); ``--html view.html``
+writes the server's attention page as one self-contained file with the data embedded."""
 
 from __future__ import annotations
 

@@ -12,7 +12,8 @@ function captionPayload(answer, imageUrl) {
   const [gh, gw] = answer.attention.cross.grid;
   const labels = Array.from({ length: gh * gw }, (_, r) => `region ${Math.floor(r / gw) + 1},${(r % gw) + 1}`);
   const regions = { pieces: labels, words: labels, word_of_piece: labels.map((_, r) => r) };
-  const cross = { ...answer.attention.cross, title: "Cross-attention over the image's regions" };
+  // stretched: a few words over many regions; each row spread over its own least to largest
+  const cross = { ...answer.attention.cross, title: "Cross-attention over the image's regions", stretched: true };
   return { ...answer, task: "caption", image: imageUrl, sequences: { ...answer.sequences, regions },
            attention: { cross } };
 }
@@ -80,7 +81,7 @@ async function caption() {
   const beam = Number($("search").value);
   const query = new URLSearchParams({ beam, nbest: Math.min(beam, 4), attention: "true" });
   if ($("model").value) query.set("model", $("model").value);
-  $("translate").disabled = true;
+  $("go").disabled = true;
   setStatus("captioning…");
   try {
     const answer = await api("/v1/caption?" + query, file);
@@ -94,7 +95,7 @@ async function caption() {
   } catch (e) {
     setStatus(e.message, true);
   } finally {
-    $("translate").disabled = false;
+    $("go").disabled = false;
   }
 }
 

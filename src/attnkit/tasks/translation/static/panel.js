@@ -6,7 +6,7 @@ async function translate() {
   const text = $("text").value;
   const model = $("model").value || null;
   const beam = Number($("search").value);
-  $("translate").disabled = true;
+  $("go").disabled = true;
   setStatus("translating…");
   try {
     const out = await api("/v1/translate", { text, model, beam, nbest: Math.min(beam, 4) });
@@ -20,7 +20,7 @@ async function translate() {
   } catch (e) {
     setStatus(e.message, true);
   } finally {
-    $("translate").disabled = false;
+    $("go").disabled = false;
   }
 }
 
