@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from attnkit.checkpoint import load_checkpoint
-from attnkit.data.examples import BidirectionalPairs
+from attnkit.data.bidirectional import BidirectionalPairs
 from attnkit.errors import ConfigError
 from attnkit.train import build, load_config, train
 from test_train import straight_and_resumed, tiny_config  # noqa: F401  (tiny_config: a fixture)

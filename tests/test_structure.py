@@ -116,3 +116,28 @@ def test_each_built_in_task_is_named_only_where_it_registers():
         } - REGISTRATIONS
     assert found == {name: set() for name in found}, found
     assert set(found) == set(BUILT_IN)
+
+
+# A feature that spans packages has one home that the others ask; besides it, only the config
+# sections that declare its keys (and the prepared folder's list of run-time keys) name them.
+FEATURES = {
+    "data/bidirectional.py": {"bidirectional_epochs"},
+    "data/subword_sampling.py": {"sample_nbest", "sample_alpha"},
+}
+DECLARED = {"train/config.py", "data/tokenizer_config.py", "data/prepared.py"}
+
+
+def test_bidirectional_training_and_subword_sampling_each_have_one_home():
+    found = []
+    for path in python_files("."):
+        rel = str(path.relative_to(SRC))
+        if rel in DECLARED:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for home, keys in FEATURES.items():
+            if rel == home:
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Attribute) and node.attr in keys:
+                    found.append(f"{rel}:{node.lineno} reads {node.attr} (its home is {home})")
+    assert not found, "\n".join(found)

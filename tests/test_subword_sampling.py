@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from attnkit.checkpoint import load_checkpoint
-from attnkit.data.examples import SampledPairs
+from attnkit.data.subword_sampling import SampledPairs
 from attnkit.data.tokenizer import SubwordTokenizer
 from attnkit.errors import ConfigError
 from attnkit.train import build, load_config, train

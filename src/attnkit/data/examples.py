@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, overload
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, DataError
 from .config import DataConfig
@@ -44,88 +41,6 @@ def load_records(data: DataConfig, which: str, records: str, *, labels: Sequence
     limit = {"train": data.max_train_pairs, "valid": data.max_valid_pairs}.get(which, 0)
     loaded: list[Any] = load_corpus(spec)  # pairs, texts or labelled examples, as records says
     return loaded[: limit or None]
-
-
-@dataclass
-class EncodedCorpus:
-    """Training pairs kept for subword sampling: their best segmentation and their text, in one order."""
-
-    examples: Sequence[Pair]  # (source ids, target ids), no bos/eos
-    n_empty: int  # pairs dropped because a side was empty
-    n_too_long: int  # pairs dropped by the length filters
-    pairs: list[tuple[str, str]]  # the kept examples' text, in the same order
-
-
-class SampledPairs(Sequence[Pair]):
-    """``corpus.examples`` as one epoch's subword sampling draws them, each example when it is read.
-
-    Example ``i``'s draw depends on (seed, i) alone (the trainer passes the run's seed and the epoch),
-    never on the batch it is read in, the process, the DDP rank or the threads: a resumed run reads
-    what the uninterrupted one read, and each rank segments only its own batches.
-    A pair whose draw is longer than ``max_len`` on either side keeps its best segmentation.
-    """
-
-    def __init__(
-        self,
-        corpus: EncodedCorpus,
-        tokenizer: SubwordTokenizer,
-        max_len: int,
-        *,
-        nbest: int,
-        alpha: float,
-        seed,
-    ):
-        self.corpus, self.tokenizer, self.max_len = corpus, tokenizer, max_len
-        self.nbest, self.alpha = nbest, alpha
-        self.u = np.random.default_rng(seed).random((len(corpus.examples), 2))  # (N, source/target)
-
-    def __len__(self) -> int:
-        return len(self.corpus.examples)
-
-    @overload
-    def __getitem__(self, i: int) -> Pair: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Pair]: ...
-    def __getitem__(self, i: int | slice) -> Pair | list[Pair]:
-        if isinstance(i, slice):  # Sequence's contract; training reads one example at a time
-            return [self[j] for j in range(*i.indices(len(self)))]
-        s_text, t_text = self.corpus.pairs[i]
-        (s,) = self.tokenizer.sample_batch(
-            [s_text], "src", nbest=self.nbest, alpha=self.alpha, u=self.u[i, :1]
-        )
-        (t,) = self.tokenizer.sample_batch(
-            [t_text], "tgt", nbest=self.nbest, alpha=self.alpha, u=self.u[i, 1:]
-        )
-        return (s, t) if len(s) <= self.max_len and len(t) <= self.max_len else self.corpus.examples[i]
-
-
-class BidirectionalPairs(Sequence[Pair]):
-    """``pairs`` followed by each pair reversed: example ``N + i`` is ``(pairs[i][1], pairs[i][0])``.
-
-    Bidirectional training (Ding et al., 2021) reads target -> source as well as source -> target;
-    with one joint vocabulary a reversed pair is an ordinary example. The reversed half is a view,
-    so a subword-sampled epoch reverses the same draw.
-    """
-
-    def __init__(self, pairs: Sequence[Pair]):
-        self.pairs = pairs
-
-    def __len__(self) -> int:
-        return 2 * len(self.pairs)
-
-    @overload
-    def __getitem__(self, i: int) -> Pair: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Pair]: ...
-    def __getitem__(self, i: int | slice) -> Pair | list[Pair]:
-        if isinstance(i, slice):  # Sequence's contract; training reads one example at a time
-            return [self[j] for j in range(*i.indices(len(self)))]
-        n = len(self.pairs)
-        if not -2 * n <= i < 2 * n:
-            raise IndexError(i)
-        i %= 2 * n
-        s, t = self.pairs[i % n]
-        return (s, t) if i < n else (t, s)
 
 
 def train_tokenizer(

@@ -23,6 +23,7 @@ import numpy as np
 from ..errors import ConfigError, DataError
 from ..files import check_unchanged, die_with_parent, listing, remove_stale_partials, swap_in
 from . import corpus as c
+from . import subword_sampling
 from .examples import train_pair_tokenizer
 from .mix import mix_entries, tag_ids, tags_of
 from .multi30k import multi30k_path
@@ -177,10 +178,7 @@ def prepare(
     out = Path(output).resolve()
     _check_replaceable(out)
     held = listing(out)  # replaced only if it still holds this when the new folder is complete
-    if cfg.tokenizer.sample_nbest:
-        raise ConfigError(
-            "tokenizer.sample_nbest re-segments the text each epoch; prepared data holds token ids"
-        )
+    subword_sampling.check_prepare(cfg)
     corpora = training_corpora(cfg)
     remove_stale_partials(out)  # a killed run's unfinished folder
     tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")

@@ -20,6 +20,7 @@ import torch
 
 from ..data.batching import TokenBatchSampler
 from ..data.config import DataConfig
+from ..data.encoded import Encoded
 from ..data.examples import load_records
 from ..data.pairs import Counts
 from ..data.store import PairStore
@@ -30,18 +31,6 @@ from ..precision import autocast
 
 if TYPE_CHECKING:
     from ..config import Experiment
-
-
-@dataclass
-class Encoded:
-    """Examples ready to batch, their (source, target) lengths for the sampler, and what was dropped."""
-
-    examples: Sequence[Any]
-    lengths: Sequence[tuple[int, int]] | np.ndarray  # (N, 2): source and target positions per example
-    dropped: str = ""  # a sentence for the log ("skipped 3 pairs with an empty side"), or ""
-    corpus: Any = None  # what a task keeps to re-encode the examples each epoch (subword sampling), or None
-    epoch_size: Callable[[int], int] | None = None  # how many leading examples epoch e trains on (None: all)
-    epoch_indices: Callable[[int], np.ndarray] | None = None  # which examples epoch e trains on (data.mix)
 
 
 class Task(Protocol):

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from ..checkpoint import build_model, load_checkpoint, model_from_checkpoint
+from ..data import bidirectional, subword_sampling
 from ..data.batching import TokenBatchSampler
 from ..data.prepared import Prepared, open_prepared
 from ..data.tokenizer import SubwordTokenizer
@@ -61,11 +62,8 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
     torch.manual_seed(t.seed)
     random.seed(t.seed)
     task: Task = task_for(cfg.task, cfg.arch).training(cfg, amp_dtype(precision))
-    if cfg.tokenizer.sample_nbest and not task.subword_sampling:
-        raise ConfigError(
-            f"tokenizer.sample_nbest: subword sampling is for translation models; model.arch {cfg.arch!r} "
-            "trains without it (set tokenizer.sample_nbest=0)"
-        )
+    subword_sampling.check(cfg, task.subword_sampling, cfg.arch)
+    bidirectional.check(cfg)
     prepared, tokenizer, records, valid_records = _data(cfg, task, tokens_from, dist)
     _check_tokenizer(cfg, task, tokenizer)
     if t.init_from:  # the model is the checkpoint's (resumed or initial), dropout aside
@@ -140,18 +138,8 @@ def _data(cfg: ExperimentConfig, task: Task, tokens_from: dict | None, dist):
 def _check_tokenizer(cfg: ExperimentConfig, task: Task, tokenizer: SubwordTokenizer) -> None:
     """What the tokenizer rules out: bidirectional training without one vocabulary, sampling without
     n-best segmentations."""
-    t = cfg.train
-    if t.bidirectional_epochs and not (task.bidirectional and tokenizer.joint):
-        raise ConfigError(
-            "train.bidirectional_epochs: training on the reversed pairs needs a translation model and one "
-            f"vocabulary for both languages (model.arch {cfg.arch}, "
-            f"{'a joint' if tokenizer.joint else 'separate'} vocabulary); set train.bidirectional_epochs=0"
-        )
-    if cfg.tokenizer.sample_nbest and not tokenizer.can_sample():  # e.g. a BPE tokenizer from a checkpoint
-        raise ConfigError(
-            "tokenizer.sample_nbest: this run's SentencePiece model gives no n-best segmentations "
-            "(only unigram models do); set tokenizer.sample_nbest=0"
-        )
+    bidirectional.check_tokenizer(cfg, task.bidirectional, tokenizer, cfg.arch)
+    subword_sampling.check_tokenizer(cfg, tokenizer)  # e.g. a BPE tokenizer from a checkpoint
 
 
 def _encoded(cfg: ExperimentConfig, task: Task, prepared, records, valid_records, tokenizer, model_cfg):
@@ -173,20 +161,8 @@ def _encoded(cfg: ExperimentConfig, task: Task, prepared, records, valid_records
 
 def _notes(cfg: ExperimentConfig, train: Encoded, valid: Encoded, sampler, bf16: bool, device) -> list[str]:
     """What the run's header says besides the model: dropped examples, the training's options."""
-    t = cfg.train
     notes = [n for n in (train.dropped, valid.dropped) if n]
-    if t.bidirectional_epochs:
-        n_later = sampler.n_batches(t.bidirectional_epochs)  # first: epoch 0 stays in the sampler's cache
-        notes.append(
-            f"bidirectional training: epochs 0-{t.bidirectional_epochs - 1} also train on the reversed pairs "
-            f"({sampler.n_batches(0)} batches each), later epochs the source->target pairs alone "
-            f"({n_later} batches)"
-        )
-    if cfg.tokenizer.sample_nbest:
-        notes.append(
-            f"subword sampling: each epoch draws every training sentence's segmentation from its "
-            f"{cfg.tokenizer.sample_nbest} best (alpha {cfg.tokenizer.sample_alpha})"
-        )
+    notes += [n for n in (bidirectional.note(cfg, sampler), subword_sampling.note(cfg)) if n]
     if sampler.n_oversized:
         notes.append(f"{sampler.n_oversized} training pair(s) exceed train.max_tokens; each is its own batch")
     if bf16 and device.type == "cpu" and not _cpu_has_bf16():
@@ -272,11 +248,6 @@ def _open_prepared(cfg: ExperimentConfig, task: Task, resume_state) -> Prepared:
         raise ConfigError(
             f"data.prepared: prepared data holds token ids of text pairs, which model.arch {cfg.arch!r} "
             "does not train from; set data.prepared=''"
-        )
-    if cfg.tokenizer.sample_nbest:
-        raise ConfigError(
-            "tokenizer.sample_nbest re-segments the text each epoch and prepared data holds token ids: "
-            "train from the corpus (data.prepared='') or set tokenizer.sample_nbest=0"
         )
     prepared = open_prepared(cfg)
     if resume_state is not None:

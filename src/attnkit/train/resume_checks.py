@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ConfigBase
+from ..data import bidirectional
 from ..data.config import upgrade as upgrade_data
 from ..errors import CheckpointError, ConfigError
 from ..model.config import ModelConfig
@@ -50,7 +51,7 @@ def check_resume(
     """Refuse to resume checkpoint ``state`` (read from ``path``) under ``cfg`` when the run would not be
     the uninterrupted one, or would train nothing; one line naming the key and both values."""
     saved = state.get("experiment") or {}
-    _check_bidirectional(saved, cfg, path)
+    bidirectional.check_resume(saved, cfg, path)
     if isinstance(saved, dict):
         for section in FIXED_SECTIONS:
             _check_section(section, saved.get(section), getattr(cfg, section))
@@ -63,17 +64,6 @@ def check_resume(
             f"--resume: train.max_steps={cfg.train.max_steps} is below the checkpoint's step {step}: a run "
             f"cannot be resumed into fewer steps than it has trained; set train.max_steps above {step} to "
             "continue it"
-        )
-
-
-def _check_bidirectional(saved: Any, cfg: ExperimentConfig, path: str | Path) -> None:
-    train = saved.get("train") if isinstance(saved, dict) else None
-    was = (train or {}).get("bidirectional_epochs", 0)
-    if was != cfg.train.bidirectional_epochs:
-        raise ConfigError(
-            f"{path}: the run was trained with train.bidirectional_epochs={was}, not "
-            f"{cfg.train.bidirectional_epochs}: changing it would change the data of the epochs to come; "
-            f"resume with train.bidirectional_epochs={was}"
         )
 
 

@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 import torch
 
+from ...data import bidirectional, subword_sampling
 from ...data.batching import Batch, collate
 from ...data.corpus import load_corpus
-from ...data.examples import BidirectionalPairs, EncodedCorpus, SampledPairs, load_records, train_tokenizer
+from ...data.examples import load_records, train_tokenizer
 from ...data.mix import mix_entries, tag_ids, tags_of, weighted_epochs
-from ...data.pairs import Counts, dropped_note, encode_pairs, select, text_filter
+from ...data.pairs import Counts, dropped_note, encode_pairs, select
 from ...data.store import PairStore, Subset
 from ...data.tokenizer import SubwordTokenizer
-from ...errors import ConfigError
 from ...loss import LossOutput, label_smoothed_cross_entropy
 from ..base import Encoded, SplitTask, mean_loss
 from .scoring import evaluate
@@ -51,12 +51,6 @@ class TranslationTask(SplitTask):
         super().__init__(cfg, amp)
         self._drawn: tuple[int, Sequence] | None = None  # (epoch, its subword-sampled examples)
         self.corpus_sizes: list[int] = []  # training records per corpus: the main one, then data.mix
-        if cfg.data.mix and cfg.tokenizer.sample_nbest:
-            raise ConfigError("data.mix with tokenizer.sample_nbest: subword sampling would drop the tags")
-        if cfg.data.mix and cfg.train.bidirectional_epochs:
-            raise ConfigError(
-                "data.mix with train.bidirectional_epochs: reversed pairs would put tags on targets"
-            )
 
     def load(self, data: DataConfig, which: str) -> list:
         records = load_records(data, which, self.records)
@@ -79,15 +73,8 @@ class TranslationTask(SplitTask):
         tags = tag_ids(tokenizer, self.cfg.data.mix) if train else []
         store, counts = encode_pairs(tokenizer, corpora, tags=tags, drop_identical=drop_identical)
         encoded = self.encode_store(store, counts, max_len, split=split)
-        if train and self.cfg.tokenizer.sample_nbest > 0:  # re-segmented each epoch: keep the text
-            text = text_filter(records, drop_identical)[0]
-            forward = encoded.examples
-            if isinstance(forward, BidirectionalPairs):  # the reversed half is a view of the same pairs
-                forward = forward.pairs
-            assert isinstance(forward, Subset)
-            kept = [text[i] for i in forward.rows.tolist()]
-            corpus = EncodedCorpus(forward, counts.empty, len(text) - len(kept), kept)
-            encoded.corpus = (corpus, max_len)
+        if train:  # subword sampling re-segments the text each epoch
+            subword_sampling.keep_text(self.cfg, encoded, records, drop_identical, counts.empty, max_len)
         return encoded
 
     def encode_store(self, store: PairStore, counts: Counts, max_len: int, *, split: str) -> Encoded:
@@ -102,17 +89,13 @@ class TranslationTask(SplitTask):
         if train and self.cfg.data.mix:
             weights = [1.0, *(e.weight for e in mix_entries(self.cfg.data.mix))]
             encoded.epoch_indices = weighted_epochs(store.corpus[sel.index], weights, self.cfg.train.seed)
-        epochs = self.cfg.train.bidirectional_epochs if train else 0
-        if epochs:  # the reversed pairs follow; epochs from `epochs` on batch only the first n
-            n = len(sel.index)
-            encoded.examples = BidirectionalPairs(encoded.examples)
-            encoded.lengths = np.concatenate([kept, kept[:, ::-1] + np.array([-1, 1], dtype=kept.dtype)])
-            encoded.epoch_size = lambda epoch: 2 * n if epoch < epochs else n
+        if train:
+            bidirectional.add_reversed(self.cfg, encoded)
         return encoded
 
     def epoch_examples(self, encoded, tokenizer, epoch: int) -> Sequence:
-        """With ``tokenizer.sample_nbest``, the training pairs as ``epoch``'s subword sampling draws
-        them (from the run's seed, the epoch and the example's index: see ``SampledPairs``).
+        """With ``tokenizer.sample_nbest``, the training pairs as ``epoch``'s subword sampling draws them
+        (:func:`attnkit.data.subword_sampling.draw`).
 
         Batches are packed from the best segmentation's lengths, so a batch may hold more tokens
         than ``train.max_tokens`` (Multi30k at 4,096 tokens, nbest 64, alpha 0.1: 1.15x on average,
@@ -122,14 +105,7 @@ class TranslationTask(SplitTask):
         if encoded.corpus is None:
             return encoded.examples
         if self._drawn is None or self._drawn[0] != epoch:
-            tk, (corpus, max_len) = self.cfg.tokenizer, encoded.corpus
-            seed = (self.cfg.train.seed % 2**64, epoch)  # SeedSequence takes non-negative integers
-            drawn: Sequence = SampledPairs(
-                corpus, tokenizer, max_len, nbest=tk.sample_nbest, alpha=tk.sample_alpha, seed=seed
-            )
-            if encoded.epoch_size is not None:  # bidirectional: the reversed draw follows
-                drawn = BidirectionalPairs(drawn)
-            self._drawn = (epoch, drawn)
+            self._drawn = (epoch, subword_sampling.draw(self.cfg, encoded, tokenizer, epoch))
         return self._drawn[1]
 
     def collate(self, examples, tokenizer) -> Batch:
