@@ -28,7 +28,10 @@ def start_suite(out: Path, *flags: str) -> subprocess.Popen:
     # Multi30k where the tests find it; without it the smoke trains on a synthetic corpus
     data = os.environ.get("ATTNKIT_DATA") or str(ROOT.parent / "shared" / "data")
     cmd = [sys.executable, "-m", "bench.gpu_suite", "--out", str(out), "--smoke", "--data-dir", data, *flags]
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # two runs side by side beside the suite: threads contend
+    return subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
 
 
 def finish(proc: subprocess.Popen, out: Path) -> tuple[dict, str]:

@@ -29,7 +29,7 @@ def installed(tmp_path_factory) -> dict[str, str]:
     pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
     subprocess.run([*pip, "--target", str(target), str(source)], check=True, capture_output=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), os.environ.get("PYTHONPATH", "")])}
-    return env
+    return {**env, "OMP_NUM_THREADS": "1"}  # beside the suite's other worker: threads would only contend
 
 
 def attnkit(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -41,7 +41,9 @@ def attnkit(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedP
 def test_an_installed_task_trains_evaluates_answers_its_verb_and_its_endpoint(installed, tmp_path):
     made = attnkit(installed, tmp_path, "make-reversal", "--out", "data/reversal")
     assert made.returncode == 0, made.stderr
-    trained = attnkit(installed, tmp_path, "train", "--config", str(PLUGIN / "reverse_tiny.yaml"))
+    trained = attnkit(
+        installed, tmp_path, "train", "--config", str(PLUGIN / "reverse_tiny.yaml"), "valid.every=300"
+    )
     assert trained.returncode == 0, trained.stderr
     ckpt = tmp_path / "runs" / "reverse_tiny" / "checkpoint_best.pt"
     evaluated = attnkit(installed, tmp_path, "evaluate", "--checkpoint", str(ckpt))
