@@ -236,5 +236,5 @@ def test_plot_positional_writes_png(capsys, tmp_path):
 
 def test_plot_positional_rejects_zero_d_model(capsys, tmp_path):
     result = cli(capsys, "plot-positional", "--d-model", "0", "--out", tmp_path / "pe.png")
-    assert_user_error(*result[::2], "--d-model", "positive integer")
+    assert_user_error(*result[::2], "--d-model", "an integer from 1 to")
     assert not (tmp_path / "pe.png").exists()

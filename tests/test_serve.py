@@ -246,7 +246,10 @@ def test_serve_command_errors_are_one_line(capsys, ckpt, tmp_path):
     from attnkit.cli import main
 
     def run(*argv):
-        code = main(["serve", *map(str, argv)])
+        try:
+            code = main(["serve", *map(str, argv)])
+        except SystemExit as stop:  # the parser's refusal
+            code = stop.code
         return code, capsys.readouterr().err.strip().splitlines()
 
     with socket.socket() as busy:
@@ -260,7 +263,9 @@ def test_serve_command_errors_are_one_line(capsys, ckpt, tmp_path):
     assert code == 2 and len(err) == 1 and "--workers needs --decoder process" in err[0], err
     for flag, value in (("--max-gap-ms", -1), ("--max-gap-ms", "inf"), ("--max-wait-ms", "nan")):
         code, err = run("--checkpoint", ckpt, "--port", free_port(), flag, value)
-        assert code == 2 and len(err) == 1 and f"{flag} must be a number of milliseconds" in err[0], err
+        assert (
+            code == 2 and len(err) == 1 and f"argument {flag}: expected a number from 0 to 60000" in err[0]
+        ), err
     with pytest.raises(SystemExit) as bad:  # argparse: a usage line and exit 2
         main(["serve", "--checkpoint", str(ckpt), "--workers", "0"])
     assert (

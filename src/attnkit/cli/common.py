@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import math
 import re
 import sys
 
+from ..bounds import INT_MAX, Bound
 from ..device import DEVICE_NAMES, check_device_name
 from ..errors import ConfigError, DataError
 
@@ -20,66 +20,28 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def bounded(bound: Bound, name: str = ""):
+    """An argparse type from a declared :class:`~attnkit.bounds.Bound`: the value in range, or the one
+    line that says the range. The bound stays on it (``.bound``) for the tests that draw from it."""
 
+    def parse(text: str) -> int | float:
+        try:
+            return bound.parse(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
 
-def int_at_most(limit: int):
-    """An argparse type: a positive integer no larger than ``limit`` (an allocation bound)."""
-
-    def parse(text: str) -> int:
-        value = positive_int(text)
-        if value > limit:
-            raise argparse.ArgumentTypeError(f"at most {limit:,} is supported, got {text!r}")
-        return value
-
-    parse.__name__ = f"int_at_most_{limit}"
+    parse.__name__ = name or bound.describe()
+    parse.bound = bound  # type: ignore[attr-defined]
     return parse
 
 
-def finite_float(text: str) -> float:
-    """A float that is a number: nan and inf are refused (they poison every score they touch)."""
-    return _float_where(text, lambda v: True, "a finite number")
+positive_int = bounded(Bound(int, 1, INT_MAX), "positive_int")
+non_negative_int = bounded(Bound(int, 0, INT_MAX), "non_negative_int")
 
 
-def _float_where(text: str, ok, what: str) -> float:
-    """A finite float for which ``ok(value)`` holds; else an argparse error saying ``what`` was expected."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-    if not (math.isfinite(value) and ok(value)):
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    return _float_where(text, lambda v: v >= 0, "a number >= 0")
-
-
-def positive_float(text: str) -> float:
-    return _float_where(text, lambda v: v > 0, "a positive number")
-
-
-def probability(text: str) -> float:
-    """A probability mass in (0, 1] (top-p)."""
-    return _float_where(text, lambda v: 0 < v <= 1, "a number in (0, 1]")
+def int_at_most(limit: int):
+    """A positive integer no larger than ``limit`` (an allocation bound)."""
+    return bounded(Bound(int, 1, limit), f"int_at_most_{limit}")
 
 
 def device(text: str) -> str:
@@ -100,12 +62,13 @@ def add_decoding_flags(
     """--beam and --length-penalty (``search=False``: they come with ``add_search_flags``),
     --batch-tokens and --device."""
     if search:
-        p.add_argument(
-            "--beam", type=int_at_most(256), default=4, help="beam size; 1 = greedy (default 4, at most 256)"
-        )
-        p.add_argument(
-            "--length-penalty", type=finite_float, default=0.6, help="GNMT length penalty alpha (default 0.6)"
-        )
+        from ..decoding.options import BOUNDS, HELP
+
+        for name, default in (("beam", 4), ("length_penalty", 0.6)):
+            flag, bound = "--" + name.replace("_", "-"), BOUNDS[name]
+            p.add_argument(
+                flag, type=bounded(bound), default=default, help=f"{HELP[name]} (default {default})"
+            )
     p.add_argument(
         "--batch-tokens",
         type=positive_int,
@@ -126,7 +89,7 @@ def add_search_flags(
     (default ``SearchOptions()``); ``aliases``: field -> a flag's name before."""
     import dataclasses
 
-    from ..decoding.options import HELP, SearchOptions
+    from ..decoding.options import BOUNDS, HELP, SearchOptions
 
     defaults = defaults or SearchOptions()
     for field in dataclasses.fields(SearchOptions):
@@ -141,7 +104,8 @@ def add_search_flags(
             kind = int if field.type in (int, "int") else float
             default = getattr(defaults, field.name)
             help += f" (default {default})"
-            p.add_argument(*flags, dest=field.name, type=_number_of(kind), default=default, help=help)
+            kind_of = _number_of(kind, BOUNDS[field.name])
+            p.add_argument(*flags, dest=field.name, type=kind_of, default=default, help=help)
 
 
 def search_options(args: argparse.Namespace):
@@ -162,8 +126,9 @@ def search_options(args: argparse.Namespace):
         raise ConfigError(message) from None
 
 
-def _number_of(kind: type):
-    """An argparse type that only parses (bounds are SearchOptions' to check)."""
+def _number_of(kind: type, bound: Bound):
+    """An argparse type that only parses: ``bound`` (the option's declared range) is SearchOptions' to
+    check, in one place for the command line, the HTTP schema and Python."""
 
     def parse(text: str):
         try:
@@ -174,6 +139,7 @@ def _number_of(kind: type):
             ) from None
 
     parse.__name__ = kind.__name__
+    parse.bound = bound  # type: ignore[attr-defined]
     return parse
 
 

@@ -7,6 +7,7 @@ import sys
 import time
 
 from ..errors import ConfigError
+from .common import int_at_most
 
 NAME = "prepare"
 
@@ -23,7 +24,12 @@ def add_parser(sub) -> None:
         "overrides", nargs="*", help="section.key=value overrides, e.g. tokenizer.vocab_size=32000"
     )
     p.add_argument("--output", help="the folder to write (default: the config's data.prepared)")
-    p.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1), help="encoding processes")
+    p.add_argument(
+        "--workers",
+        type=int_at_most(1024),
+        default=min(8, os.cpu_count() or 1),
+        help="encoding processes (at most this machine's cores)",
+    )
     p.add_argument("--data-dir", help="folder holding multi30k/ or wmt14_de_en/ (as for attnkit train)")
 
 

@@ -6,7 +6,10 @@ import argparse
 import os
 import sys
 
-from .common import device, positive_int
+from ..bounds import Bound
+from .common import bounded, device, positive_int
+
+MILLISECONDS = Bound(float, 0.0, 60_000.0)  # a batcher's wait: up to a minute
 
 NAME = "serve"
 
@@ -34,7 +37,9 @@ def _add_network_flags(p) -> None:
     p.add_argument(
         "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)"
     )
-    p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
+    p.add_argument(
+        "--port", type=bounded(Bound(int, 1, 65535), "port"), default=8080, help="TCP port (default 8080)"
+    )
     p.add_argument(
         "--allowed-host",
         action="append",
@@ -46,7 +51,7 @@ def _add_network_flags(p) -> None:
     )
     p.add_argument(
         "--request-timeout",
-        type=float,
+        type=bounded(Bound(float, 0.0, 86_400.0, open_low=True)),
         default=120.0,
         metavar="SECONDS",
         help="a request not decoded by then answers 504, and a decoding process that answered nothing "
@@ -71,13 +76,13 @@ def _add_batching_flags(p) -> None:
     )
     p.add_argument(
         "--max-wait-ms",
-        type=float,
+        type=bounded(MILLISECONDS),
         default=5.0,
         help="how long a request waits for others to share its model call (default 5)",
     )
     p.add_argument(
         "--max-gap-ms",
-        type=float,
+        type=bounded(MILLISECONDS),
         default=1.0,
         help="... but no longer once this long passes with no other request arriving (default 1; "
         "a gap as long as --max-wait-ms keeps the whole wait)",
@@ -90,7 +95,7 @@ def _add_batching_flags(p) -> None:
     )
     p.add_argument(
         "--join-wait-steps",
-        type=int,
+        type=bounded(Bound(int, 0, 100_000)),
         default=4,
         help="... or once the oldest has waited this many decoding steps (default 4; 0: join at once)",
     )
@@ -139,13 +144,19 @@ def _add_decoding_flags(p) -> None:
 
 
 def workers(text: str) -> int | str:
-    """An argparse type: ``auto`` or a number of processes up to the machine's cores."""
-    cores = os.cpu_count() or 1
-    if text == "auto" or (text.isdigit() and 0 < int(text) <= cores):  # each holds the models: no more
-        return text if text == "auto" else int(text)
-    raise argparse.ArgumentTypeError(
-        f"expected auto or a number of processes from 1 to {cores} (cores), got {text!r}"
-    )
+    """An argparse type: ``auto`` or a number of processes up to the machine's cores (``.bound``)."""
+    if text == "auto":
+        return text
+    try:
+        return int(WORKERS.parse(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected auto or a number of processes from 1 to {WORKERS.high} (cores), got {text!r}"
+        ) from None
+
+
+WORKERS = Bound(int, 1, os.cpu_count() or 1)  # each holds the models: no more than the cores
+workers.bound = WORKERS  # type: ignore[attr-defined]
 
 
 def run(args) -> None:
@@ -207,15 +218,6 @@ def _check_flags(args) -> None:
     """Every flag the parser cannot check alone, and the address, before anything is loaded."""
     from ..errors import ConfigError
 
-    if not 1 <= args.port <= 65535:
-        raise ConfigError(f"--port must be between 1 and 65535, got {args.port}")
-    if args.join_wait_steps < 0:
-        raise ConfigError(f"--join-wait-steps must not be negative, got {args.join_wait_steps}")
-    for flag, ms in (("--max-wait-ms", args.max_wait_ms), ("--max-gap-ms", args.max_gap_ms)):
-        if not 0 <= ms < float("inf"):  # NaN fails this too
-            raise ConfigError(f"{flag} must be a number of milliseconds, not negative, got {ms}")
-    if not 0 < args.request_timeout < float("inf"):  # NaN fails this too
-        raise ConfigError(f"--request-timeout must be a positive number, got {args.request_timeout}")
     if args.workers != "auto" and args.workers > 1 and args.decoder != "process":
         raise ConfigError("--workers needs --decoder process (the thread decoder is one worker)")
     if args.compile and args.engine != "torch":

@@ -10,14 +10,13 @@ caller. A forced prefix is not an option: it belongs to its sentence, and is pas
 from __future__ import annotations
 
 import dataclasses
-import math
-import numbers
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from ..bounds import Bound
 from ..errors import ConfigError
 from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
 from .beam import beam_decode
@@ -27,35 +26,6 @@ from .greedy import greedy_decode
 from .sampling import SEED_RANGE, SamplingConfig, sample_decode, sample_search
 
 MAX_BEAM = 256  # a beam's rows and candidates are allocated at once
-
-
-@dataclass(frozen=True)
-class Bound:
-    """A field's declared range: ``low``..``high``, excluding ``low`` when ``open_low``."""
-
-    kind: type  # int or float
-    low: float
-    high: float
-    open_low: bool = False
-
-    def holds(self, value: object) -> bool:
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            return False
-        if self.kind is int and not isinstance(value, numbers.Integral):
-            return False
-        try:
-            v: float = int(value) if self.kind is int else float(value)  # type: ignore[call-overload]
-        except OverflowError:  # an integer past any float
-            return False
-        if self.kind is float and not math.isfinite(v):
-            return False
-        return (v > self.low if self.open_low else v >= self.low) and v <= self.high
-
-    def describe(self) -> str:
-        what = "an integer" if self.kind is int else "a number"
-        low = f"{self.low:,}" if self.kind is int else f"{self.low:g}"
-        high = f"{self.high:,}" if self.kind is int else f"{self.high:g}"
-        return f"{what} {'over' if self.open_low else 'from'} {low} {'up ' if self.open_low else ''}to {high}"
 
 
 # The one declaration of every numeric option's range: SearchOptions checks it, the HTTP schema

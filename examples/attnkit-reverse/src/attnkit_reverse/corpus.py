@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from attnkit.cli.common import int_at_most, non_negative_int
 from attnkit.errors import ConfigError
 
 NAME = "make-reversal"
@@ -30,11 +31,9 @@ def make_reversal(out: str | Path, *, train: int = 4000, seed: int = 0) -> Path:
 def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help="write a corpus of letter sequences and their reversals")
     p.add_argument("--out", required=True, help="an empty or new folder")
-    p.add_argument("--train", type=int, default=4000, help="training pairs (default 4000)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--train", type=int_at_most(10**7), default=4000, help="training pairs (default 4000)")
+    p.add_argument("--seed", type=non_negative_int, default=0)
 
 
 def run(args) -> None:
-    if args.train < 1:
-        raise ConfigError(f"--train must be at least 1, got {args.train}")
     print(f"wrote {make_reversal(args.out, train=args.train, seed=args.seed)}")
