@@ -116,7 +116,12 @@ def test_generate_answers_as_the_python_api_and_sampling_is_seeded(client, ckpts
         ("/v1/generate", {"text": "A dog", "model": "clf"}, 422, "/v1/generate needs a language model"),
         ("/v1/classify", {"text": "A dog", "model": "lm"}, 422, "/v1/classify needs a classifier"),
         ("/v1/classify", {"text": "A dog", "model": "nope"}, 404, "unknown model 'nope'"),
-        ("/v1/classify", {"text": "A dog", "top_k": 4}, 422, "top_k 4 is larger than the 3 labels"),
+        (
+            "/v1/classify",
+            {"text": "A dog", "top_k": 4},
+            422,
+            "top_k: Input should be less than or equal to 3",
+        ),
         ("/v1/classify", {"text": ["A dog", " "]}, 422, "text 1 is empty"),
         ("/v1/classify", {"text": "A dog", "beam": 2}, 422, "unknown field 'beam'"),
         (

@@ -3,28 +3,38 @@ app."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import FastAPI
-from pydantic import Field
+from pydantic import Field, WithJsonSchema, create_model
 
 from ...serve.decoder import Call
 from ...serve.errors import ServeError
 from ...serve.schemas import Request
 from .served import ClassifierServed
 
+# Something to classify: the schema says not blank, the handler refuses a blank one by its index.
+Text = Annotated[str, WithJsonSchema({"type": "string", "pattern": r"\S"})]
+
 
 class ClassifyRequest(Request):
-    text: str | list[str] = Field(description="one text, or a list of texts")
+    text: Text | list[Text] = Field(description="one text, or a list of texts; none blank")
     model: str | None = Field(None, description="a name from GET /v1/models; default: the first classifier")
     top_k: int = Field(1, ge=1, description="labels returned per text, most probable first")
+
+
+def request_of(max_labels: int) -> type[ClassifyRequest]:
+    """The request whose schema states ``top_k``'s maximum: the most labels of a served classifier (a
+    model with fewer answers 422, naming its count)."""
+    top_k = Field(1, ge=1, le=max_labels, description="labels returned per text, most probable first")
+    return create_model("ClassifyRequest", __base__=ClassifyRequest, top_k=(int, top_k))
 
 
 def add_routes(app: FastAPI, server: Any) -> None:
     """``/v1/classify`` (``server``: :class:`attnkit.serve.app.Server`)."""
     limits = server.limits
+    labels = [len(m.classifier.labels) for m in server.models if isinstance(m, ClassifierServed)]
 
-    @app.post("/v1/classify", summary="label texts (classifier checkpoints)")
     async def classify(req: ClassifyRequest) -> dict[str, Any]:
         model: ClassifierServed = server.resolve(req.model, "classify")
         texts = [req.text] if isinstance(req.text, str) else req.text
@@ -46,3 +56,6 @@ def add_routes(app: FastAPI, server: Any) -> None:
             "model": model.name,
             "results": [{"labels": [{"label": a, "probability": p} for a, p in r]} for r in results],
         }
+
+    classify.__annotations__["req"] = request_of(max(labels, default=2))  # the class, not its name
+    app.post("/v1/classify", summary="label texts (classifier checkpoints)")(classify)
