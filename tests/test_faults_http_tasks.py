@@ -13,10 +13,10 @@ hypothesis = pytest.importorskip("hypothesis")
 from fastapi.testclient import TestClient  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from test_faults_http_schema import ANY_JSON, CROSS  # noqa: E402
 
 from attnkit.serve.app import create_app  # noqa: E402
 from attnkit.serve.tasks import load_models  # noqa: E402
+from test_faults_http_schema import ANY_JSON, CROSS  # noqa: E402
 
 LABELS = ["animal", "person", "thing"]
 
