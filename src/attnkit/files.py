@@ -9,6 +9,7 @@ A folder of outputs is written the same way (:func:`write_folder`): beside the t
 from __future__ import annotations
 
 import errno
+import glob
 import os
 import re
 import shutil
@@ -81,7 +82,8 @@ def atomic_write(
         with open(path, mode, encoding=encoding, newline=newline) as f:
             yield f
         return
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    _remove_stale_temporaries(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, mode, encoding=encoding, newline=newline) as f:
             yield f
@@ -95,6 +97,15 @@ def atomic_write(
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Remove the ``.NAME.PID.XXXX.tmp`` files of writers of ``path`` that were killed mid-write."""
+    prefix = f".{path.name}."
+    for tmp in path.parent.glob(f"{glob.escape(prefix)}*.tmp"):
+        pid = tmp.name[len(prefix) :].split(".", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            tmp.unlink(missing_ok=True)
 
 
 def _default_mode(path: Path) -> int:
@@ -191,12 +202,21 @@ def check_unchanged(path: Path, before: dict[str, tuple[int, int]], *, what: str
 
 
 def remove_stale_partials(path: Path) -> None:
-    """Remove ``.NAME.partial-PID`` folders beside ``path`` whose process is gone (a killed run's
-    unfinished output: nothing in it was ever the user's, and no live run owns it)."""
-    for partial in path.parent.glob(f".{path.name}.partial-*"):
-        pid = partial.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(partial, ignore_errors=True)
+    """Clean what a killed run left beside ``path`` (its process gone, so no live run owns it).
+
+    ``.NAME.old-PID``, the earlier folder that :func:`swap_in` had moved aside: put back when the run
+    died before its new folder took the name (nothing at ``path``), deleted when it died after.
+    ``.NAME.partial-PID``, an unfinished output: nothing in it was ever the user's.
+    """
+    for suffix in ("old", "partial"):
+        for found in path.parent.glob(f".{path.name}.{suffix}-*"):
+            pid = found.name.rsplit("-", 1)[-1]
+            if not pid.isdigit() or _alive(int(pid)):
+                continue
+            if suffix == "old" and not path.exists():
+                found.rename(path)  # killed mid-swap: the earlier folder comes back
+            else:
+                shutil.rmtree(found, ignore_errors=True)
 
 
 def _alive(pid: int) -> bool:

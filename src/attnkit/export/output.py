@@ -173,7 +173,8 @@ def _locked(path: Path) -> Iterator[None]:
 
 def remove_stale_work(output: Path) -> list[Path]:
     """Remove the work folders of earlier exports to ``output`` that were killed: those named
-    ``.NAME.attnkit-export.*`` whose ``.lock`` nobody holds. Returns the folders removed."""
+    ``.NAME.attnkit-export.*`` whose ``.lock`` nobody holds; an earlier export that one had moved
+    aside (``old``) goes back to ``output`` if nothing took its place. Returns the folders removed."""
     if fcntl is None:
         return []
     removed = []
@@ -191,6 +192,8 @@ def remove_stale_work(output: Path) -> list[Path]:
             os.close(fd)
             continue
         try:
+            if (folder / "old").is_dir() and not output.exists():
+                os.replace(folder / "old", output)  # killed mid-swap: the earlier export comes back
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
         finally:
