@@ -19,7 +19,11 @@ from attnkit.serve.app import create_app  # noqa: E402
 from attnkit.serve.tasks import load_models  # noqa: E402
 
 CKPT = Path(__file__).parent / "fixtures" / "c46ef86" / "translation_step3.pt"
-BODIES = {"/v1/translate": {"text": "Ein Hund."}, "/v1/generate": {"text": "A dog"}}
+BODIES = {
+    "/v1/translate": {"text": "Ein Hund."},
+    "/v1/generate": {"text": "A dog"},
+    "/v1/attention": {"text": "Ein Hund."},
+}
 # a rule between fields, which a JSON schema cannot state: a 422 that names it is the documented answer
 CROSS = ("nbest", "min_length", "max_len_a, max_len_b", "shape sampling", "stream")
 
@@ -54,7 +58,7 @@ def numeric_fields(client) -> list[tuple[str, str, dict]]:
 
 def test_every_numeric_field_at_its_schema_s_bounds_is_accepted_and_beyond_refused(client):
     fields = numeric_fields(client)
-    assert len(fields) >= 20
+    assert len(fields) >= 20 and ("/v1/attention", "beam") in [(p, n) for p, n, _ in fields]
     for path, name, prop in fields:
         integer = prop["type"] == "integer"
         kind = int if integer else float  # FastAPI writes every bound as a JSON float (1.0)
@@ -86,7 +90,10 @@ def test_drawn_requests_never_answer_5xx(client):
     for path, name, _ in numeric_fields(client):
         fields[path].append(name)
     for path in BODIES:
-        fields[path] += ["sample", "text", "stream" if path == "/v1/generate" else "prefix"]
+        fields[path] += ["text"] if path == "/v1/attention" else ["sample", "text"]
+        fields[path] += (
+            ["stream"] if path == "/v1/generate" else ["prefix"] if path == "/v1/translate" else []
+        )
 
     @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.sampled_from(sorted(BODIES)), st.data())
@@ -105,3 +112,15 @@ def test_bounds_are_finite_numbers():
     from attnkit.decoding.options import BOUNDS
 
     assert all(math.isfinite(b.low) and math.isfinite(b.high) for b in BOUNDS.values())
+
+
+def test_the_schema_offers_only_what_a_loaded_model_serves(client):
+    """No classifier or captioner is loaded here: their endpoints are not in the schema (a client that
+    calls one anyway gets 422, naming what it needs), and a blank text is schema-invalid."""
+    spec = client.get("/openapi.json").json()
+    assert set(spec["paths"]) == {"/health", "/v1/models", "/v1/translate", "/v1/attention", "/v1/generate"}
+    r = client.post("/v1/classify", json={"text": "A dog"})
+    assert r.status_code == 422 and "needs a classifier" in r.json()["error"]
+    text = spec["components"]["schemas"]["AttentionRequest"]["properties"]["text"]
+    assert text["pattern"] == r"\S"
+    assert client.post("/v1/attention", json={"text": " "}).status_code == 422

@@ -136,9 +136,8 @@ def test_models_health_and_docs(client):
     assert m["name"] == "tiny" and m["task"] == "translate" and m["max_src_tokens"] == 64
     assert client.get("/health").json()["status"] == "ok"
     paths = client.get("/openapi.json").json()["paths"]
-    assert {"/v1/translate", "/v1/attention", "/v1/models", "/health", "/v1/generate", "/v1/classify"} <= set(
-        paths
-    )
+    # a translation model alone: the schema offers its endpoints, not the other tasks'
+    assert set(paths) == {"/v1/translate", "/v1/attention", "/v1/models", "/health"}
     assert client.get("/docs").status_code == 200
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import math
 from collections.abc import Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -163,7 +164,7 @@ def create_app(
         if task.routes:
             module, _, function = task.routes.partition(":")
             getattr(importlib.import_module(module), function)(app, server)
-    _state_limits(app, server.limits)
+    _state_what_is_served(app, server)
     return app
 
 
@@ -187,26 +188,33 @@ def _lifespan(server: Server, start: Callable[[], Any], say: Callable[[str], Non
     return lifespan
 
 
-def _state_limits(app: FastAPI, limits: Limits) -> None:
-    """The OpenAPI schema states this server's limits where they are tighter than the options'
-    declared bounds (a beam up to ``max_beam``, not 256): a request the schema calls valid is taken."""
+def _state_what_is_served(app: FastAPI, server: Server) -> None:
+    """The OpenAPI schema says what this server takes: its limits where they are tighter than the
+    options' declared bounds (a beam up to ``max_beam``, not 256), and only the endpoints a loaded
+    model serves (another answers 422, naming what it needs). A request the schema calls valid is taken."""
+    limits = server.limits
     caps = {"beam": limits.max_beam, "nbest": min(limits.max_beam, limits.max_samples)}
+    served = {m.task for m in server.models}
+    unserved = {f"/v1/{e}" for t in tasks() if t.name not in served for e in t.endpoints}
     build = app.openapi
+
+    def cap(prop: dict[str, Any], limit: int) -> None:
+        if prop.get("maximum", math.inf) > limit:
+            prop["maximum"] = limit
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             spec = build()
             for schema in spec.get("components", {}).get("schemas", {}).values():
-                for name, cap in caps.items():
-                    prop = schema.get("properties", {}).get(name)
-                    if prop is not None and prop.get("maximum", cap) > cap:
-                        prop["maximum"] = cap
+                for name, limit in caps.items():
+                    if name in schema.get("properties", {}):
+                        cap(schema["properties"][name], limit)
             for path in spec.get("paths", {}).values():  # query fields (/v1/caption)
                 for parameter in path.get("post", {}).get("parameters", []):
-                    prop = parameter.get("schema", {})
-                    limit = caps.get(parameter.get("name"))
-                    if limit is not None and prop.get("maximum", limit) > limit:
-                        prop["maximum"] = limit
+                    if parameter.get("name") in caps:
+                        cap(parameter.setdefault("schema", {}), caps[parameter["name"]])
+            for path in unserved:
+                spec.get("paths", {}).pop(path, None)
             app.openapi_schema = spec
         return app.openapi_schema
 

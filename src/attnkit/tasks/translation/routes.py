@@ -4,11 +4,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, WithJsonSchema
 
 from ...serve.decoder import Call
 from ...serve.errors import ServeError
@@ -43,7 +43,10 @@ class TranslateRequest(Request, Searched):
 
 
 class AttentionRequest(Request):
-    text: str = Field(description="one source sentence")
+    # the schema says not blank; the handler refuses a blank one in its own words
+    text: Annotated[str, WithJsonSchema({"type": "string", "pattern": r"\S"})] = Field(
+        description="one source sentence, not blank"
+    )
     model: str | None = None
     beam: int = Field(4, ge=1, description="beam size of the translation whose attention is shown")
 
