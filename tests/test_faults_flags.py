@@ -77,7 +77,7 @@ def test_drawn_values_are_in_range_or_refused(data):
         st.one_of(
             st.sampled_from(EDGES),
             st.integers().map(str),
-            st.floats().map(repr),
+            st.floats(allow_subnormal=False).map(repr),  # denormals: in EDGES (a run may flush them)
             st.text(max_size=8),
         )
     )

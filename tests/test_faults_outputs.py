@@ -63,7 +63,7 @@ def test_plot_positional_bound_is_checked_before_allocating(monkeypatch, tmp_pat
     code, _, err = cli(
         "plot-positional", "--d-model", "20000", "--max-len", "20000", "--out", tmp_path / "p.png"
     )
-    assert_user_error(code, err, "at most")
+    assert_user_error(code, err, "from 1 to 4,096")
 
 
 def test_output_keeps_its_mode_and_replaces_the_old_content(files, tmp_path):
