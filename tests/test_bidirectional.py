@@ -44,6 +44,7 @@ def test_the_first_epochs_train_on_the_reversed_pairs_too(tmp_path, tiny_config,
     assert any("reversed pairs" in note for note in setup.notes)
 
 
+@pytest.mark.slow
 def test_resume_across_the_switch_continues_exactly(tmp_path, tiny_config):  # noqa: F811
     """8 steps straight == 4 steps, stop, resume, 4 more, crossing from both directions to one."""
     common = ["model.dropout=0.1", "valid.every=4", "train.max_tokens=2000", "data.max_train_pairs=150"]
@@ -62,6 +63,7 @@ def test_resuming_with_another_bidirectional_setting_is_refused(tmp_path, tiny_c
         )
 
 
+@pytest.mark.slow
 def test_the_reversed_pairs_are_learned(tmp_path, tiny_config):  # noqa: F811
     """After bidirectional epochs the model translates target -> source better than one trained without."""
     common = ["train.max_steps=60", "valid.every=60", "data.max_train_pairs=200", "train.max_tokens=1500"]

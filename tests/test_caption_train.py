@@ -62,6 +62,7 @@ def objects(root):
     return rows, refs
 
 
+@pytest.mark.slow
 def test_the_captioner_learns_the_pictures_words_and_looks_at_the_object_it_names(run, capsys):
     """Colour and shape words (the two objects' four) are right for >= 85% of test images, and
     each right one puts >= 30% of its attention (last layer, mean over heads) on the regions over
@@ -137,6 +138,7 @@ def test_caption_command_prints_captions_and_refuses_bad_images_in_one_line(run,
         assert code == 2 and out == "" and fragment in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.slow
 def test_attention_command_draws_each_words_attention_on_the_image(run, capsys, tmp_path):
     root, ckpt = run
     image = root / "data" / "images" / "test_00000.png"

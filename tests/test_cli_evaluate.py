@@ -13,6 +13,7 @@ from cli_helpers import N_EVAL, SENTENCES, assert_png, assert_user_error, cli
 # -- evaluate --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_evaluate_split_prints_scores_with_signatures(capsys, runs, tmp_path):
     hyp = tmp_path / "hyp.en"
     code, out, err = cli(
@@ -214,6 +215,7 @@ def test_average_rejects_different_models(capsys, runs, tmp_path):
     assert not (tmp_path / "avg.pt").exists()
 
 
+@pytest.mark.slow
 def test_average_missing_checkpoint(capsys, runs, tmp_path):
     missing = tmp_path / "nope.pt"
     result = cli(

@@ -72,6 +72,7 @@ def setup(tmp_path, shared_data):
     return [*base, f"data.prepared={tmp_path / 'prep'}", f"valid.every={k}"], k
 
 
+@pytest.mark.slow
 def test_a_killed_two_process_run_resumes_to_the_uninterrupted_weights(tmp_path, setup):
     overrides, k = setup
     straight = torchrun(tmp_path / "straight", overrides)

@@ -137,6 +137,7 @@ def test_positions_counted_from_the_cache_are_refused_in_one_line(positional):
         CompiledDecoding(make_model("rnn"))
 
 
+@pytest.mark.slow
 def test_a_compiled_step_is_one_graph_per_bucket():
     model = make_model("transformer")
     counter = CompileCounter()
@@ -164,6 +165,7 @@ def test_a_compiled_step_is_one_graph_per_bucket():
     assert counter.frame_count <= graphs + 4
 
 
+@pytest.mark.slow
 def test_inductor_gives_the_eager_tokens():
     model = make_model("transformer-pre")
     src = padded_source(B=3)

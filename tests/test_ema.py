@@ -43,6 +43,7 @@ def test_decay_zero_equals_the_plain_weights_step_for_step():
             assert torch.equal(mine, theirs)
 
 
+@pytest.mark.slow
 def test_resume_with_an_average_is_exact_and_checkpoints_hold_both(tmp_path, tiny_config):  # noqa: F811
     a, b = straight_and_resumed(
         tiny_config, tmp_path, ["model.dropout=0.1", "valid.every=4", "train.ema_decay=0.9"]

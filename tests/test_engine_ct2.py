@@ -36,6 +36,7 @@ def _exports(ckpt):
 
 
 @pytest.mark.parametrize("beam", [1, 4])
+@pytest.mark.slow
 def test_ctranslate2_engine_translates_as_torch_and_exports_once(setup, capsys, beam):
     ckpt, src = setup
     flags = ("--checkpoint", ckpt, "--input", src, "--beam", beam, "--length-penalty", 0, "--device", "cpu")
@@ -97,6 +98,7 @@ def test_ensemble_is_refused(setup, capsys):
     assert_user_error(code, err, "not an ensemble")
 
 
+@pytest.mark.slow
 def test_server_with_ctranslate2_engine(setup):
     """A real ``attnkit serve --engine ctranslate2`` (one decoding process): /v1/translate answers what
     the torch engine translates, /v1/attention still works, a min_length at beam 4 is a 422."""

@@ -68,6 +68,7 @@ def _ct2(translator, tokenizer, ids: list[list[int]], beam: int, max_len: int) -
 
 
 @pytest.mark.parametrize("beam", [1, 4])
+@pytest.mark.slow
 def test_ctranslate2_float32_outputs_equal_attnkit(exported, beam):
     model, tokenizer, translator, _ = exported
     ids = _sources(tokenizer, model.config.max_len)

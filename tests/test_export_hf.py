@@ -64,6 +64,7 @@ def test_logits_match_on_a_padded_batch(exported):
     assert diff <= 1e-4, diff
 
 
+@pytest.mark.slow
 def test_generate_greedy_equals_attnkit_greedy(exported):
     model, tokenizer, hf, _, _ = exported
     torch.set_num_threads(1)
@@ -86,6 +87,7 @@ def test_generate_greedy_equals_attnkit_greedy(exported):
     assert not differ, f"{len(differ)}/{N_SENTENCES} greedy outputs differ (first: sentence {differ[0]})"
 
 
+@pytest.mark.slow
 def test_generate_beam4_equals_attnkit_beam4(exported):
     """``generate(num_beams=4)`` against attnkit's beam 4, both without length normalization.
 

@@ -143,6 +143,7 @@ def test_log_probabilities_match_marian(opus_mt):
         assert diff <= 1e-4, diff
 
 
+@pytest.mark.slow
 def test_greedy_equals_marian_generate(opus_mt):
     _, ckpt, marian, hf_tok, vocab = opus_mt
     model, tokenizer = load_for_export(ckpt)

@@ -46,6 +46,7 @@ def _start(tokenizer, ids: list[int]) -> list[str]:
     return ["<s>", *(tokenizer.id_to_piece(i, side="src") for i in ids)]
 
 
+@pytest.mark.slow
 def test_generator_greedy_equals_attnkit_greedy(exported):
     lm, generator, prompts = exported
     ours = [g[0].tokens for g in lm.generate(prompts, max_len_b=NEW_TOKENS + 1)]

@@ -40,6 +40,7 @@ def wait_for(condition, timeout: float, what: str):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
+@pytest.mark.slow
 def test_a_killed_prepare_leaves_no_worker_and_a_rerun_finishes(tmp_path, shared_data, how):
     config = tmp_path / "tiny.yaml"
     config.write_text(TINY_CONFIG.replace("max_train_pairs: 300", "max_train_pairs: 0"), encoding="utf-8")

@@ -199,6 +199,7 @@ def _kill_while_writing(argv: list[str], out: Path, how: int) -> bool:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 @pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.slow
 def test_a_command_killed_while_it_writes_loses_nothing_and_a_rerun_finishes(tmp_path, command, how):
     work = tmp_path / "work"
     work.mkdir()

@@ -134,6 +134,7 @@ def start_export_that_hangs(out: Path) -> subprocess.Popen:
     return child
 
 
+@pytest.mark.slow
 def test_work_folders_of_killed_exports_are_removed_by_the_next_one(ckpt, tmp_path):
     out = tmp_path / "ct2"
     killed = start_export_that_hangs(out)

@@ -300,6 +300,7 @@ def _argv(template: str, f: Files, out: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.slow
 def test_cli_bad_input(case, files, tmp_path):
     name, template, stdin, fragments = case
     out = tmp_path / "out"

@@ -162,6 +162,7 @@ def test_a_reader_that_leaves_early_is_not_an_error(files):
 
 
 @pytest.mark.parametrize("command", ["translate", "evaluate", "attention"])
+@pytest.mark.slow
 def test_a_beam_larger_than_half_the_vocabulary_works_in_every_command(files, tmp_path, command):
     vocab = Translator.from_checkpoint(files.ckpt, device="cpu").tokenizer.tgt_vocab_size
     beam = vocab // 2 + 8

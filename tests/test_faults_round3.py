@@ -39,6 +39,7 @@ def test_an_unknown_key_suggests_the_close_one(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("closed", ["0<&-", "1>&-"])
+@pytest.mark.slow
 def test_a_closed_standard_input_or_output_is_one_line(closed):
     cmd = f"{sys.executable} -m attnkit.cli translate --checkpoint {CKPT} {closed}"
     done = subprocess.run(
@@ -174,6 +175,7 @@ def test_ctranslate2_refuses_a_language_model_before_exporting_it(capsys, monkey
     assert not (tmp_path / "lm.pt.ct2").exists()  # nothing exported for nothing
 
 
+@pytest.mark.slow
 def test_import_takes_a_hub_id_from_the_hub_s_cache_and_says_what_to_do_offline(capsys, tmp_path):
     pytest.importorskip("transformers")
     folder = tmp_path / "hf"

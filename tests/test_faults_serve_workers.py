@@ -66,6 +66,7 @@ def _no_path_in(body: str, *paths) -> None:
 # -- item 3: a restart serves the weights loaded at start -------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_restarted_worker_serves_the_weights_loaded_at_start_not_the_file_now(ckpt, tokenizer):
     spec = WorkerSpec((f"m={ckpt}",), "cpu", 1)
     decoder = ProcessDecoder(spec)
@@ -187,6 +188,7 @@ def test_docs_need_nothing_from_elsewhere(ckpt):
 # -- item 1: bounded restarts, then unhealthy -------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_worker_dying_while_its_replacement_loads_is_restarted_again(ckpt):
     spec = WorkerSpec((f"m={ckpt}",), "cpu", 1)
     decoder = ProcessDecoder(spec)
@@ -206,6 +208,7 @@ def test_a_worker_dying_while_its_replacement_loads_is_restarted_again(ckpt):
         decoder.close(30)
 
 
+@pytest.mark.slow
 def test_a_worker_that_cannot_restart_gives_up_and_health_says_failed(ckpt):
     spec = WorkerSpec((f"m={ckpt}",), "cpu", 1)
     decoder = ProcessDecoder(spec)
@@ -229,6 +232,7 @@ def test_a_worker_that_cannot_restart_gives_up_and_health_says_failed(ckpt):
 # -- item 2: a hung worker -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_hung_worker_costs_a_504_at_the_deadline_and_is_restarted(ckpt):
     spec = WorkerSpec((f"m={ckpt}",), "cpu", 1)
     decoder = ProcessDecoder(spec)
@@ -261,6 +265,7 @@ def _decoding_processes(pid: int) -> list[int]:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for the decoding process")
+@pytest.mark.slow
 def test_sigterm_finishes_in_bounded_time_with_a_hung_worker_and_checks_the_host(ckpt):
     port = free_port()
     env = {

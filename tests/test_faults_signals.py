@@ -96,6 +96,7 @@ LONG = "train.max_steps=10000"
     [(signal.SIGTERM, 143, EVERY), (signal.SIGINT, 130, 1)],
     ids=["SIGTERM", "SIGINT-at-a-validation-step"],
 )
+@pytest.mark.slow
 def test_a_signal_saves_the_current_step_and_resuming_equals_the_uninterrupted_run(
     setup, tmp_path, signum, code, every
 ):
@@ -140,6 +141,7 @@ def test_a_signal_saves_the_current_step_and_resuming_equals_the_uninterrupted_r
         assert_clean_metrics(out)  # step `step` validated once, by the resumed run
 
 
+@pytest.mark.slow
 def test_a_second_signal_stops_at_once(setup, tmp_path):
     """SIGINT, then SIGTERM before the first stop is done: SIGTERM's default action ends it."""
     config, _ = setup

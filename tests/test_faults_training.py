@@ -150,12 +150,14 @@ def assert_clean_metrics(out: Path) -> None:
 # -- kill -9, then resume -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_uninterrupted_run_logs_each_step_once(setup):
     _, _, reference = setup
     assert_clean_metrics(reference)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.slow
 def test_kill_at_a_random_moment_then_resume_equals_the_uninterrupted_run(setup, tmp_path, seed):
     _, config, reference = setup
     out = tmp_path / "run"
@@ -172,6 +174,7 @@ def test_kill_at_a_random_moment_then_resume_equals_the_uninterrupted_run(setup,
 
 
 @pytest.mark.parametrize("after_step", [0, 3], ids=["first-write", "a-later-write"])
+@pytest.mark.slow
 def test_kill_during_a_checkpoint_write_then_resume(setup, tmp_path, after_step):
     """SIGKILL the moment a temporary checkpoint file appears: the write is cut in half."""
     _, config, reference = setup
@@ -196,6 +199,7 @@ def test_kill_during_a_checkpoint_write_then_resume(setup, tmp_path, after_step)
 # -- two runs into one folder -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_second_training_into_the_same_folder_fails_at_once(setup, tmp_path):
     root, config, _ = setup
     slow = tmp_path / "slow.yaml"

@@ -82,6 +82,7 @@ def test_the_first_step_starts_from_the_checkpoint_weights(tmp_path, base):
         assert torch.allclose(tensor, state["model"][name], atol=1e-9), name
 
 
+@pytest.mark.slow
 def test_resume_of_a_fine_tuning_is_exact(tmp_path, base):
     extra = ("model.dropout=0.2", "valid.every=4")
     straight = train(tuned(tmp_path / "a", base, *extra, "train.max_steps=8"), **QUIET)

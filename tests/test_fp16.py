@@ -35,6 +35,7 @@ def fp16_on_cpu(monkeypatch):
     monkeypatch.setattr(build_module, "resolve_precision", lambda setting, device: setting)
 
 
+@pytest.mark.slow
 def test_fp16_resume_is_exact_and_keeps_the_loss_scale(tmp_path, tiny_config, fp16_on_cpu):  # noqa: F811
     a, b = straight_and_resumed(
         tiny_config,

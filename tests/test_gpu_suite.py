@@ -57,6 +57,7 @@ def suites(tmp_path_factory):
     return finish(full, root / "full"), finish(stalled, root / "stalled")
 
 
+@pytest.mark.slow
 def test_smoke_writes_every_part_with_a_status_to_json_and_markdown(suites):
     (results, md), _ = suites
     assert results["mode"] == "smoke" and list(results["parts"]) == PARTS

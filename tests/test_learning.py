@@ -61,6 +61,7 @@ def exact_match(model, task: str, vocab: int, beam: int = 1) -> float:
 
 
 @pytest.mark.parametrize("task", ["copy", "reverse"])
+@pytest.mark.slow
 def test_tiny_transformer_learns(task):
     torch.manual_seed(0)
     vocab = 13
@@ -89,6 +90,7 @@ def test_tiny_transformer_learns(task):
 
 
 @pytest.mark.parametrize("task", ["copy", "reverse"])
+@pytest.mark.slow
 def test_rnn_with_attention_learns(task):
     torch.manual_seed(0)
     vocab = 13

@@ -57,6 +57,7 @@ def test_it_exports(capsys, tmp_path):
     assert code == 0, err
 
 
+@pytest.mark.slow
 def test_it_resumes_to_the_uninterrupted_run_s_weights(tmp_path):
     data = require_multi30k(find_data_dir(), ci=os.environ.get("CI") == "true")
     config = tmp_path / "config.yaml"

@@ -52,6 +52,7 @@ def test_validation_perplexity_is_what_evaluate_prints(tmp_path, capsys, shared_
     assert printed(out, "perplexity") == pytest.approx(want, abs=2e-3)
 
 
+@pytest.mark.slow
 def test_validation_bleu_is_what_evaluate_prints_with_the_same_beam(tmp_path, capsys, shared_data):
     torch.set_num_threads(1)
     config = tmp_path / "tiny.yaml"

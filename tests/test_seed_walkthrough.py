@@ -106,6 +106,7 @@ def walkthrough(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", sorted(SEEDS))
+@pytest.mark.slow
 def test_printed_numbers_match_the_seeds(walkthrough, name):
     printed, _ = walkthrough
     got, want = printed[name], SEEDS[name]

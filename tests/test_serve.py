@@ -224,6 +224,7 @@ def test_attention_of_empty_text_is_refused(client):
 # -- a real process --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sigterm_finishes_in_flight_requests_then_exits(ckpt):
     waiting = ("--max-wait-ms", "1500", "--max-gap-ms", "1500")  # the request waits in the batcher
     with live_server(ckpt, extra=(*waiting, "--workers", "2")) as (url, proc):

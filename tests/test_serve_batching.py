@@ -95,6 +95,7 @@ def test_batcher_respects_the_budget_and_survives_errors():
     assert all(sum(4 for _ in c) <= 10 for c in calls) and len(calls) >= 3
 
 
+@pytest.mark.slow
 def test_a_quiet_gap_ends_the_wait_for_company():
     """Jobs arriving within ``max_gap_ms`` of the last one share one call even when the burst lasts
     longer than the gap, and the wait ends a gap after the burst instead of at ``max_wait_ms``; without

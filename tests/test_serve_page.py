@@ -174,6 +174,7 @@ def _check_view(driver, data: dict, tmp_path: Path) -> None:
     assert not errors, errors
 
 
+@pytest.mark.slow
 def test_the_page_translates_and_shows_every_layer_and_head(driver, ckpt, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
@@ -196,6 +197,7 @@ def test_the_page_translates_and_shows_every_layer_and_head(driver, ckpt, tmp_pa
         assert all(r.startswith(url) for r in resources), resources
 
 
+@pytest.mark.slow
 def test_the_page_opens_on_a_caption_and_the_seeds_sentence_is_one_click_away(driver, ckpt):
     """A newcomer first sees an in-domain sentence (Multi30k captions); the seeds' is one click away."""
     from selenium.webdriver.common.by import By
@@ -217,6 +219,7 @@ def test_the_page_opens_on_a_caption_and_the_seeds_sentence_is_one_click_away(dr
         assert driver.find_element(By.ID, "text").get_attribute("value") == SENTENCE
 
 
+@pytest.mark.slow
 def test_the_static_html_file_shows_the_same_view(driver, ckpt, tmp_path, capsys):
     out = tmp_path / "view.html"
     code = main(
@@ -321,6 +324,7 @@ def _check_caption_view(driver, data: dict, tmp_path: Path) -> None:
     assert not errors, errors
 
 
+@pytest.mark.slow
 def test_the_page_captions_an_uploaded_image_one_panel_per_word_and_each_layer_and_head(
     driver, captioner, caption_server, tmp_path
 ):
@@ -357,6 +361,7 @@ def test_the_page_captions_an_uploaded_image_one_panel_per_word_and_each_layer_a
     assert all("status of 422" in e["message"] for e in logged), logged  # the refusal, nothing else
 
 
+@pytest.mark.slow
 def test_the_static_html_file_of_a_caption_shows_the_same_panels(
     driver, captioner, caption_server, tmp_path, capsys
 ):

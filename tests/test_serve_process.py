@@ -46,6 +46,7 @@ def front(ckpt):
     return models
 
 
+@pytest.mark.slow
 def test_the_process_answers_what_the_thread_answers(ckpt, spec, front):
     bodies = [
         ("/v1/translate", {"text": SENTENCES, "beam": 3, "nbest": 2}),  # continuous batching
@@ -66,6 +67,7 @@ def test_the_process_answers_what_the_thread_answers(ckpt, spec, front):
     assert health["model_calls"] >= 2 and health["decode_steps"] > 0 and health["requests_batched"] == 3
 
 
+@pytest.mark.slow
 def test_concurrent_requests_share_model_calls_in_the_process(spec, front):
     bodies = [{"text": s, "beam": 2} for s in SENTENCES]
 
@@ -93,6 +95,7 @@ def _wait_for(condition, seconds: float = 60.0) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_errors_come_back_and_a_dead_process_is_replaced(spec):
     decoder = ProcessDecoder(spec)
     try:
@@ -111,6 +114,7 @@ def test_errors_come_back_and_a_dead_process_is_replaced(spec):
     assert not decoder.workers[0].proc.is_alive()
 
 
+@pytest.mark.slow
 def test_requests_in_flight_when_the_process_dies_fail_with_a_clear_error(spec, front):
     waiting = {"max_wait_ms": 5000, "max_gap_ms": None}  # the request waits in the child's batcher
     decoder = ProcessDecoder(spec, **waiting)
@@ -132,6 +136,7 @@ def test_requests_in_flight_when_the_process_dies_fail_with_a_clear_error(spec, 
         assert again.status_code == 200 and again.json()["translations"][0]["text"]
 
 
+@pytest.mark.slow
 def test_two_workers_share_the_requests_and_one_dying_leaves_the_other_serving(spec, front):
     call = Call.of("tiny", "translate", options=SearchOptions(beam=2))
     one = ProcessDecoder(spec)
@@ -163,6 +168,7 @@ def test_two_workers_share_the_requests_and_one_dying_leaves_the_other_serving(s
     assert first.proc.exitcode == 0 and other.proc.exitcode == 0  # both closed with the app
 
 
+@pytest.mark.slow
 def test_closing_while_a_worker_restarts_stops_the_fresh_child_too(spec):
     decoder = ProcessDecoder(spec)
     worker = decoder.workers[0]

@@ -32,6 +32,7 @@ def _readline(stream, timeout: float) -> str:
     return stream.readline().decode("utf-8").rstrip("\n")
 
 
+@pytest.mark.slow
 def test_each_line_is_translated_before_the_next_arrives(ckpt):
     expected = [t.text for t in Translator.from_checkpoint(ckpt, device="cpu").translate(LINES, beam=2)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(SRC)}
@@ -66,6 +67,7 @@ def test_each_line_is_translated_before_the_next_arrives(ckpt):
         proc.stderr.close()
 
 
+@pytest.mark.slow
 def test_a_file_gives_the_same_lines_as_the_stream(ckpt, tmp_path):
     src = tmp_path / "in.de"
     src.write_text("\n".join(LINES) + "\n", encoding="utf-8")

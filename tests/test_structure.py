@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[1] / "src" / "attnkit"
 CORE = ["cli", "train", "serve", "export", "checkpoint.py"]
 TASK_NAMES = {"translate", "generate", "classify", "caption"}
@@ -98,6 +100,7 @@ def _names_it(path: Path, package: str, words: set[str]) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_each_built_in_task_is_named_only_where_it_registers():
     """Everything about a task lives in its package: outside it, only its registration and the model
     registry name it (``attnkit.tasks.registry``), so a fifth task adds a package, not core edits."""

@@ -170,6 +170,7 @@ def test_resuming_a_bpe_run_with_sampling_is_refused(tmp_path, tiny_config):  # 
 
 
 @pytest.mark.parametrize("accumulate", [1, 2])
+@pytest.mark.slow
 def test_resume_with_sampling_continues_exactly_across_epochs(tmp_path, tiny_config, accumulate):  # noqa: F811
     """8 steps straight == 4 steps, stop, resume, 4 more; the run crosses into a new epoch's draw."""
     common = ["model.dropout=0.1", "valid.every=4", "train.max_tokens=2000", f"train.accumulate={accumulate}"]

@@ -38,6 +38,7 @@ def attnkit(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedP
     )
 
 
+@pytest.mark.slow
 def test_an_installed_task_trains_evaluates_answers_its_verb_and_its_endpoint(installed, tmp_path):
     made = attnkit(installed, tmp_path, "make-reversal", "--out", "data/reversal")
     assert made.returncode == 0, made.stderr

@@ -20,6 +20,7 @@ def read_events(folder):
     return events
 
 
+@pytest.mark.slow
 def test_a_run_writes_its_curves_metrics_and_attention_picture(tmp_path, tiny_config):  # noqa: F811
     cfg = tiny_config(tmp_path, "train.max_steps=10", "valid.every=5", "train.tensorboard=true")
     result = train(cfg, log=lambda m: None)

@@ -86,6 +86,7 @@ def straight_and_resumed(tiny_config, tmp_path, common) -> tuple[dict, dict]:
 
 
 @pytest.mark.parametrize("arch", ["transformer", "rnn"])
+@pytest.mark.slow
 def test_resume_continues_exactly(tmp_path, arch, tiny_config):
     """N steps straight == N/2 steps, stop, resume, N/2 steps: identical weights (dropout on)."""
     model = ["model.preset=tiny", "model.dropout=0.1"] + (
@@ -94,6 +95,7 @@ def test_resume_continues_exactly(tmp_path, arch, tiny_config):
     straight_and_resumed(tiny_config, tmp_path, [*model, "valid.every=4"])
 
 
+@pytest.mark.slow
 def test_resume_continues_exactly_in_bf16_on_a_cpu(tmp_path, tiny_config):
     """train.precision=bf16 on a CPU (autocast): the weights stay float32 and resume is exact."""
     a, _ = straight_and_resumed(
@@ -102,6 +104,7 @@ def test_resume_continues_exactly_in_bf16_on_a_cpu(tmp_path, tiny_config):
     assert {t.dtype for t in a["model"].values() if t.is_floating_point()} == {torch.float32}
 
 
+@pytest.mark.slow
 def test_bf16_on_a_cpu_without_native_bf16_says_it_will_be_slow(tmp_path, tiny_config, monkeypatch):
     build_module = sys.modules["attnkit.train.build"]  # the module (attnkit.train.build is also a function)
     monkeypatch.setattr(build_module, "_cpu_has_bf16", lambda: False)
@@ -171,6 +174,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_two_process_ddp_matches_one_process_on_the_same_global_batch(tmp_path, tiny_config, shared_data):
     """torchrun with 2 gloo processes == 1 process accumulating the same 2 batches per step.
 
@@ -357,6 +361,7 @@ def test_trains_from_a_hugging_face_dataset_and_from_plain_files(tmp_path):
         assert result.step == 2 and result.last_checkpoint.exists()
 
 
+@pytest.mark.slow
 def test_resume_from_the_end_of_an_epoch_starts_the_next_one(tmp_path, tiny_config):
     small = ["data.max_train_pairs=100", "model.dropout=0.1"]
     n = len(

@@ -82,6 +82,7 @@ def test_evaluate_an_lm_checkpoint_on_its_test_split(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.slow
 def test_lm_on_a_text_corpus_plain_or_gzipped(tmp_path, capsys, gz):
     import gzip
 

@@ -31,6 +31,7 @@ def same_translations(got, want) -> None:
         assert [s for _, s in g.nbest] == pytest.approx([s for _, s in w.nbest], abs=1e-5)
 
 
+@pytest.mark.slow
 def test_compiled_translations_equal_the_eager_ones(runs):
 
     eager = Translator.from_checkpoint(runs.ckpt, device="cpu")
@@ -86,6 +87,7 @@ def test_cli_compile_refusals_are_one_line(capsys, monkeypatch, runs, extra, fra
     assert_user_error(code, err, fragment)
 
 
+@pytest.mark.slow
 def test_a_served_compiled_model_decodes_whole_batches(runs):
     # serve --compile on a GPU: requests decode as whole batches through the compiled step (joining
     # a running search needs growing caches), with the eager answers.
@@ -113,6 +115,7 @@ def test_serve_compile_refusals_are_one_line(capsys, runs):
     assert_user_error(code, err, "--compile", "GPU only", "--engine ctranslate2")
 
 
+@pytest.mark.slow
 def test_a_compiled_language_model_and_captioner_give_the_eager_results():
     # generate --compile and caption --compile: the same decode dispatch, the same step compiled.
     import torch

@@ -32,6 +32,7 @@ def wmt14_dir(shared_data, tmp_path_factory):
 
 @pytest.mark.filterwarnings("ignore:joint corpus too small")  # a 400-pair corpus has no 37k pieces
 @pytest.mark.parametrize("name", ["base", "big"])
+@pytest.mark.slow
 def test_the_papers_config_prepares_and_trains(name, wmt14_dir, tmp_path):
     path = CONFIGS / f"wmt14_en_de_{name}.yaml"
     raw = yaml.safe_load(path.read_text())
