@@ -28,7 +28,7 @@ from .search import run_search
 
 
 def length_penalty(length: int, alpha: float) -> float:
-    """lp(Y) = ((5 + |Y|) / 6) ^ alpha; score = log P(Y | X) / lp(Y). alpha = 0 disables it."""
+    """``lp(Y) = ((5 + len(Y)) / 6) ** alpha``; ``score = log P(Y | X) / lp(Y)``. alpha = 0 disables it."""
     return ((5.0 + length) / 6.0) ** alpha
 
 
