@@ -27,7 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from .errors import CheckpointError, ConfigError
-from .files import atomic_write, describe_os_error, os_error_in
+from .files import atomic_copy, atomic_write, describe_os_error, os_error_in
 from .model.registry import ARCHS
 
 if TYPE_CHECKING:
@@ -57,6 +57,15 @@ def save_checkpoint(state: dict[str, Any], path: str | Path) -> Path:
             raise
         raise CheckpointError(f"cannot write checkpoint {path}: {describe_os_error(cause)}") from None
     return path
+
+
+def copy_checkpoint(src: str | Path, dst: str | Path) -> Path:
+    """Copy the checkpoint file ``src`` to ``dst`` atomically (its checksums travel with it), with
+    :func:`save_checkpoint`'s one-line error; much faster than saving the same state again."""
+    try:
+        return atomic_copy(src, dst)
+    except OSError as e:
+        raise CheckpointError(f"cannot write checkpoint {dst}: {describe_os_error(e)}") from None
 
 
 def _tensors(obj: Any, prefix: str = "") -> Iterator[tuple[str, Tensor]]:

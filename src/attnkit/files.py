@@ -99,6 +99,14 @@ def atomic_write(
         raise
 
 
+def atomic_copy(src: str | os.PathLike, dst: str | os.PathLike) -> Path:
+    """Copy the file ``src`` to ``dst`` as :func:`atomic_write` writes: whole or not at all, ``dst``
+    an independent file (not a link that a later write in place would change too)."""
+    with open(src, "rb") as f, atomic_write(dst, "wb") as out:
+        shutil.copyfileobj(f, out, length=16 << 20)
+    return Path(dst)
+
+
 def _remove_stale_temporaries(path: Path) -> None:
     """Remove the ``.NAME.PID.XXXX.tmp`` files of writers of ``path`` that were killed mid-write."""
     prefix = f".{path.name}."

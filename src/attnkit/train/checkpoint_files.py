@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..checkpoint import average_checkpoints, save_checkpoint
+from ..checkpoint import average_checkpoints, copy_checkpoint, save_checkpoint
 
 
 class CheckpointFiles:
@@ -20,12 +20,14 @@ class CheckpointFiles:
         self.last, self.best = out / "checkpoint_last.pt", out / "checkpoint_best.pt"
 
     def save(self, state: dict[str, Any], step: int, *, improved: bool) -> None:
-        """Write the validated state of ``step``; step checkpoints beyond ``keep_last`` go."""
+        """Write the validated state of ``step`` once, as checkpoint_last.pt; the best and step
+        checkpoints of the same step are copies of that file (as fairseq copies its checkpoint_last:
+        serializing a big model is the slow part). Step checkpoints beyond ``keep_last`` go."""
         save_checkpoint(state, self.last)
         if improved:
-            save_checkpoint(state, self.best)
+            copy_checkpoint(self.last, self.best)
         if self.keep_last:
-            save_checkpoint(state, self.out / f"checkpoint_step{step}.pt")
+            copy_checkpoint(self.last, self.out / f"checkpoint_step{step}.pt")
             for old in self.steps()[: -self.keep_last]:
                 old.unlink()
 
