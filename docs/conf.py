@@ -3,7 +3,8 @@
 Sphinx, because sphinx-gallery runs every tutorial (``docs/tutorials/plot_*.py``) at build time and
 draws its figures then, as PyTorch's and scikit-learn's tutorials are built; MyST reads the Markdown
 pages the repository already keeps; sphinx-argparse writes the command reference from the parsers
-themselves; the config reference is generated from the config classes (``_ext/config_reference.py``).
+themselves; the config reference is generated from the config classes (``_ext/config_reference.py``), the
+HTTP reference from the server's OpenAPI schema (``_ext/http_reference.py``).
 Warnings are errors (``-W``): a broken link or a failing tutorial fails the build.
 """
 
@@ -25,6 +26,7 @@ extensions = [
     "sphinxarg.ext",
     "sphinx_gallery.gen_gallery",
     "config_reference",
+    "http_reference",
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = ["_build", "tutorials/README.rst", "learn/*.ipynb", "learn/*.py", "learn/*.zip"]

@@ -32,12 +32,14 @@ def build(out: Path) -> Path:
 def test_the_site_builds_and_a_browser_opens_each_tutorial_with_its_figures(tmp_path, driver):  # noqa: F811
     """One test: the build writes into docs/ (the gallery's pages), so two at once would collide."""
     site = build(tmp_path)
-    for page in ("index", "READING", "reference/cli", "reference/config", "reference/api", "learn/index"):
+    for page in ("index", "READING", "reference/cli", "reference/config", "reference/http", "learn/index"):
         assert (site / f"{page}.html").is_file(), page
     cli = (site / "reference" / "cli.html").read_text(encoding="utf-8")
     assert "--max-len-a" in cli and "make-shapes" in cli  # generated from the parsers
     config = (site / "reference" / "config.html").read_text(encoding="utf-8")
     assert "bidirectional_epochs" in config and "label_smoothing" in config  # from the config classes
+    http = (site / "reference" / "http.html").read_text(encoding="utf-8")
+    assert all(f"/v1/{e}" in http for e in ("translate", "attention", "generate", "classify", "caption"))
     tutorials = sorted((ROOT / "docs" / "tutorials").glob("plot_*.py"))
     pages = [site / "learn" / f"{t.stem}.html" for t in tutorials]
     assert len(pages) >= 4 and all(p.is_file() for p in pages)
