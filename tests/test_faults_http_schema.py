@@ -121,6 +121,8 @@ def test_the_schema_offers_only_what_a_loaded_model_serves(client):
     assert set(spec["paths"]) == {"/health", "/v1/models", "/v1/translate", "/v1/attention", "/v1/generate"}
     r = client.post("/v1/classify", json={"text": "A dog"})
     assert r.status_code == 422 and "needs a classifier" in r.json()["error"]
+    model = spec["components"]["schemas"]["TranslateRequest"]["properties"]["model"]
+    assert model["anyOf"] == [{"type": "string", "enum": ["translation_step3"]}, {"type": "null"}]
     text = spec["components"]["schemas"]["AttentionRequest"]["properties"]["text"]
     assert text["pattern"] == r"\S"
     assert client.post("/v1/attention", json={"text": " "}).status_code == 422

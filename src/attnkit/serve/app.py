@@ -190,8 +190,9 @@ def _lifespan(server: Server, start: Callable[[], Any], say: Callable[[str], Non
 
 def _state_what_is_served(app: FastAPI, server: Server) -> None:
     """The OpenAPI schema says what this server takes: its limits where they are tighter than the
-    options' declared bounds (a beam up to ``max_beam``, not 256), and only the endpoints a loaded
-    model serves (another answers 422, naming what it needs). A request the schema calls valid is taken."""
+    options' declared bounds (a beam up to ``max_beam``, not 256), the names its ``model`` fields take,
+    and only the endpoints a loaded model serves (another answers 422, naming what it needs). A
+    request the schema calls valid is taken."""
     limits = server.limits
     caps = {"beam": limits.max_beam, "nbest": min(limits.max_beam, limits.max_samples)}
     served = {m.task for m in server.models}
@@ -213,12 +214,30 @@ def _state_what_is_served(app: FastAPI, server: Server) -> None:
                 for parameter in path.get("post", {}).get("parameters", []):
                     if parameter.get("name") in caps:
                         cap(parameter.setdefault("schema", {}), caps[parameter["name"]])
+            _name_the_models(spec, server)
             for path in unserved:
                 spec.get("paths", {}).pop(path, None)
             app.openapi_schema = spec
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _name_the_models(spec: dict[str, Any], server: Server) -> None:
+    """Each endpoint's ``model`` field (body or query) lists the loaded models that serve it; null
+    stays the endpoint's default model."""
+    schemas = spec.get("components", {}).get("schemas", {})
+    for path, methods in spec.get("paths", {}).items():
+        task = next((t for t in tasks() if path.removeprefix("/v1/") in t.endpoints), None)
+        if task is None:
+            continue
+        names = [m.name for m in server.models if m.task == task.name]
+        for op in methods.values():
+            fields = [p.setdefault("schema", {}) for p in op.get("parameters", []) if p["name"] == "model"]
+            body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema", {})
+            in_body = schemas.get(body.get("$ref", "").split("/")[-1], {}).get("properties", {}).get("model")
+            for field in fields + ([in_body] if in_body else []):
+                field["anyOf"] = [{"type": "string", "enum": names}, {"type": "null"}]
 
 
 def _add_core_routes(app: FastAPI, server: Server) -> None:
