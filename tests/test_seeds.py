@@ -4,6 +4,7 @@ import torch
 
 from attnkit.attention import attention_scores, basic_self_attention, scaled_dot_product_attention
 from attnkit.positional import sinusoidal_encoding
+from seed_numbers import SEEDS
 
 # "can you help me to translate this sentence" as seed 000 maps it to integers.
 SENTENCE = torch.tensor([0, 7, 1, 2, 5, 6, 4, 3])
@@ -17,26 +18,7 @@ def seed_embedding() -> torch.Tensor:
 
 def test_seed000_basic_self_attention_context_vector_of_word_2():
     z, alpha = basic_self_attention(seed_embedding())
-    expected = torch.tensor(
-        [
-            -9.3975e-01,
-            -4.6856e-01,
-            1.0311e00,
-            -2.8192e-01,
-            4.9373e-01,
-            -1.2896e-02,
-            -2.7327e-01,
-            -7.6358e-01,
-            1.3958e00,
-            -9.9543e-01,
-            -7.1287e-04,
-            1.2449e00,
-            -7.8077e-02,
-            1.2765e00,
-            -1.4589e00,
-            -2.1601e00,
-        ]
-    )
+    expected = torch.tensor(SEEDS["basic_context_2"])
     torch.testing.assert_close(z[1], expected, atol=1e-4, rtol=0)
     torch.testing.assert_close(alpha.sum(dim=1), torch.ones(8))
 
@@ -60,34 +42,13 @@ def test_seed000_scaled_dot_product_attention():
 
     omega = attention_scores(q, k)
     assert abs(omega[1, 2].item() - 14.3667) < 1e-4
-    expected_omega_2 = torch.tensor([-25.1623, 9.3602, 14.3667, 32.1482, 53.8976, 46.6626, -1.2131, -32.9392])
+    expected_omega_2 = torch.tensor(SEEDS["omega_2"])
     torch.testing.assert_close(omega[1], expected_omega_2, atol=1e-4, rtol=0)
 
     out, weights = scaled_dot_product_attention(q, k, v)
-    expected_weights_2 = torch.tensor(
-        [2.2317e-09, 1.2499e-05, 4.3696e-05, 3.7242e-03, 8.5596e-01, 1.4026e-01, 8.8897e-07, 3.1935e-10]
-    )
+    expected_weights_2 = torch.tensor(SEEDS["attention_weights_2"])
     torch.testing.assert_close(weights[1], expected_weights_2, atol=1e-4, rtol=1e-3)
-    expected_context_2 = torch.tensor(
-        [
-            -1.2226,
-            -3.4387,
-            -4.3928,
-            -5.2125,
-            -1.1249,
-            -3.3041,
-            -1.4316,
-            -3.2765,
-            -2.5114,
-            -2.6105,
-            -1.5793,
-            -2.8433,
-            -2.4142,
-            -0.3998,
-            -1.9917,
-            -3.3499,
-        ]
-    )
+    expected_context_2 = torch.tensor(SEEDS["context_vector_2"])
     torch.testing.assert_close(out[1], expected_context_2, atol=1e-4, rtol=0)
 
 
@@ -100,26 +61,7 @@ def test_seed000_multihead_key_of_word_2_head_3():
     torch.rand(8, d, d)  # multihead_U_query
     multihead_U_key = torch.rand(8, d, d)
     keys = x @ multihead_U_key.transpose(1, 2)  # (H, T, d): keys[h, i] = U_k_h x_i
-    expected = torch.tensor(
-        [
-            -1.9619,
-            -0.7701,
-            -0.7280,
-            -1.6840,
-            -1.0801,
-            -1.6778,
-            0.6763,
-            0.6547,
-            1.4445,
-            -2.7016,
-            -1.1364,
-            -1.1204,
-            -2.4430,
-            -0.5982,
-            -0.8292,
-            -1.4401,
-        ]
-    )
+    expected = torch.tensor(SEEDS["multihead_key_word2_head3"])
     torch.testing.assert_close(keys[2, 1], expected, atol=1e-4, rtol=0)
 
 

@@ -38,14 +38,7 @@ def test_the_core_never_names_a_task():
     named = []
     for path in python_files(*CORE):
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        docstrings = {
-            id(node.body[0].value)
-            for node in ast.walk(tree)
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-            and node.body
-            and isinstance(node.body[0], ast.Expr)
-            and isinstance(node.body[0].value, ast.Constant)
-        }
+        docstrings = _docstrings(tree)
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and node.value in TASK_NAMES and id(node) not in docstrings:
                 named.append(f"{path.relative_to(SRC)}:{node.lineno} {node.value!r}")

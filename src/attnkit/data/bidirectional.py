@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import ConfigError
 from .encoded import Encoded
+from .store import Pairs
 
 if TYPE_CHECKING:
     from ..config import Experiment
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 Pair = tuple[list[int], list[int]]  # (source ids, target ids) of one training example
 
 
-class BidirectionalPairs(Sequence[Pair]):
+class BidirectionalPairs(Pairs):
     """``pairs`` followed by each pair reversed: example ``N + i`` is ``(pairs[i][1], pairs[i][0])``.
 
     Bidirectional training (Ding et al., 2021) reads target -> source as well as source -> target;
@@ -37,17 +38,8 @@ class BidirectionalPairs(Sequence[Pair]):
     def __len__(self) -> int:
         return 2 * len(self.pairs)
 
-    @overload
-    def __getitem__(self, i: int) -> Pair: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Pair]: ...
-    def __getitem__(self, i: int | slice) -> Pair | list[Pair]:
-        if isinstance(i, slice):  # Sequence's contract; training reads one example at a time
-            return [self[j] for j in range(*i.indices(len(self)))]
+    def pair(self, i: int) -> Pair:
         n = len(self.pairs)
-        if not -2 * n <= i < 2 * n:
-            raise IndexError(i)
-        i %= 2 * n
         s, t = self.pairs[i % n]
         return (s, t) if i < n else (t, s)
 

@@ -57,7 +57,27 @@ def concat(parts: Iterable[np.ndarray], dtype: np.dtype) -> np.ndarray:
     return np.concatenate(chunks).astype(dtype, copy=False) if chunks else np.zeros(0, dtype=dtype)
 
 
-class PairStore(Sequence[Pair]):
+class Pairs(Sequence[Pair]):
+    """Pairs read one at a time: a subclass gives ``__len__`` and ``pair(i)`` for 0 <= i < len;
+    indexing (negative indices, slices, IndexError) is this class's, Sequence's contract."""
+
+    def pair(self, i: int) -> Pair:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, i: int) -> Pair: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Pair]: ...
+    def __getitem__(self, i: int | slice) -> Pair | list[Pair]:
+        n = len(self)
+        if isinstance(i, slice):  # training reads one example at a time
+            return [self.pair(j) for j in range(*i.indices(n))]
+        if not -n <= i < n:
+            raise IndexError(i)
+        return self.pair(i % n)
+
+
+class PairStore(Pairs):
     """N encoded pairs, each read as ``(source ids, target ids)``; ``corpus[i]`` says which of the
     run's training corpora pair ``i`` came from (0 = the main one, k = ``data.mix`` entry k)."""
 
@@ -74,16 +94,7 @@ class PairStore(Sequence[Pair]):
     def __len__(self) -> int:
         return len(self.src.offsets) - 1
 
-    @overload
-    def __getitem__(self, i: int) -> Pair: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Pair]: ...
-    def __getitem__(self, i: int | slice) -> Pair | list[Pair]:
-        if isinstance(i, slice):  # Sequence's contract; training reads one example at a time
-            return [self[j] for j in range(*i.indices(len(self)))]
-        if not -len(self) <= i < len(self):
-            raise IndexError(i)
-        i %= len(self)
+    def pair(self, i: int) -> Pair:
         return self.src[i], self.tgt[i]
 
     def lengths(self) -> np.ndarray:
@@ -93,7 +104,7 @@ class PairStore(Sequence[Pair]):
         return np.stack([self.src.lengths, self.tgt.lengths], axis=1)
 
 
-class Subset(Sequence[Pair]):
+class Subset(Pairs):
     """The pairs of ``store`` at ``rows`` (e.g. those under ``data.max_len``), without copying them."""
 
     def __init__(self, store: Sequence[Pair], rows: np.ndarray):
@@ -102,11 +113,5 @@ class Subset(Sequence[Pair]):
     def __len__(self) -> int:
         return len(self.rows)
 
-    @overload
-    def __getitem__(self, i: int) -> Pair: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Pair]: ...
-    def __getitem__(self, i: int | slice) -> Pair | list[Pair]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
+    def pair(self, i: int) -> Pair:
         return self.store[int(self.rows[i])]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from ..errors import ConfigError
 from . import bidirectional
 from .encoded import Encoded
 from .pairs import text_filter
+from .store import Pairs
 from .tokenizer import SubwordTokenizer
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ class EncodedCorpus:
     pairs: list[tuple[str, str]]  # the kept examples' text, in the same order
 
 
-class SampledPairs(Sequence[Pair]):
+class SampledPairs(Pairs):
     """``corpus.examples`` as one epoch's subword sampling draws them, each example when it is read.
 
     Example ``i``'s draw depends on (seed, i) alone (the trainer passes the run's seed and the epoch),
@@ -61,13 +62,7 @@ class SampledPairs(Sequence[Pair]):
     def __len__(self) -> int:
         return len(self.corpus.examples)
 
-    @overload
-    def __getitem__(self, i: int) -> Pair: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Pair]: ...
-    def __getitem__(self, i: int | slice) -> Pair | list[Pair]:
-        if isinstance(i, slice):  # Sequence's contract; training reads one example at a time
-            return [self[j] for j in range(*i.indices(len(self)))]
+    def pair(self, i: int) -> Pair:
         s_text, t_text = self.corpus.pairs[i]
         (s,) = self.tokenizer.sample_batch(
             [s_text], "src", nbest=self.nbest, alpha=self.alpha, u=self.u[i, :1]
