@@ -222,3 +222,24 @@ def test_a_command_killed_while_it_writes_loses_nothing_and_a_rerun_finishes(tmp
     assert done.returncode == 0, done.stderr
     assert complete(out)
     assert not [p.name for p in work.iterdir() if p.name.startswith(f".{out.name}.")]  # nothing left over
+
+
+def test_a_probe_left_by_a_killed_command_goes_with_the_next_check(tmp_path):
+    from attnkit.files import check_output_path
+
+    stale = tmp_path / f".out.pt.{dead_pid()}.x1.probe"  # killed while checking it could write
+    stale.write_text("")
+    check_output_path(tmp_path / "out.pt")
+    assert not stale.exists()
+
+
+def test_an_export_killed_before_it_took_its_lock_leaves_nothing(tmp_path):
+    from attnkit.export.output import WORK_TAG, remove_stale_work
+
+    killed = tmp_path / f".model.ct2{WORK_TAG}{dead_pid()}.abc"  # killed before its .lock existed
+    killed.mkdir()
+    kept = tmp_path / f".model.ct2{WORK_TAG}mine"  # no lock and no export's pid: not provably ours
+    kept.mkdir()
+    (kept / "notes.txt").write_text("someone's")
+    remove_stale_work(tmp_path / "model.ct2")
+    assert not killed.exists() and (kept / "notes.txt").read_text() == "someone's"

@@ -48,8 +48,9 @@ def check_output_path(path: str | os.PathLike, *, what: str = "output", make_fol
         full = False
     if full:
         raise ConfigError(f"{what} {path}: no space left on device in {folder}")
+    _remove_stale_temporaries(path)
     try:
-        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=folder)
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".probe", dir=folder)
     except OSError as e:
         raise ConfigError(f"{what} {path}: cannot write into {folder} ({e.strerror or e})") from None
     os.close(fd)
@@ -108,12 +109,14 @@ def atomic_copy(src: str | os.PathLike, dst: str | os.PathLike) -> Path:
 
 
 def _remove_stale_temporaries(path: Path) -> None:
-    """Remove the ``.NAME.PID.XXXX.tmp`` files of writers of ``path`` that were killed mid-write."""
+    """Remove the ``.NAME.PID.XXXX.tmp`` files (and ``.probe`` files) of writers of ``path`` that were
+    killed mid-write."""
     prefix = f".{path.name}."
-    for tmp in path.parent.glob(f"{glob.escape(prefix)}*.tmp"):
-        pid = tmp.name[len(prefix) :].split(".", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            tmp.unlink(missing_ok=True)
+    for suffix in (".tmp", ".probe"):
+        for tmp in path.parent.glob(f"{glob.escape(prefix)}*{suffix}"):
+            pid = tmp.name[len(prefix) :].split(".", 1)[0]
+            if pid.isdigit() and not alive(int(pid)):
+                tmp.unlink(missing_ok=True)
 
 
 def _default_mode(path: Path) -> int:
@@ -219,7 +222,7 @@ def remove_stale_partials(path: Path) -> None:
     for suffix in ("old", "partial"):
         for found in path.parent.glob(f".{path.name}.{suffix}-*"):
             pid = found.name.rsplit("-", 1)[-1]
-            if not pid.isdigit() or _alive(int(pid)):
+            if not pid.isdigit() or alive(int(pid)):
                 continue
             if suffix == "old" and not path.exists():
                 found.rename(path)  # killed mid-swap: the earlier folder comes back
@@ -227,7 +230,7 @@ def remove_stale_partials(path: Path) -> None:
                 shutil.rmtree(found, ignore_errors=True)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

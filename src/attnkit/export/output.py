@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..files import alive
 
 try:
     import fcntl
@@ -80,7 +81,7 @@ def write_then_swap(output: Path, write: Callable[[Path], None], fmt: str) -> Pa
     """Write into a fresh sibling folder, then move it to ``output`` (replacing an old one last)."""
     output.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_work(output)
-    work = Path(tempfile.mkdtemp(prefix=f".{output.name}{WORK_TAG}", dir=output.parent))
+    work = Path(tempfile.mkdtemp(prefix=f".{output.name}{WORK_TAG}{os.getpid()}.", dir=output.parent))
     with _locked(work / LOCK):
         try:
             model = work / "model"
@@ -183,8 +184,12 @@ def remove_stale_work(output: Path) -> list[Path]:
         if not folder.name.startswith(prefix) or folder.is_symlink() or not folder.is_dir():
             continue
         try:
-            fd = os.open(folder / LOCK, os.O_RDWR)  # no .lock: not provably ours, left alone
-        except OSError:
+            fd = os.open(folder / LOCK, os.O_RDWR)
+        except OSError:  # no .lock: ours only if named by an export whose process is gone
+            pid = folder.name[len(prefix) :].split(".", 1)[0]
+            if pid.isdigit() and not alive(int(pid)):  # killed before it took its lock
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder)
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
