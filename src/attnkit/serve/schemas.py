@@ -8,14 +8,16 @@ Requests are strict (a string where a number belongs is refused, not converted) 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic.fields import FieldInfo
 
 from ..decoding.options import _DEFAULTS as SEARCH_DEFAULTS
 from ..decoding.options import BOUNDS, HELP, SearchOptions
 
 SEARCH_FIELDS = tuple(SEARCH_DEFAULTS)  # every field of SearchOptions, in order
+_SEARCH = SearchOptions()  # its defaults
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,43 @@ class Request(BaseModel):
         return value
 
 
-class Searched:
-    """A request whose fields include every SearchOptions field (each declared with :func:`option`)."""
+class Searched(BaseModel):
+    """A request that takes a search: every :class:`~attnkit.decoding.SearchOptions` field, declared
+    here once with its name, bounds and description. A task's request subclasses it and states only
+    what differs: ``search``, its defaults (its task's SearchOptions), and ``search_aliases``, the
+    names a field had before."""
+
+    search: ClassVar[SearchOptions | None] = None
+    search_aliases: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    beam: int = Field(_SEARCH.beam)
+    nbest: int = Field(_SEARCH.nbest)
+    length_penalty: float = Field(_SEARCH.length_penalty)
+    max_len_a: float = Field(_SEARCH.max_len_a)
+    max_len_b: int = Field(_SEARCH.max_len_b)
+    min_length: int = Field(_SEARCH.min_length)
+    no_repeat_ngram_size: int = Field(_SEARCH.no_repeat_ngram_size)
+    repetition_penalty: float = Field(_SEARCH.repetition_penalty)
+    sample: bool = Field(_SEARCH.sample)
+    temperature: float = Field(_SEARCH.temperature)
+    top_k: int = Field(_SEARCH.top_k)
+    top_p: float = Field(_SEARCH.top_p)
+    seed: int = Field(_SEARCH.seed)
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        """Each search field gets its bounds, description, the task's default and aliases."""
+        super().__pydantic_init_subclass__(**kwargs)
+        fields = cls.model_fields
+        own = {name: field for name, field in fields.items() if name not in SEARCH_FIELDS}
+        search = {
+            name: FieldInfo.merge_field_infos(
+                fields[name], option(name, cls.search, *cls.search_aliases.get(name, ()))
+            )
+            for name in SEARCH_FIELDS
+        }
+        cls.__pydantic_fields__ = own | search  # the request's own fields first, as a reader expects
+        cls.model_rebuild(force=True)
 
     def search_options(self) -> SearchOptions:
         """The request's search, checked as every other search is (a ConfigError answers 422)."""

@@ -7,16 +7,16 @@ from typing import Annotated, Any
 
 from fastapi import FastAPI, Query
 from fastapi import Request as HTTPRequest
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from ...serve.decoder import Call
 from ...serve.errors import ServeError
-from ...serve.schemas import Searched, option
+from ...serve.schemas import Searched
 from .captioner import SEARCH
 from .served import CaptionerServed
 
 
-class CaptionQuery(BaseModel, Searched):
+class CaptionQuery(Searched):
     """``/v1/caption``'s query (the body is the image): every field of SearchOptions, a captioner's
     defaults. Not strict: a query's values arrive as text."""
 
@@ -24,19 +24,7 @@ class CaptionQuery(BaseModel, Searched):
 
     model: str | None = Field(None, description="a name from GET /v1/models; default: the first captioner")
     attention: bool = Field(False, description="also every layer's and head's attention over the regions")
-    beam: int = option("beam", SEARCH)
-    nbest: int = option("nbest", SEARCH)
-    length_penalty: float = option("length_penalty", SEARCH)
-    max_len_a: float = option("max_len_a", SEARCH)
-    max_len_b: int = option("max_len_b", SEARCH)
-    min_length: int = option("min_length", SEARCH)
-    no_repeat_ngram_size: int = option("no_repeat_ngram_size", SEARCH)
-    repetition_penalty: float = option("repetition_penalty", SEARCH)
-    sample: bool = option("sample", SEARCH)
-    temperature: float = option("temperature", SEARCH)
-    top_k: int = option("top_k", SEARCH)
-    top_p: float = option("top_p", SEARCH)
-    seed: int = option("seed", SEARCH)
+    search = SEARCH  # this task's defaults
 
 
 def add_routes(app: FastAPI, server: Any) -> None:

@@ -11,7 +11,7 @@ from pydantic import Field
 from ...decoding.sampling import seeded_generator
 from ...serve.decoder import Call
 from ...serve.errors import ServeError
-from ...serve.schemas import Request, Searched, option
+from ...serve.schemas import Request, Searched
 from .generator import SEARCH
 from .served import LanguageModelServed
 
@@ -21,20 +21,8 @@ class GenerateRequest(Request, Searched):
     model: str | None = Field(
         None, description="a name from GET /v1/models; default: the first language model"
     )
-    # The search: every field of SearchOptions, its name and bounds, a language model's defaults.
-    beam: int = option("beam", SEARCH)
-    nbest: int = option("nbest", SEARCH, "num_samples")
-    length_penalty: float = option("length_penalty", SEARCH)
-    max_len_a: float = option("max_len_a", SEARCH)
-    max_len_b: int = option("max_len_b", SEARCH, "max_new_tokens", "max_tokens")
-    min_length: int = option("min_length", SEARCH)
-    no_repeat_ngram_size: int = option("no_repeat_ngram_size", SEARCH)
-    repetition_penalty: float = option("repetition_penalty", SEARCH)
-    sample: bool = option("sample", SEARCH)
-    temperature: float = option("temperature", SEARCH)
-    top_k: int = option("top_k", SEARCH)
-    top_p: float = option("top_p", SEARCH)
-    seed: int = option("seed", SEARCH)
+    search = SEARCH  # this task's defaults
+    search_aliases = {"nbest": ("num_samples",), "max_len_b": ("max_new_tokens", "max_tokens")}
     stream: bool = Field(
         False,
         description="answer as Server-Sent Events: a 'token' event per token as it is chosen, then a "

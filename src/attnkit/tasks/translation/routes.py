@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, WithJsonSchema
 
 from ...serve.decoder import Call
 from ...serve.errors import ServeError
-from ...serve.schemas import Limits, Request, Searched, option
+from ...serve.schemas import Limits, Request, Searched
 from .served import TranslationModel
 
 
@@ -26,20 +26,6 @@ class TranslateRequest(Request, Searched):
         description="each translation's first words, forced: one string for every sentence, or a list "
         "with one per sentence ('' for none)",
     )
-    # The search: every field of attnkit.decoding.SearchOptions, its name, default and bounds.
-    beam: int = option("beam")
-    nbest: int = option("nbest")
-    length_penalty: float = option("length_penalty")
-    max_len_a: float = option("max_len_a")
-    max_len_b: int = option("max_len_b")
-    min_length: int = option("min_length")
-    no_repeat_ngram_size: int = option("no_repeat_ngram_size")
-    repetition_penalty: float = option("repetition_penalty")
-    sample: bool = option("sample")
-    temperature: float = option("temperature")
-    top_k: int = option("top_k")
-    top_p: float = option("top_p")
-    seed: int = option("seed")
 
 
 class AttentionRequest(Request):
