@@ -12,10 +12,16 @@ Legend: N target tokens, D model width, V vocabulary, C tokens per chunk.
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
+from .checkpoint import unwrap
+from .errors import ConfigError
 from .loss import LossOutput
 
 CHUNK = 4096  # tokens per chunk: (C, V) float32 logits, 0.6 GB at V = 37,000
@@ -88,3 +94,49 @@ def linear_label_smoothed_cross_entropy(
         hidden.reshape(-1, D), weight, bias, target, real, float(epsilon), int(chunk)
     )
     return LossOutput(loss, nll, int(real.sum()))
+
+
+@dataclass(frozen=True)
+class ChunkedLoss:
+    """``train.output_loss_chunk``: the label-smoothed loss with the output layer inside it, ``chunk``
+    tokens at a time (the trainer passes it as a task's ``loss_fn``; :func:`output_loss` tells it
+    from a loss of logits)."""
+
+    chunk: int = CHUNK
+
+    def __call__(self, hidden: Tensor, output: nn.Linear, target: Tensor, *, epsilon: float, pad_id: int):
+        return linear_label_smoothed_cross_entropy(
+            hidden, output.weight, target, epsilon=epsilon, pad_id=pad_id, bias=output.bias, chunk=self.chunk
+        )
+
+
+def output_loss(
+    model: nn.Module,
+    inputs: tuple[Tensor, ...],
+    target: Tensor,
+    loss_fn: Callable[..., LossOutput],
+    *,
+    epsilon: float,
+    pad_id: int,
+) -> LossOutput:
+    """A task's loss of ``model(*inputs)`` against target (B, T): a loss of its logits (B, T, V), or,
+    when ``loss_fn`` is a :class:`ChunkedLoss`, of its last hidden states (B, T, D) and its output
+    layer, which the loss applies a chunk at a time (the model must take ``project=False``)."""
+    if isinstance(loss_fn, ChunkedLoss):
+        hidden = model(*inputs, project=False)  # (B, T, D): through the wrappers, so DDP syncs
+        output = unwrap(model).output_proj
+        assert isinstance(output, nn.Linear)
+        return loss_fn(hidden, output, target, epsilon=epsilon, pad_id=pad_id)
+    return loss_fn(model(*inputs), target, epsilon=epsilon, pad_id=pad_id)
+
+
+def chunked_loss(model: nn.Module, chunk: int) -> ChunkedLoss:
+    """``train.output_loss_chunk``'s loss for ``model``, or one ConfigError when the model cannot
+    give its hidden states before an output layer (the RNN, the classifier)."""
+    takes = "project" in inspect.signature(model.forward).parameters
+    if not takes or not isinstance(getattr(model, "output_proj", None), nn.Linear):
+        raise ConfigError(
+            f"train.output_loss_chunk: a {type(model).__name__} cannot give its hidden states before its "
+            "output layer; set it to 0"
+        )
+    return ChunkedLoss(chunk)

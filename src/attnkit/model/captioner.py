@@ -190,6 +190,7 @@ class CaptionTransformer(TargetDecoder):
         mask = torch.ones(B, 1, 1, R, dtype=torch.bool, device=memory.device)  # (B, 1, 1, R)
         return EncoderOutput(memory, mask, weights)
 
-    def forward(self, images: Tensor, tgt_in: Tensor) -> Tensor:
-        """Teacher forcing: logits (B, T, V) for every position of tgt_in (B, T) = bos + caption."""
-        return self.decode(tgt_in, self.init_state(self.encode(images))).logits
+    def forward(self, images: Tensor, tgt_in: Tensor, *, project: bool = True) -> Tensor:
+        """Teacher forcing: logits (B, T, V) for every position of tgt_in (B, T) = bos + caption
+        (``project=False``: the hidden states (B, T, D) the output layer maps to them)."""
+        return self.decode(tgt_in, self.init_state(self.encode(images)), project=project).logits

@@ -73,11 +73,14 @@ class TransformerLM(nn.Module):
             return LMState([cache.cache() for _ in self.layers], batch_size, layout=cache)
         return LMState([cache() for _ in self.layers], batch_size)
 
-    def decode(self, tokens: Tensor, state: LMState, *, need_weights: bool = False) -> DecoderOutput:
-        """tokens (N, T) at positions len(state).. -> logits (N, T, V); the state grows by T."""
+    def decode(
+        self, tokens: Tensor, state: LMState, *, need_weights: bool = False, project: bool = True
+    ) -> DecoderOutput:
+        """tokens (N, T) at positions len(state).. -> logits (N, T, V); the state grows by T
+        (``project=False``: the hidden states (N, T, D), as the Transformer's ``decode``)."""
         if state.layout is not None:
             return decode_fixed(self, tokens, state, state.layout, need_weights)
-        return self.layers_forward(self.embed(tokens, len(state)), state, None, need_weights)
+        return self.layers_forward(self.embed(tokens, len(state)), state, None, need_weights, project)
 
     def step(self, tokens: Tensor, state: LMState, need_weights: bool = False) -> DecoderOutput:
         """One step over a fixed layout's buffers, as :meth:`~.transformer.TargetDecoder.step`."""
@@ -88,7 +91,7 @@ class TransformerLM(nn.Module):
         return self.layers_forward(self.embed.at(tokens, positions), state, visible, need_weights)
 
     def layers_forward(
-        self, x: Tensor, state: LMState, mask: Tensor | None, need_weights: bool
+        self, x: Tensor, state: LMState, mask: Tensor | None, need_weights: bool, project: bool = True
     ) -> DecoderOutput:
         """The causal stack, final norm and output projection over embedded tokens x (N, T, D);
         ``mask``: a fixed layout's visible positions (None: the look-ahead mask)."""
@@ -96,8 +99,10 @@ class TransformerLM(nn.Module):
         for layer, kv in zip(self.layers, state.self_kv):
             x, w = layer(x, mask=mask, causal=True, cache=kv, need_weights=need_weights)
             weights.append(w)
-        logits = self.output_proj(self.final_norm(x))  # (N, T, V)
+        x = self.final_norm(x)  # (N, T, D)
+        logits = self.output_proj(x) if project else x  # (N, T, V), or (N, T, D) unprojected
         return DecoderOutput(logits, weights) if need_weights else DecoderOutput(logits)
 
-    def forward(self, tokens: Tensor) -> Tensor:
-        return self.decode(tokens, self.init_state(tokens.size(0))).logits
+    def forward(self, tokens: Tensor, *, project: bool = True) -> Tensor:
+        """Teacher forcing: logits (B, T, V), or the hidden states (B, T, D) with ``project=False``."""
+        return self.decode(tokens, self.init_state(tokens.size(0)), project=project).logits

@@ -140,11 +140,15 @@ class TargetDecoder(nn.Module):
             return TransformerState(enc.src_mask, cross, [cache.cache() for _ in layers], layout=cache)
         return TransformerState(enc.src_mask, cross, [cache() for _ in self.decoder_layers])
 
-    def decode(self, tgt: Tensor, state: TransformerState, *, need_weights: bool = False) -> DecoderOutput:
+    def decode(
+        self, tgt: Tensor, state: TransformerState, *, need_weights: bool = False, project: bool = True
+    ) -> DecoderOutput:
         """Logits (N, T, V) for target positions len(state)..len(state)+T-1 given those tokens tgt (N, T).
 
         On an empty state this is teacher forcing over the whole prefix (causal self-attention);
         the state then holds the keys and values of every position, ready for the next step.
+        ``project=False``: the last hidden states (N, T, D) in place of the logits, for a loss that
+        applies the output layer itself (:mod:`attnkit.linear_loss`).
         """
         if state.layout is not None:
             return decode_fixed(self, tgt, state, state.layout, need_weights)
@@ -159,7 +163,7 @@ class TargetDecoder(nn.Module):
             offset = len(state) - start  # (N,) position of each row's first new token
             cache_pos = torch.arange(len(state) + tgt.size(1), device=tgt.device)  # (t + T,)
             self_mask = (cache_pos >= start[:, None])[:, None, None, :]  # (N, 1, 1, t + T) True = its own
-        return self.layers_forward(self.tgt_embed(tgt, offset), state, self_mask, need_weights)
+        return self.layers_forward(self.tgt_embed(tgt, offset), state, self_mask, need_weights, project)
 
     def step(self, tgt: Tensor, state: TransformerState, need_weights: bool = False) -> DecoderOutput:
         """One step over a fixed layout's buffers: tgt (R, T) at the layout's position (a tensor) ->
@@ -172,7 +176,12 @@ class TargetDecoder(nn.Module):
         return self.layers_forward(self.tgt_embed.at(tgt, positions), state, visible, need_weights)
 
     def layers_forward(
-        self, y: Tensor, state: TransformerState, self_mask: Tensor | None, need_weights: bool
+        self,
+        y: Tensor,
+        state: TransformerState,
+        self_mask: Tensor | None,
+        need_weights: bool,
+        project: bool = True,
     ) -> DecoderOutput:
         """The decoder layers, final norm and output projection over embedded targets y (N, T, D)."""
         self_ws, cross_ws = [], []
@@ -188,7 +197,8 @@ class TargetDecoder(nn.Module):
             )
             self_ws.append(self_w)
             cross_ws.append(cross_w)
-        logits = self.output_proj(self.decoder_norm(y))  # (N, T, V)
+        y = self.decoder_norm(y)  # (N, T, D)
+        logits = self.output_proj(y) if project else y  # (N, T, V), or (N, T, D) unprojected
         return DecoderOutput(logits, self_ws, cross_ws) if need_weights else DecoderOutput(logits)
 
 
@@ -235,9 +245,10 @@ class Transformer(TargetDecoder):
         memory, weights = self.encoder(self.src_embed(src), src_mask, need_weights=need_weights)
         return EncoderOutput(memory, src_mask, weights)
 
-    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
-        """Teacher forcing: logits (B, T, V) for every position of tgt_in (B, T) = bos + target."""
-        return self.decode(tgt_in, self.init_state(self.encode(src))).logits
+    def forward(self, src: Tensor, tgt_in: Tensor, *, project: bool = True) -> Tensor:
+        """Teacher forcing: logits (B, T, V) for every position of tgt_in (B, T) = bos + target
+        (``project=False``: the hidden states (B, T, D) the output layer maps to them)."""
+        return self.decode(tgt_in, self.init_state(self.encode(src)), project=project).logits
 
 
 def fill_tied_output(embedding_key: str):

@@ -83,6 +83,9 @@ class TrainConfig(ConfigBase):
     # | fp16 (CUDA only: autocast with loss scaling, for GPUs without bf16)
     precision: str = "auto"
     compile: bool = False
+    # tokens per chunk of a loss that applies the output layer itself (attnkit.linear_loss), so the
+    # batch's whole (tokens x vocabulary) logits never exist; 0 = the plain loss over all logits
+    output_loss_chunk: int = 0
     # fine-tuning: start from this checkpoint's weights and tokenizer (attnkit's own, or one written by
     # `attnkit import`), with a fresh optimizer, schedule, step count, sampler and best score
     init_from: str = ""
@@ -99,6 +102,9 @@ class TrainConfig(ConfigBase):
         self._check(0 <= self.seed < 2**32, "seed", "must be an integer from 0 to 4,294,967,295")
         self._check(self.bidirectional_epochs >= 0, "bidirectional_epochs", "must be >= 0 (0 = off)")
         self._check(self.max_minutes >= 0, "max_minutes", "must be >= 0")
+        self._check(
+            0 <= self.output_loss_chunk < 2**31, "output_loss_chunk", "must be in [0, 2147483647] (0 = off)"
+        )
         self._check(
             0 <= self.cooldown_steps <= self.max_steps,
             "cooldown_steps",

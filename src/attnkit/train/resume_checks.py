@@ -9,8 +9,8 @@ the model (compared as the checkpoint's resolved model config, so ``preset: tiny
 Allowed changes, which say when to stop, how to report or where to run, never what a step computes:
 ``train.max_steps`` (not below the checkpoint's step), ``train.max_minutes``,
 ``train.max_epochs``, ``train.log_every``, ``train.progress``, ``train.device``, ``train.compile``,
-``train.tensorboard``, ``train.init_from`` (the resumed weights are the checkpoint's), every
-``valid.*`` key and ``output_dir``; and the keys that only say where files are:
+``train.output_loss_chunk``, ``train.tensorboard``, ``train.init_from`` (the resumed weights are
+the checkpoint's), every ``valid.*`` key and ``output_dir``; and the keys that only say where files are:
 ``data.data_dir``, ``data.prepared`` and ``tokenizer.model`` (a resumed run uses the checkpoint's
 tokenizer), and ``model.cnn_weights`` (the file a captioner's CNN started from: its weights are the
 checkpoint's, whose model config keeps no file). A key that an older checkpoint lacks compares equal
@@ -37,6 +37,7 @@ MAY_CHANGE: dict[str, frozenset[str]] = {
     "tokenizer": frozenset({"model"}),  # a resumed run uses the checkpoint's tokenizer
     "train": frozenset(
         {"max_steps", "max_minutes", "max_epochs", "log_every", "progress", "device", "compile"}
+        | {"output_loss_chunk"}  # how the loss is computed (to float tolerance), not what
         | {"tensorboard", "init_from"}  # how it reports; where the first weights came from
     ),
 }

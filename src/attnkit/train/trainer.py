@@ -18,7 +18,7 @@ import math
 import shlex
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NoReturn, cast
 
@@ -32,6 +32,8 @@ from ..checkpoint import save_checkpoint, unwrap
 from ..config import ConfigBase
 from ..errors import ConfigError, Stopped
 from ..files import atomic_write
+from ..linear_loss import chunked_loss
+from ..loss import LossOutput
 from ..model import count_parameters
 from ..precision import amp_dtype, autocast, grad_scaler
 from . import distributed as ddp
@@ -74,6 +76,10 @@ class Trainer:
         )
         if self.cfg.train.tensorboard:
             require_tensorboard()  # before the run moves anything in its output folder
+        chunk = self.cfg.train.output_loss_chunk
+        self.loss_fn: Callable[..., LossOutput] = (
+            chunked_loss(self.model, chunk) if chunk else fast.label_smoothed_cross_entropy
+        )
         self.grad_norm: float | None = None
         if setup.resume_state is not None:
             self._restore(setup.resume_state)
@@ -201,7 +207,7 @@ class Trainer:
                     batch,
                     s.tokenizer,
                     epsilon=self.cfg.train.label_smoothing,
-                    loss_fn=fast.label_smoothed_cross_entropy,
+                    loss_fn=self.loss_fn,
                 )
                 self.update.backward(out.loss * scale)
             loss_sum += out.loss.item()

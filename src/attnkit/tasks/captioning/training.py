@@ -24,6 +24,7 @@ from ...data.config import DataConfig
 from ...data.examples import train_text_tokenizer
 from ...data.tokenizer import SubwordTokenizer
 from ...errors import DataError
+from ...linear_loss import output_loss
 from ...loss import LossOutput, label_smoothed_cross_entropy
 from ...model.config import CaptionerConfig
 from ..base import Encoded, SplitTask, mean_loss
@@ -148,8 +149,9 @@ class CaptionTask(SplitTask):
     def loss(
         self, model, batch: CaptionBatch, tokenizer, *, epsilon: float, loss_fn=label_smoothed_cross_entropy
     ) -> LossOutput:
-        logits = model(as_floats(batch.images), batch.tgt_in)  # (B, T, V)
-        return loss_fn(logits, batch.tgt_out, epsilon=epsilon, pad_id=tokenizer.vocabulary.pad_id)
+        inputs = (as_floats(batch.images), batch.tgt_in)
+        pad_id = tokenizer.vocabulary.pad_id
+        return output_loss(model, inputs, batch.tgt_out, loss_fn, epsilon=epsilon, pad_id=pad_id)
 
     def validate(self, model, tokenizer, valid: Encoded, records, device) -> dict[str, float]:
         v = self.cfg.valid

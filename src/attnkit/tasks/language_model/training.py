@@ -20,6 +20,7 @@ from ...data.batching import collate_lm
 from ...data.examples import train_text_tokenizer
 from ...data.tokenizer import SubwordTokenizer
 from ...errors import DataError
+from ...linear_loss import output_loss
 from ...loss import LossOutput, label_smoothed_cross_entropy
 from ..base import Encoded, SplitTask
 from .scoring import score_texts
@@ -92,9 +93,8 @@ class LanguageModelTask(SplitTask):
         epsilon: float = 0.0,
         loss_fn=label_smoothed_cross_entropy,
     ) -> LossOutput:
-        return loss_fn(
-            model(batch.tokens), batch.targets, epsilon=epsilon, pad_id=tokenizer.vocabulary.pad_id
-        )
+        pad_id = tokenizer.vocabulary.pad_id
+        return output_loss(model, (batch.tokens,), batch.targets, loss_fn, epsilon=epsilon, pad_id=pad_id)
 
     def validate(self, model, tokenizer, valid: Encoded, records, device) -> dict[str, float]:
         s = score_texts(model, tokenizer, records, device, batch_tokens=self.valid_batch_tokens, amp=self.amp)

@@ -24,6 +24,7 @@ from ...data.mix import mix_entries, tag_ids, tags_of, weighted_epochs
 from ...data.pairs import Counts, dropped_note, encode_pairs, select
 from ...data.store import PairStore, Subset
 from ...data.tokenizer import SubwordTokenizer
+from ...linear_loss import output_loss
 from ...loss import LossOutput, label_smoothed_cross_entropy
 from ..base import Encoded, SplitTask, mean_loss
 from .scoring import evaluate
@@ -114,8 +115,8 @@ class TranslationTask(SplitTask):
     def loss(
         self, model, batch, tokenizer, *, epsilon: float, loss_fn=label_smoothed_cross_entropy
     ) -> LossOutput:
-        logits = model(batch.src, batch.tgt_in)  # (B, T, V)
-        return loss_fn(logits, batch.tgt_out, epsilon=epsilon, pad_id=tokenizer.vocabulary.pad_id)
+        inputs, pad_id = (batch.src, batch.tgt_in), tokenizer.vocabulary.pad_id
+        return output_loss(model, inputs, batch.tgt_out, loss_fn, epsilon=epsilon, pad_id=pad_id)
 
     def picture(self, model, tokenizer, records: list, device, png: Path) -> str | None:
         """The first validation sentence's cross-attention, every layer and head (TensorBoard's)."""
