@@ -32,7 +32,7 @@ def main() -> None:
         (out.loss / out.n_tokens).backward()
         opt.step()
         if step % 100 == 0:
-            print(f"step {step}: loss per token {out.loss.item() / out.n_tokens:.3f}")
+            print(f"step {step}: loss per token {out.loss.item() / int(out.n_tokens):.3f}")
     model.eval()
     src, _, tgt = batch(5, torch.Generator().manual_seed(1))
     for s, hyps, ref in zip(src, beam_search(model, src, beam_size=4), tgt, strict=True):

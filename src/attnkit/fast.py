@@ -136,7 +136,7 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
         raise ValueError(f"dropout probability must be in [0, 1], got {p}")
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu" or p >= 1.0:
+    if x.device.type != "cpu" or p >= 1.0 or torch.compiler.is_compiling():  # a compiler draws its own
         return F.dropout(x, p, training=True)
     keep = _keep_mask(x.shape, p).to(x.dtype).mul_(1.0 / (1.0 - p))  # (x.shape) 0 or 1 / (1 - p)
     return x * keep  # autograd keeps `keep` for the backward pass: grad * keep
@@ -198,4 +198,4 @@ def label_smoothed_cross_entropy(
     target = target.reshape(-1)  # (N,)
     real = target != pad_id  # (N,)
     loss, nll = _SmoothedCrossEntropy.apply(logits.reshape(-1, V), target, real, epsilon)
-    return LossOutput(loss, nll, int(real.sum()))
+    return LossOutput(loss, nll, real.sum())

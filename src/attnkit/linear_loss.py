@@ -93,7 +93,7 @@ def linear_label_smoothed_cross_entropy(
     loss, nll = _LinearSmoothedCrossEntropy.apply(
         hidden.reshape(-1, D), weight, bias, target, real, float(epsilon), int(chunk)
     )
-    return LossOutput(loss, nll, int(real.sum()))
+    return LossOutput(loss, nll, real.sum())
 
 
 @dataclass(frozen=True)
@@ -104,6 +104,7 @@ class ChunkedLoss:
 
     chunk: int = CHUNK
 
+    @torch.compiler.disable  # its loop over chunks would compile once per token count: eager
     def __call__(self, hidden: Tensor, output: nn.Linear, target: Tensor, *, epsilon: float, pad_id: int):
         return linear_label_smoothed_cross_entropy(
             hidden, output.weight, target, epsilon=epsilon, pad_id=pad_id, bias=output.bias, chunk=self.chunk

@@ -16,11 +16,13 @@ from torch import Tensor
 
 @dataclass
 class LossOutput:
-    """loss: summed smoothed loss (backpropagate loss / n_tokens); nll: summed plain NLL, for perplexity."""
+    """loss: summed smoothed loss (backpropagate loss / n_tokens); nll: summed plain NLL, for perplexity;
+    n_tokens: the real target tokens, a 0-dim tensor on the loss's device (reading it waits for the
+    device: a training step reads the batch's own count instead)."""
 
     loss: Tensor
     nll: Tensor
-    n_tokens: int
+    n_tokens: Tensor
 
 
 def label_smoothed_cross_entropy(
@@ -39,4 +41,4 @@ def label_smoothed_cross_entropy(
     nll = -logp.gather(1, target[:, None]).squeeze(1)  # (N,)  -log p(gold)
     uniform = -logp.mean(dim=-1)  # (N,)  cross entropy with the uniform distribution
     loss = ((1.0 - epsilon) * nll + epsilon * uniform).masked_fill(~real, 0.0).sum()
-    return LossOutput(loss, nll.detach().masked_fill(~real, 0.0).sum(), int(real.sum()))
+    return LossOutput(loss, nll.detach().masked_fill(~real, 0.0).sum(), real.sum())

@@ -177,7 +177,7 @@ def mean_loss(
     ):
         with autocast(device, amp):
             out = task.loss(model, batch, tokenizer, epsilon=0.0)
-        nll, tokens = nll + out.nll.item(), tokens + out.n_tokens
+        nll, tokens = nll + out.nll.item(), tokens + int(out.n_tokens)
     return nll / max(tokens, 1)
 
 

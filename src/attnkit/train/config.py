@@ -82,6 +82,8 @@ class TrainConfig(ConfigBase):
     # auto (bf16 on GPU, fp32 on CPU) | fp32 | bf16 (on a CPU it pays only with AMX or AVX512-BF16)
     # | fp16 (CUDA only: autocast with loss scaling, for GPUs without bf16)
     precision: str = "auto"
+    # torch.compile the step's forward and loss as one graph, one for every batch shape (the GPU's
+    # fast path; on a CPU the first steps compile for a minute or more)
     compile: bool = False
     # tokens per chunk of a loss that applies the output layer itself (attnkit.linear_loss), so the
     # batch's whole (tokens x vocabulary) logits never exist; 0 = the plain loss over all logits

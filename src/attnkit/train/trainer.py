@@ -20,7 +20,7 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NoReturn, cast
+from typing import NoReturn
 
 import torch
 import yaml
@@ -84,9 +84,11 @@ class Trainer:
         if setup.resume_state is not None:
             self._restore(setup.resume_state)
         self.train_model: nn.Module = self.model
+        self.task_loss: Callable[..., LossOutput] = self.task.loss
         if self.cfg.train.compile:
-            # torch.compile returns an OptimizedModule (an nn.Module); its stub says only "callable"
-            self.train_model = cast(nn.Module, torch.compile(self.train_model))
+            # the model's forward and the loss as one graph (the backward follows it), one graph
+            # for every batch shape: dynamic=True, so a new length never recompiles
+            self.task_loss = torch.compile(self.task.loss, dynamic=True)
         if self.dist.enabled:
             ids = [setup.device.index] if setup.device.type == "cuda" else None
             self.train_model = DistributedDataParallel(self.train_model, device_ids=ids)
@@ -193,7 +195,7 @@ class Trainer:
         global_tokens = ddp.all_reduce_sum(float(local_tokens), self.dist, s.device)
         # DDP averages gradients over processes; scaling by world_size makes that a sum.
         scale = self.dist.world_size / global_tokens
-        loss_sum = nll_sum = 0.0
+        sums: list[torch.Tensor] = []  # (2,) loss and nll of each batch, read once after the last
         self.train_model.train()
         for i, batch in enumerate(batches):
             sync = i == len(batches) - 1 or not self.dist.enabled
@@ -202,7 +204,7 @@ class Trainer:
                 assert isinstance(self.train_model, DistributedDataParallel)  # wrapped when distributed
                 ctx = self.train_model.no_sync()
             with ctx, autocast(s.device, amp_dtype(s.precision)):
-                out = s.task.loss(
+                out = self.task_loss(
                     self.train_model,
                     batch,
                     s.tokenizer,
@@ -210,8 +212,9 @@ class Trainer:
                     loss_fn=self.loss_fn,
                 )
                 self.update.backward(out.loss * scale)
-            loss_sum += out.loss.item()
-            nll_sum += out.nll.item()
+            sums.append(torch.stack([out.loss.detach(), out.nll.detach()]))
+        values = torch.stack(sums).tolist()  # (batches, 2): the step's one wait for the device
+        loss_sum, nll_sum = sum(v[0] for v in values), sum(v[1] for v in values)
         self.step += 1
         for group in s.optimizer.param_groups:
             group["lr"] = self.lr(self.step)

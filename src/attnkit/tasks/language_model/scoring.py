@@ -89,5 +89,5 @@ def score_texts(
         with autocast(device, amp):
             logits = model(tokens.to(device))  # (B, T, V)
         out = label_smoothed_cross_entropy(logits, targets.to(device), epsilon=0.0, pad_id=v.pad_id)
-        nll, n = nll + out.nll.item(), n + out.n_tokens
+        nll, n = nll + out.nll.item(), n + int(out.n_tokens)
     return lm_scores(nll, n)
