@@ -1,27 +1,30 @@
-"""One prepared GPU run of at most 10 minutes (6.1 on an H200): six parts, each time-boxed in its own process.
+"""One prepared GPU run of at most 8 minutes: seven parts, each time-boxed in its own process.
 
     python -m bench.gpu_suite --out DIR [--device cuda] [--data-dir ../shared/data] [--checkpoint CKPT]
                               [--parts train_base,attention,...] [--box PART=SECONDS ...]
     python -m bench.gpu_suite --out /tmp/gpu_smoke --smoke      # every part on the CPU at toy sizes
 
-Parts (bench/gpu_parts.py, bench/gpu_train.py; the time box on the GPU in seconds, 595 in all):
-  train_base (110)      training target tokens/s and MFU of the paper's base model (d 512, 6+6 layers,
+Parts (bench/gpu_parts.py, bench/gpu_train.py; the time box on the GPU in seconds, 480 in all):
+  train_base (100)      training target tokens/s and MFU of the paper's base model (d 512, 6+6 layers,
                         8 heads, FFN 2048, shared vocabulary 37,000, 500 x 50 = 25,000 target tokens a
-                        batch, halved on CUDA OOM), bf16 autocast: attnkit eager, attnkit torch.compile
-                        and HF MarianMTModel of the same size; MFU against the datasheet's dense BF16
-                        peak (H100 SXM and H200 989.4 TFLOPS, H100 PCIe 756), else "unknown peak"
-  attention (25)        MultiHeadAttention at T = 512 ... 8192 with B x T = 16,384 tokens: the fused
+                        batch, halved on CUDA OOM), bf16 autocast: attnkit eager, HF MarianMTModel of
+                        the same size, and attnkit's step as train.compile runs it (forward and loss
+                        one graph), with the plain loss and with train.output_loss_chunk 4096; MFU
+                        against the datasheet's dense BF16 peak (H100 SXM and H200 989.4 TFLOPS, H100
+                        PCIe 756), else "unknown peak"
+  train_big (90)        the same for the paper's big model (d 1024, 16 heads, FFN 4096), plain loss
+  attention (15)        MultiHeadAttention at T = 512 ... 8192 with B x T = 16,384 tokens: the fused
                         kernel against the reference math (need_weights=True), forward and forward +
                         backward, time and peak memory; "oom" where the reference runs out
-  decode (90)           greedy and beam 4 sentences/s (30 tokens each, EOS masked) of the main job's
+  decode (60)           greedy and beam 4 sentences/s (30 tokens each, EOS masked) of the main job's
                         model (configs/multi30k_de_en_tiny.yaml, random init or --checkpoint) and of
-                        the base model: attnkit eager, attnkit's fixed-layout step replayed from
-                        CUDA graphs (decoding/compiled.py) and HF generate
-  train_multi30k (235)  configs/multi30k_de_en_best.yaml trained by attnkit's trainer for 3 minutes
-                        (train.max_minutes=3), then its test_2016_flickr BLEU with beam 4
-  train_fp16 (120)      train.precision=fp16 (loss scaling) beside bf16 on the main job's config for
-                        300 steps each, and fp16's resume (150 + 150 against 300 straight)
-  nccl (15)             an all-reduce across two GPUs; skipped ("one GPU") on a machine with one
+                        the base model: attnkit eager, what `translate --compile` runs (the model's
+                        fixed-layout step through decoding/compiled.py, CUDA graphs) and HF generate
+  train_multi30k (140)  configs/multi30k_de_en_best.yaml trained by attnkit's trainer for 1.75 minutes
+                        (train.max_minutes), then its test_2016_flickr BLEU with beam 4
+  train_fp16 (65)       train.precision=fp16 (loss scaling) beside bf16 on the main job's config for
+                        200 steps each, and fp16's resume (100 + 100 against 200 straight)
+  nccl (10)             an all-reduce across two GPUs; skipped ("one GPU") on a machine with one
 
 Each part runs as ``python -m bench.gpu_suite --part NAME`` in a process group of its own, killed at
 its box: its status is ok, timed_out (with what it had measured), failed (with the error's line) or
@@ -33,7 +36,7 @@ holds every part's output. Run folders and checkpoints go to a temporary folder,
 The GPU run (bench/README.md "GPU run"): the device tool sends the checkout alone (../shared stays
 behind) and with uncommitted changes, so the corpus goes into an ignored ``gpu_data/`` and a ``git
 archive`` of the commit into an ignored ``gpu_tree/``; one device call with carry ["gpu_data",
-"gpu_tree"] and timeout_s 600 (on an H200 the parts took 366 s, the boxes allow 595):
+"gpu_tree"] and timeout_s 600 (the boxes allow 480 s):
 ``cd gpu_tree && ATTNKIT_COMMIT=<commit> PYTHONPATH=src python3 -m bench.gpu_suite --out $OUT/gpu
 --device cuda --data-dir ../gpu_data`` ($ATTNKIT_COMMIT: the copy there has no .git of its own).
 """
@@ -61,7 +64,7 @@ from . import gpu_parts, gpu_train
 from .gpu_parts import GPU, ROOT, SMOKE, Context, Part
 from .report import machine_info, md_table
 
-PARTS: dict[str, Part] = {**gpu_parts.PARTS, **gpu_train.PARTS}  # in the order they run; boxes add to 595 s
+PARTS: dict[str, Part] = {**gpu_parts.PARTS, **gpu_train.PARTS}  # in the order they run; boxes add to 480 s
 SMOKE_BOX = 120  # seconds per part in --smoke: a guard, never reached by a working part
 
 
@@ -251,7 +254,7 @@ def dims(m: dict) -> str:
 
 def caption(name: str, r: dict) -> str:
     """What the part's table measured: its settings, from the result."""
-    if name == "train_base" and "batch" in r:
+    if name in ("train_base", "train_big") and "batch" in r:
         b, peak = r["batch"], r["peak"]
         return (
             f"{dims(r['model'])} (shared), dropout {r['model']['dropout']}; {r['precision']}; "
@@ -278,7 +281,7 @@ def caption(name: str, r: dict) -> str:
 
 def summary(name: str, rows: list[dict]) -> str:
     """The part's headline in one cell."""
-    if name == "train_base":
+    if name in ("train_base", "train_big"):
         return "; ".join(
             f"{x['engine']} {num(x['tokens_per_s'])} tok/s, MFU {num(x['mfu'], '.1%')}" for x in rows
         )

@@ -210,7 +210,7 @@ def _nccl_worker(rank: int, world: int, backend: str, port: int, mib: int, out: 
 PARTS = {
     "train_multi30k": Part(
         train_multi30k,
-        235,
+        140,
         (
             ("steps", "steps", ",d"),
             ("minutes", "train_minutes", ".2f"),
@@ -223,7 +223,7 @@ PARTS = {
     ),
     "train_fp16": Part(
         train_fp16,
-        120,
+        65,
         (
             ("run", "run", ""),
             ("precision", "precision", ""),
@@ -237,7 +237,7 @@ PARTS = {
     ),
     "nccl": Part(
         nccl,
-        15,
+        10,
         (
             ("GPUs", "world_size", ""),
             ("MiB", "size_mib", ""),

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = ["train_base", "attention", "decode", "train_multi30k", "train_fp16", "nccl"]
+PARTS = ["train_base", "train_big", "attention", "decode", "train_multi30k", "train_fp16", "nccl"]
 STATUSES = {"ok", "timed_out", "failed", "skipped"}
 THROUGHPUT = {  # one rate per part's row, > 0 where the part ran
     "train_base": "tokens_per_s",
+    "train_big": "tokens_per_s",
     "attention": "fwd_bwd_tokens_per_s",
     "decode": "greedy",
     "train_multi30k": "tokens_per_s",
@@ -78,7 +79,11 @@ def test_smoke_parts_run_and_report_positive_rates(suites):
         assert f"## {name}" in md
     assert parts["nccl"]["status"] == "skipped" and "NCCL" in parts["nccl"]["reason"]
     engines = {r["engine"] for r in parts["train_base"]["result"]["rows"]}
-    assert {"attnkit eager", "attnkit torch.compile (aot_eager)"} <= engines
+    chunked = "attnkit train.compile (aot_eager, output_loss_chunk 4096)"
+    assert {"attnkit eager", "attnkit train.compile (aot_eager)", chunked} <= engines
+    for row in parts["train_base"]["result"]["rows"]:  # the trainer's step: one graph, no break
+        if row["engine"] == "attnkit train.compile (aot_eager)":
+            assert row["graphs"] == 1 and row["graph_breaks"] == 0, row
     static = [r for r in parts["decode"]["result"]["rows"] if r["engine"].startswith("attnkit fixed")]
     assert len(static) == 2  # both models; on the CPU the fixed layout eagerly, no compile
     assert all(r["greedy same"] == 1.0 and r["beam 4 same"] == 1.0 and r["score gap"] < 1e-4 for r in static)
@@ -92,5 +97,5 @@ def test_a_part_past_its_box_is_killed_and_the_next_one_still_runs(suites):
     assert parts["train_base"]["seconds"] < 30  # killed at the box, not at the end of its sleep
     assert parts["attention"]["status"] == "ok"
     assert all(r["fwd_bwd_tokens_per_s"] > 0 for r in parts["attention"]["result"]["rows"])
-    assert {parts[n]["status"] for n in ("decode", "train_multi30k", "nccl")} == {"skipped"}
+    assert {parts[n]["status"] for n in ("train_big", "decode", "train_multi30k", "nccl")} == {"skipped"}
     assert "| train_base | timed_out |" in md

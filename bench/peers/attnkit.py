@@ -16,6 +16,8 @@ from torch import Tensor
 import attnkit
 from attnkit import fast
 from attnkit.decoding import beam_search, greedy_search
+from attnkit.linear_loss import ChunkedLoss, output_loss
+from attnkit.loss import LossOutput
 from attnkit.model import Transformer, TransformerConfig, count_parameters
 
 from .common import DROPOUT, LABEL_SMOOTHING, REFERENCE, PeerAdapter
@@ -40,9 +42,13 @@ def build(
     device: str = "cpu",
     dropout: float = DROPOUT,
     model: Transformer | None = None,
+    chunk: int = 0,
+    compile_backend: str | None = None,
 ) -> PeerAdapter:
     """attnkit's Transformer of the reference size (or ``dims``, e.g. the paper's base) on ``device``;
-    or ``model`` as it is (one loaded from a checkpoint, say: its config gives the padding id)."""
+    or ``model`` as it is (one loaded from a checkpoint, say: its config gives the padding id).
+    Its training step is the trainer's: ``chunk`` is ``train.output_loss_chunk``, and
+    ``compile_backend`` compiles forward and loss as ``train.compile`` does."""
     if model is None:
         cfg = TransformerConfig(
             **(dims or REFERENCE),
@@ -60,11 +66,17 @@ def build(
         pad_id = model.config.pad_id
     model = model.to(device)
 
+    loss_fn = ChunkedLoss(chunk) if chunk else fast.label_smoothed_cross_entropy
+
+    def loss_of(src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> LossOutput:
+        return output_loss(model, (src, tgt_in), tgt_out, loss_fn, epsilon=LABEL_SMOOTHING, pad_id=pad_id)
+
+    step_loss = torch.compile(loss_of, dynamic=True, backend=compile_backend) if compile_backend else loss_of
+
     def train_step(src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
         model.train()
         with fast.fast_dropout(model):  # as attnkit's trainer runs a step
-            logits = model(src, tgt_in)  # (B, T, V)
-            out = fast.label_smoothed_cross_entropy(logits, tgt_out, epsilon=LABEL_SMOOTHING, pad_id=pad_id)
+            out = step_loss(src, tgt_in, tgt_out)
             loss = out.loss / out.n_tokens
             loss.backward()
         return loss.detach()
@@ -81,7 +93,8 @@ def build(
 
     notes = (
         "attnkit Transformer (post-norm, sinusoidal, ReLU, biases, shared + tied embeddings). Training: "
-        "attnkit.fast's fused label-smoothed loss and fast_dropout, as attnkit's trainer. Decoding: "
+        "attnkit.fast's fused label-smoothed loss (or train.output_loss_chunk's) and fast_dropout, as "
+        "attnkit's trainer. Decoding: "
         "greedy_search / beam_search (KV cache, finished sentences leave the batch) with "
         "min_len=n_tokens, max_len_b=n_tokens + 1, inside attnkit.fast.packed_linears as the Translator."
     )

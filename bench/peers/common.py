@@ -33,6 +33,7 @@ LABEL_SMOOTHING = 0.1
 MAX_LEN = 512
 REFERENCE = dict(d_model=D_MODEL, n_heads=N_HEADS, d_ff=D_FF, n_encoder_layers=N_ENC, n_decoder_layers=N_DEC)
 BASE = dict(d_model=512, n_heads=8, d_ff=2048, n_encoder_layers=6, n_decoder_layers=6)  # paper Table 3
+BIG = dict(d_model=1024, n_heads=16, d_ff=4096, n_encoder_layers=6, n_decoder_layers=6)  # Table 3
 
 
 def marian_sizes(dims: dict) -> dict:
