@@ -1,0 +1,167 @@
+"""The code blocks of the README and the documentation site say what works.
+
+- Every ``attnkit`` command line in a ``bash`` block (torchrun's included) parses with attnkit's own
+  parser: its verb, flags and choices exist, and a ``train`` line's ``key=value`` overrides are keys
+  of its config with valid values.
+- Every Python block runs (on a small trained model where it names one).
+- The command-line guide's commands run against a small trained model.
+Blocks that need GPUs, a corpus download or hours (SCALING.md's recipe) are parsed, not run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from attnkit.cli import parse
+from attnkit.train import load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").rglob("*.md") if "_build" not in p.parts)]
+BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+SEPARATORS = {"&&", "||", "|", ";"}
+REDIRECTS = {"<", ">", ">>", "2>"}
+
+
+def blocks(*langs: str) -> list[tuple[str, str]]:
+    """(page, text) of every fenced block in one of ``langs``."""
+    found = []
+    for page in PAGES:
+        for lang, text in BLOCK.findall(page.read_text(encoding="utf-8")):
+            if lang in langs:
+                found.append((str(page.relative_to(ROOT)), text))
+    return found
+
+
+def command_lines(text: str) -> list[list[str]]:
+    """Each command of a shell block as words: continuations joined, comments, redirections and the
+    optional brackets of a usage line ([--quantization int8]) removed, pipes and && split."""
+    commands = []
+    for line in text.replace("\\\n", " ").splitlines():
+        current: list[str] = []
+        skip = optional = False
+        for word in shlex.split(line, comments=True):
+            if word.startswith("[--"):  # a usage line's optional part: [--flag value]
+                word, optional = word[1:], True
+            if optional and word.endswith("]"):
+                word, optional = word[:-1], False
+            if skip:
+                skip = False
+            elif word in REDIRECTS:
+                skip = True
+            elif word in SEPARATORS:
+                commands.append(current)
+                current = []
+            else:
+                current.append(word)
+        commands.append(current)
+    return [c for c in commands if c]
+
+
+def attnkit_argv(words: list[str]) -> list[str] | None:
+    """The arguments after ``attnkit`` (or torchrun's ``attnkit`` / ``-m attnkit.cli``), else None."""
+    for i, word in enumerate(words):
+        if word == "attnkit":
+            return words[i + 1 :]
+        if word == "attnkit.cli" and i > 0 and words[i - 1] == "-m":
+            return words[i + 1 :]
+    return None
+
+
+DOC_COMMANDS = [
+    (page, argv)
+    for page, text in blocks("bash")
+    for words in command_lines(text)
+    if (argv := attnkit_argv(words)) is not None
+]
+
+
+def test_the_guides_hold_attnkit_commands():
+    pages = {page for page, _ in DOC_COMMANDS}
+    guides = ("command-line", "export", "serving", "tasks")
+    assert {f"docs/howto/{g}.md" for g in guides} | {"docs/SCALING.md", PLUGIN_PAGE} <= pages
+    assert len(DOC_COMMANDS) >= 30
+
+
+def command_id(value: object) -> str:
+    return " ".join(value) if isinstance(value, list) else str(value)
+
+
+PLUGIN_PAGE = "docs/WRITING_A_TASK.md"  # its verbs come with the example plugin: test_task_plugin runs them
+
+
+@pytest.mark.parametrize(
+    ("page", "argv"), DOC_COMMANDS, ids=lambda x: " ".join(x) if isinstance(x, list) else x
+)
+def test_every_documented_command_parses(page, argv, monkeypatch):
+    if page == PLUGIN_PAGE:
+        pytest.skip("the example plugin's commands: tests/test_task_plugin.py installs it and runs them")
+    monkeypatch.chdir(ROOT)
+    try:
+        args = parse(argv)
+    except SystemExit as e:  # the parser's one line went to stderr
+        pytest.fail(f"{page}: attnkit {' '.join(argv)} does not parse (exit {e.code})")
+    if args.command == "train":
+        overrides = list(getattr(args, "overrides", None) or [])
+        load_config(args.config, overrides)  # a ConfigError names the key or value
+
+
+@pytest.mark.slow
+def test_every_python_block_runs(runs, tmp_path, monkeypatch):
+    """README's and the guides' Python, in a folder where the paths they name exist."""
+    work = tmp_path / "work"
+    (work / "runs").mkdir(parents=True)
+    shutil.copytree(runs.transformer_dir, work / "runs" / "multi30k_de_en_tiny")
+    code = subprocess.run(
+        [sys.executable, "-m", "attnkit.cli", "export", "--checkpoint", str(runs.ckpt)]
+        + ["--format", "ctranslate2", "--output", str(work / "ct2_model")],
+        capture_output=True,
+        text=True,
+    )
+    assert code.returncode == 0, code.stderr
+    monkeypatch.chdir(work)
+    python = blocks("python") + [(page, text) for page, text in blocks("") if "import " in text]
+    assert len(python) >= 3
+    for page, text in python:
+        exec(compile(text, page, "exec"), {"__name__": "__doc_block__"})
+
+
+@pytest.mark.slow
+def test_the_command_line_guide_runs(runs, tmp_path):
+    """docs/howto/command-line.md's translate, attention, plot and average lines, on a small model."""
+    text = "\n".join(t for page, t in blocks("bash") if page == "docs/howto/command-line.md")
+    (tmp_path / "input.de").write_text("Zwei Hunde spielen im Schnee.\nEin Mann.\n", encoding="utf-8")
+    (tmp_path / "in.de").write_text("Ein Hund.\n", encoding="utf-8")
+    (tmp_path / "src.de").write_text("Ein Hund läuft.\n", encoding="utf-8")
+    (tmp_path / "prefix.en").write_text("A\n", encoding="utf-8")
+    (tmp_path / "run").mkdir()
+    for name, ckpt in zip(("checkpoint_step9000.pt", "checkpoint_step10000.pt"), runs.step_ckpts):
+        shutil.copy(ckpt, tmp_path / "run" / name)
+    for name in ("a.pt", "b.pt", "c.pt"):
+        shutil.copy(runs.ckpt, tmp_path / name)
+    ran = 0
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for words in command_lines(text):
+        if words[0] != "attnkit" or words[1] not in {"translate", "attention", "plot-positional", "average"}:
+            continue
+        line = " ".join(shlex.quote(w) for w in words).replace("CKPT", str(runs.ckpt))
+        stdin = (tmp_path / "input.de").read_text() if "--input" not in words else ""
+        proc = subprocess.run(
+            [sys.executable, "-m", "attnkit.cli", *shlex.split(line)[1:]],
+            cwd=tmp_path,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert proc.returncode == 0, f"{line}\n{proc.stderr[-2000:]}"
+        ran += 1
+    assert ran >= 8
