@@ -64,3 +64,21 @@ def test_every_tutorial_is_a_gallery_script_with_a_title():
     for script in scripts:
         lines = script.read_text(encoding="utf-8").splitlines()
         assert lines[0] == '"""' and set(lines[2]) == {"="} and len(lines[2]) == len(lines[1]), script.name
+
+
+@pytest.mark.slow
+def test_the_classifier_is_right_and_its_weights_lean_to_the_deciding_word():
+    printed = run("plot_05_a_classifier_says_which_words_decided.py")
+    assert printed["accuracy"][0] >= 0.95
+    # more than an even share, the largest weight there far above chance (1 word in about 7)
+    assert printed["weight_on_deciding_word"][0] > 1.2 * printed["weight_if_even"][0]
+    assert printed["deciding_word_weighted_most"][0] >= 0.4
+
+
+@pytest.mark.slow
+def test_the_language_model_copies_by_looking_back():
+    printed = run("plot_06_a_language_model_from_the_same_blocks.py")
+    assert printed["first_half_accuracy"][0] <= 0.2  # nothing to know: chance is 1/16
+    assert printed["second_half_accuracy"][0] >= 0.95
+    assert printed["generated_tokens"] == printed["prompt_tokens"]
+    assert printed["look_back_weight_best_head"][0] >= 0.5 > printed["look_back_weight_mean_head"][0]
