@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from test_serve_page import driver  # noqa: F401  (the browser, a fixture)
+from test_tutorials import numbers
 
 pytest.importorskip("sphinx_gallery")
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,3 +54,22 @@ def test_the_site_builds_and_a_browser_opens_each_tutorial_with_its_figures(tmp_
             assert any("sphx_glr_" in src for src, _ in images), page.name  # the build drew its figures
         broken = [src for src, width in images if not width]
         assert not broken, (page.name, broken)
+    check_what_the_trained_tutorials_printed(ROOT / "docs" / "learn")
+
+
+def check_what_the_trained_tutorials_printed(learn: Path) -> None:
+    """The tutorials that train a model, read from the build's pages (each runs once, in the build)."""
+    printed = {}
+    for page in learn.glob("plot_0[5-9]*.rst"):
+        printed.update(numbers(page.read_text(encoding="utf-8")))
+    # the classifier: right, and its pooling weight leans to the deciding word (chance: 1 in ~7)
+    assert printed["accuracy"][0] >= 0.95
+    assert printed["weight_on_deciding_word"][0] > 1.2 * printed["weight_if_even"][0]
+    assert printed["deciding_word_weighted_most"][0] >= 0.4
+    # the language model: nothing to know in the first half (chance 1/16), all in the second
+    assert printed["first_half_accuracy"][0] <= 0.2 and printed["second_half_accuracy"][0] >= 0.95
+    assert printed["generated_tokens"] == printed["prompt_tokens"]
+    assert printed["look_back_weight_best_head"][0] >= 0.5 > printed["look_back_weight_mean_head"][0]
+    # the captioner: its words, and where they look (even: the box's share of the picture)
+    assert printed["colour_and_shape_words_right"][0] >= 0.85
+    assert printed["attention_on_the_object"][0] >= 2 * printed["attention_if_even"][0]
