@@ -60,7 +60,7 @@ def test_the_site_builds_and_a_browser_opens_each_tutorial_with_its_figures(tmp_
 def check_what_the_trained_tutorials_printed(learn: Path) -> None:
     """The tutorials that train a model, read from the build's pages (each runs once, in the build)."""
     printed = {}
-    for page in learn.glob("plot_0[5-9]*.rst"):
+    for page in learn.glob("plot_0[5-9]*.rst"):  # 05 translator, 06 LM, 07 classifier, 08 captions
         printed.update(numbers(page.read_text(encoding="utf-8")))
     # the classifier: right, and its pooling weight leans to the deciding word (chance: 1 in ~7)
     assert printed["accuracy"][0] >= 0.95
@@ -70,6 +70,9 @@ def check_what_the_trained_tutorials_printed(learn: Path) -> None:
     assert printed["first_half_accuracy"][0] <= 0.2 and printed["second_half_accuracy"][0] >= 0.95
     assert printed["generated_tokens"] == printed["prompt_tokens"]
     assert printed["look_back_weight_best_head"][0] >= 0.5 > printed["look_back_weight_mean_head"][0]
+    # the translator: its test pairs, and attention sharper in its domain than far out of it
+    assert printed["test_bleu"][0] >= 90
+    assert printed["sharpness_in_the_domain"][0] > printed["sharpness_twice_as_long"][0]
     # the captioner: its words, and where they look (even: the box's share of the picture)
     assert printed["colour_and_shape_words_right"][0] >= 0.85
     assert printed["attention_on_the_object"][0] >= 2 * printed["attention_if_even"][0]
