@@ -239,3 +239,24 @@ def plot_caption_attention(
     if title:
         fig.suptitle(title)
     return _save(fig, out_path)
+
+
+def plot_head_scores(panels: dict[str, Any], out_path: str | Path) -> Path:
+    """One heat map per panel (title -> (L, H) scores of one kind of attention): a score per layer
+    (rows) and head (columns), each cell written in, as Michel et al.'s and Voita et al.'s figures."""
+    n = len(panels)
+    fig = _figure(3.2 * n, 3.0)
+    axes = fig.subplots(1, n, squeeze=False)[0]
+    for ax, (title, values) in zip(axes, panels.items(), strict=True):
+        scores = torch.as_tensor(values, dtype=torch.float32)  # (L, H)
+        L, H = scores.shape
+        ax.imshow(scores.numpy(), cmap="viridis", aspect="auto")
+        for layer in range(L):
+            for head in range(H):
+                ax.text(
+                    head, layer, f"{scores[layer, head]:.2g}", ha="center", va="center", fontsize=7, color="w"
+                )
+        ax.set_xticks(range(H), [str(h + 1) for h in range(H)])
+        ax.set_yticks(range(L), [str(layer + 1) for layer in range(L)])
+        ax.set(xlabel="head", ylabel="layer", title=title)
+    return _save(fig, out_path)

@@ -86,6 +86,10 @@ class MultiHeadAttention(nn.Module):
         self.kv_proj = nn.Linear(d_model, 2 * d_model, bias=bias)  # [W^K; W^V]
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W^O
         self.positions = positions
+        # Head analysis (attnkit.heads): a gate per head on its output (None: all 1, no cost), and a
+        # list that, when set, receives every call's weights (B * G, H, Tq, Tk).
+        self.head_gate: Tensor | None = None  # (H,)
+        self.recorded: list[Tensor] | None = None
         # Xavier-uniform over the stacked (3D, D) matrix [W^Q; W^K; W^V], as torch.nn.MultiheadAttention.
         bound = math.sqrt(6.0 / (4 * d_model))
         for proj in (self.q_proj, self.kv_proj):
@@ -146,7 +150,14 @@ class MultiHeadAttention(nn.Module):
             causal = causal and not cache.fixed
         if key_padding_mask is not None and key_padding_mask.dim() == 2:
             key_padding_mask = key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk)
-        out, weights = self._attend(q, k, v, key_padding_mask, causal, kv_group, need_weights)
+        record = self.recorded is not None
+        out, weights = self._attend(q, k, v, key_padding_mask, causal, kv_group, need_weights or record)
+        if record:
+            assert self.recorded is not None and weights is not None
+            self.recorded.append(weights.detach())
+            weights = weights if need_weights else None
+        if self.head_gate is not None:  # xi_h * head_h (Michel et al., 2019): 0 masks head h
+            out = out * self.head_gate.to(out.dtype)[:, None, None]  # (B * G, H, Tq, Dh)
         Bq, _, Tq, _ = out.shape
         out = out.transpose(1, 2).reshape(Bq, Tq, self.d_model)  # concat heads: (B * G, Tq, D)
         return self.out_proj(out), weights

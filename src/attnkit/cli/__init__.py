@@ -19,10 +19,21 @@ from typing import Any
 from .. import fast
 from ..errors import AttnkitError, Stopped
 from ..tasks import tasks
-from . import attention, average, evaluate, export, import_, plot_positional, prepare, serve, train
+from . import attention, average, evaluate, export, heads, import_, plot_positional, prepare, serve, train
 from .common import EXIT_USAGE, Parser
 
-COMMANDS: list[Any] = [prepare, train, evaluate, attention, plot_positional, average, serve, export, import_]
+COMMANDS: list[Any] = [
+    prepare,
+    train,
+    evaluate,
+    attention,
+    heads,
+    plot_positional,
+    average,
+    serve,
+    export,
+    import_,
+]
 
 
 def commands() -> list[Any]:

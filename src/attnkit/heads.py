@@ -1,0 +1,145 @@
+"""Which attention heads matter: a gate on every head's output (Michel, Levy and Neubig, 2019).
+
+Each head h of a multi-head attention gets a gate xi_h that multiplies its output before W^O
+(:attr:`~attnkit.attention.MultiHeadAttention.head_gate`): 1 is the model as trained, 0 masks the
+head. A head's *gradient importance* is I_h = E |dL/dxi_h| at xi = 1, the loss being the task's own
+on held-out data; Michel et al.'s code accumulates it batch by batch, as :func:`gradient_importance`
+does (per target token here, so the figure does not grow with the data). Beside it, what a head's
+weights look like: its *confidence* (the mean of each query's largest weight; Voita et al., 2019)
+and its *entropy* (nats; log of the keys it spreads over).
+
+Kinds: "encoder" (an encoder's self-attention), "decoder" (a decoder's or a language model's
+causal self-attention), "cross" (a decoder's attention over a sentence or an image's regions).
+
+Legend: L layers of a kind, H heads, B batch, Tq queries, Tk keys.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from .attention import MultiHeadAttention
+from .errors import ConfigError
+from .loss import LossOutput
+
+KINDS = ("encoder", "decoder", "cross")
+
+
+def attention_heads(model: nn.Module) -> dict[str, list[MultiHeadAttention]]:
+    """Every multi-head attention of ``model`` by kind, in layer order; kinds without any left out.
+    A model without one (the RNN's single additive attention) is a ConfigError."""
+    found: dict[str, list[MultiHeadAttention]] = {kind: [] for kind in KINDS}
+    for name, module in model.named_modules():
+        if isinstance(module, MultiHeadAttention):
+            kind = (
+                "cross"
+                if name.endswith("cross_attn")
+                else "encoder"
+                if name.startswith("encoder.")
+                else "decoder"
+            )
+            found[kind].append(module)
+    found = {kind: modules for kind, modules in found.items() if modules}
+    if not found:
+        raise ConfigError(
+            f"a {type(model).__name__} has no multi-head attention to score (the RNN's additive "
+            "attention is one head)"
+        )
+    return found
+
+
+def shapes(model: nn.Module) -> dict[str, tuple[int, int]]:
+    """(L, H) of each kind."""
+    return {kind: (len(ms), ms[0].n_heads) for kind, ms in attention_heads(model).items()}
+
+
+@contextlib.contextmanager
+def gated(model: nn.Module, gates: dict[str, Tensor]) -> Iterator[None]:
+    """Inside the block, head h of layer l of each kind in ``gates`` is scaled by gates[kind][l, h]
+    (L, H); kinds left out stay as trained."""
+    heads = attention_heads(model)
+    try:
+        for kind, values in gates.items():
+            for layer, module in enumerate(heads[kind]):
+                module.head_gate = values[layer]
+        yield
+    finally:
+        for modules in heads.values():
+            for module in modules:
+                module.head_gate = None
+
+
+def masked(model: nn.Module, kind: str, layer: int, head: int) -> dict[str, Tensor]:
+    """Gates that mask one head and keep every other."""
+    L, H = shapes(model)[kind]
+    gates = torch.ones(L, H)
+    gates[layer, head] = 0.0
+    return {kind: gates}
+
+
+def gradient_importance(
+    model: nn.Module, batches: Iterable[Any], loss_of: Callable[[Any], LossOutput]
+) -> dict[str, Tensor]:
+    """I_h per kind (L, H): |dL/dxi_h| at xi = 1, summed batch by batch, per target token;
+    ``loss_of(batch)`` is the task's summed loss of a batch. The weights get no gradient."""
+    gates = {kind: torch.ones(L, H, requires_grad=True) for kind, (L, H) in shapes(model).items()}
+    total = {kind: torch.zeros(L, H, dtype=torch.float64) for kind, (L, H) in shapes(model).items()}
+    tokens = 0
+    params = [p for p in model.parameters() if p.requires_grad]
+    for p in params:
+        p.requires_grad_(False)
+    try:
+        with gated(model, gates):
+            for batch in batches:
+                out = loss_of(batch)
+                out.loss.backward()
+                for kind, g in gates.items():
+                    assert g.grad is not None
+                    total[kind] += g.grad.abs().double()
+                    g.grad = None
+                tokens += int(out.n_tokens)
+    finally:
+        for p in params:
+            p.requires_grad_(True)
+    return {kind: (t / max(tokens, 1)).float() for kind, t in total.items()}
+
+
+def weight_statistics(model: nn.Module, batches: Iterable[Any], run: Callable[[Any], Any]) -> dict[str, dict]:
+    """Per kind, (L, H) each: ``confidence`` (mean largest weight of a query) and ``entropy`` (mean
+    entropy of a query's weights, nats) over every query that ``run(batch)`` computes."""
+    heads = attention_heads(model)
+    sums = {
+        k: {"confidence": torch.zeros(len(ms), ms[0].n_heads), "entropy": torch.zeros(len(ms), ms[0].n_heads)}
+        for k, ms in heads.items()
+    }
+    rows = {k: torch.zeros(len(ms)) for k, ms in heads.items()}
+    try:
+        for modules in heads.values():
+            for module in modules:
+                module.recorded = []
+        with torch.no_grad():
+            for batch in batches:
+                run(batch)
+                for kind, modules in heads.items():
+                    for layer, module in enumerate(modules):
+                        assert module.recorded is not None
+                        for w in module.recorded:  # (B, H, Tq, Tk)
+                            w = w.float()
+                            sums[kind]["confidence"][layer] += w.amax(-1).sum((0, 2))
+                            entropy = -(w * w.clamp_min(1e-12).log()).sum(-1)  # (B, H, Tq)
+                            sums[kind]["entropy"][layer] += entropy.sum((0, 2))
+                            rows[kind][layer] += w.size(0) * w.size(2)
+                        module.recorded.clear()
+    finally:
+        for modules in heads.values():
+            for module in modules:
+                module.recorded = None
+    return {
+        kind: {name: total / rows[kind].clamp_min(1)[:, None] for name, total in stats.items()}
+        for kind, stats in sums.items()
+    }
