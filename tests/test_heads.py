@@ -139,3 +139,24 @@ def test_the_heads_command_scores_every_head_of_a_checkpoint(runs, tmp_path, cap
     assert "24/24 cross layer 2 head 4" in err  # the progress, one line per head
     code, _, err = cli(capsys, "heads", "--checkpoint", runs.rnn_ckpt, "--out", tmp_path / "rnn")
     assert_user_error(code, err, "no multi-head attention")
+
+
+def test_attention_method_rollout_and_flow_draw_a_translation_s_maps(runs, tmp_path, capsys):
+    from cli_helpers import cli
+
+    for method in ("rollout", "flow"):
+        out = tmp_path / f"{method}.png"
+        code, printed, err = cli(
+            capsys,
+            "attention",
+            "--checkpoint",
+            runs.ckpt,
+            "--text",
+            "Ein Hund.",
+            "--out",
+            out,
+            "--method",
+            method,
+        )
+        assert code == 0, err
+        assert out.is_file() and (tmp_path / f"{method}_encoder_self.png").is_file()

@@ -31,6 +31,13 @@ def add_parser(sub) -> None:
         "--html",
         help="the interactive attention page as one static HTML file (a task with a page panel)",
     )
+    p.add_argument(
+        "--method",
+        choices=("raw", "rollout", "flow"),
+        default="raw",
+        help="raw weights, or followed down to the input tokens through the layers with the residual "
+        "counted (Abnar and Zuidema, 2020): rollout or flow (default raw)",
+    )
     p.add_argument("--beam", type=int_at_most(256), default=4)
     p.add_argument("--device", type=device, default="auto")
 
@@ -49,6 +56,9 @@ def run(args) -> None:
     needs, other = ("--image", "--text") if "--image" in task.attention_flags else ("--text", "--image")
     if getattr(args, needs[2:]) is None or getattr(args, other[2:]) is not None:
         raise ConfigError(f"{task.noun} needs {needs} (not {other})")
+    if args.method != "raw" and "--method" not in task.attention_flags:
+        takers = " and ".join(t.noun for t in tasks() if "--method" in t.attention_flags)
+        raise ConfigError(f"--method {args.method} is for {takers}; {task.noun} draws raw weights")
     module, _, function = task.attention.partition(":")
     getattr(importlib.import_module(module), function)(args, state)
 

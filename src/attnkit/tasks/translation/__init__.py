@@ -26,7 +26,7 @@ TASK = TaskInfo(
     evaluate="attnkit.tasks.translation.evaluate_command:run",
     evaluate_flags=("--src", "--ref", "--hyp-output", "--lowercase"),
     attention="attnkit.tasks.translation.attention_command:run",
-    attention_flags=("--text", "--html"),
+    attention_flags=("--text", "--html", "--method"),
     page="attnkit.tasks.translation",
     commands={"translate": "attnkit.tasks.translation.command"},
 )

@@ -1,0 +1,67 @@
+"""How attention flows through the layers: rollout and flow (Abnar and Zuidema, 2020).
+
+An upper layer attends over positions that the layers below have already mixed, so its raw weights
+say little about which *inputs* a position used. Both methods follow the mixing down to the input
+tokens, counting the residual connection as the paper does: each layer's attention, averaged over
+its heads, becomes A~ = 0.5 A + 0.5 I (each row still sums to 1).
+
+- rollout: R = A~_L ... A~_1; row i holds each input token's share in position i at the top.
+- flow: the layers as a graph, A~'s weights as edge capacities; entry (i, j) is the largest flow
+  from position i at the top to input token j at the bottom (networkx's maximum flow), each row
+  then normalised to sum to 1.
+
+Legend: L layers, H heads, S positions, T target positions.
+"""
+
+from __future__ import annotations
+
+import networkx as nx  # type: ignore[import-untyped]
+import torch
+from torch import Tensor
+
+METHODS = ("raw", "rollout", "flow")
+
+
+def with_residual(weights: Tensor) -> Tensor:
+    """(L, H, S, S) attention -> (L, S, S): mean over heads, half of each row kept for the residual."""
+    mean = weights.float().mean(1)  # (L, S, S)
+    eye = torch.eye(mean.size(-1), device=mean.device)
+    mixed = 0.5 * mean + 0.5 * eye
+    return mixed / mixed.sum(-1, keepdim=True)
+
+
+def rollout(weights: Tensor) -> Tensor:
+    """(L, H, S, S) self-attention of one sequence -> (S, S): each top position's mix of inputs."""
+    layers = with_residual(weights)
+    result = layers[0]
+    for layer in layers[1:]:
+        result = layer @ result  # (S, S): the upper layer reads what the lower one mixed
+    return result
+
+
+def flow(weights: Tensor) -> Tensor:
+    """(L, H, S, S) self-attention of one sequence -> (S, S): the maximum flow from each top position
+    to each input token through the layers, rows normalised."""
+    layers = with_residual(weights).double().cpu()
+    L, S, _ = layers.shape
+    graph = nx.DiGraph()
+    for level in range(L):  # edge (level + 1, i) -> (level, j) with capacity A~_level[i, j]
+        for i in range(S):
+            for j in range(S):
+                graph.add_edge((level + 1, i), (level, j), capacity=float(layers[level, i, j]))
+    result = torch.zeros(S, S, dtype=torch.float64)
+    for i in range(S):
+        for j in range(S):
+            result[i, j] = nx.maximum_flow_value(graph, (L, i), (0, j))
+    return (result / result.sum(-1, keepdim=True)).float()
+
+
+def through_encoder(cross: Tensor, encoder_self: Tensor, method: str) -> Tensor:
+    """The decoder's view of the source tokens: the last layer's cross-attention (L, H, T, S),
+    averaged over its heads, followed down through the encoder's rollout or flow -> (T, S);
+    ``raw``: the last layer's cross-attention itself."""
+    last = cross[-1].float().mean(0)  # (T, S)
+    if method == "raw":
+        return last
+    mixing = rollout(encoder_self) if method == "rollout" else flow(encoder_self)  # (S, S)
+    return last @ mixing.to(last.device)
