@@ -8,7 +8,15 @@ import torch
 import torch.nn.functional as F
 
 from attnkit.errors import ConfigError
-from attnkit.heads import attention_heads, gated, gradient_importance, masked, shapes, weight_statistics
+from attnkit.heads import (
+    attention_heads,
+    counts,
+    gated,
+    gradient_importance,
+    masked,
+    shapes,
+    weight_statistics,
+)
 from attnkit.loss import LossOutput
 from attnkit.model import RNNConfig, RNNSeq2Seq, Transformer, TransformerConfig
 
@@ -160,3 +168,96 @@ def test_attention_method_rollout_and_flow_draw_a_translation_s_maps(runs, tmp_p
         )
         assert code == 0, err
         assert out.is_file() and (tmp_path / f"{method}_encoder_self.png").is_file()
+
+
+def test_a_physically_pruned_model_computes_what_the_masked_one_did():
+    from attnkit.checkpoint import build_model
+    from attnkit.heads import prune_heads, removed_heads
+
+    model, (src, tgt) = tiny(), data()
+    gates = {"encoder": torch.ones(2, 4), "cross": torch.ones(2, 4)}
+    gates["encoder"][0, 1] = gates["encoder"][1, 0] = gates["encoder"][1, 3] = 0.0
+    gates["cross"][1, 2] = 0.0
+    with torch.no_grad(), gated(model, gates):
+        masked_out = model(src, tgt)
+    removed = removed_heads(model, gates)
+    assert removed == {"encoder": [[1], [0, 3]], "cross": [[], [2]]}
+    before = sum(p.numel() for p in model.parameters())
+    prune_heads(model, removed)
+    assert counts(model) == {"encoder": [3, 2], "decoder": [4, 4], "cross": [4, 3]}
+    assert sum(p.numel() for p in model.parameters()) < before
+    with torch.no_grad():
+        torch.testing.assert_close(model(src, tgt), masked_out)
+    # a config that says so rebuilds the pruned shapes, so its weights load (every command, init_from)
+    config = {**model.config.to_dict(), "pruned_heads": removed}
+    rebuilt = build_model("transformer", config)
+    rebuilt.load_state_dict(model.state_dict())
+    rebuilt.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(rebuilt(src, tgt), masked_out)
+
+
+def test_pruning_nothing_changes_nothing_bit_for_bit():
+    from attnkit.heads import prune_heads
+
+    model, (src, tgt) = tiny(), data()
+    with torch.no_grad():
+        before = model(src, tgt)
+        prune_heads(model, {"encoder": [[], []]})
+        assert torch.equal(model(src, tgt), before)
+
+
+@pytest.mark.slow
+def test_prune_removes_heads_writes_its_curve_and_every_command_takes_the_result(
+    runs, tmp_path, capsys, monkeypatch
+):
+    import json
+
+    from attnkit.checkpoint import load_checkpoint
+    from cli_helpers import assert_user_error, cli, cli_stdin
+
+    out = tmp_path / "pruned.pt"
+    args = ["prune", "--checkpoint", runs.ckpt, "--output", out, "--max-sentences", 12]
+    code, printed, err = cli(capsys, *args, "--fraction", 0.25)
+    assert code == 0, err
+    assert "6 of 24 heads pruned" in printed
+    curve = json.loads((tmp_path / "pruned.curve.json").read_text())["curve"]
+    assert [r["pruned"] for r in curve] == list(range(7)) and curve[0]["head"] is None
+    assert (tmp_path / "pruned.curve.png").is_file() and (tmp_path / "pruned.curve.csv").is_file()
+    state = load_checkpoint(out)
+    removed = state["model_config"]["pruned_heads"]
+    assert sum(len(heads) for layers in removed.values() for heads in layers) == 6
+    assert "optimizer" not in state
+    # every command that reads a checkpoint takes it; an export format that cannot hold it says so
+    code, translated, err = cli_stdin(capsys, monkeypatch, b"Ein Hund.\n", "translate", "--checkpoint", out)
+    assert code == 0 and translated.strip(), err
+    code, _, err = cli(
+        capsys, "export", "--checkpoint", out, "--format", "ctranslate2", "--output", tmp_path / "ct2"
+    )
+    assert_user_error(code, err, "pruned heads")
+    code, _, err = cli(
+        capsys, "prune", "--checkpoint", out, "--output", tmp_path / "again.pt", "--fraction", 0.1
+    )
+    assert_user_error(code, err, "pruned already")
+    code, _, err = cli(capsys, *args, "--floor", 1000)
+    assert_user_error(code, err, "already past --floor")
+    code, _, err = cli(capsys, *args, "--fraction", 1.5)
+    assert code == 2 and "--fraction" in err
+
+
+@pytest.mark.slow
+def test_a_pruned_checkpoint_fine_tunes(runs, tmp_path, capsys, shared_data):
+    from attnkit.checkpoint import load_checkpoint
+    from attnkit.train import load_config, train
+    from cli_helpers import cli
+
+    out = tmp_path / "pruned.pt"
+    code, _, err = cli(
+        capsys, "prune", "--checkpoint", runs.ckpt, "--output", out, "--fraction", 0.2, "--max-sentences", 8
+    )
+    assert code == 0, err
+    overrides = [f"data.data_dir={shared_data}", "data.max_train_pairs=100", "data.max_valid_pairs=5"]
+    overrides += [f"train.init_from={out}", "train.max_steps=3", "train.progress=false", "valid.every=3"]
+    train(load_config(None, [*overrides, f"output_dir={tmp_path / 'ft'}"]), log=lambda m: None)
+    tuned = load_checkpoint(tmp_path / "ft" / "checkpoint_last.pt")
+    assert tuned["model_config"]["pruned_heads"] == load_checkpoint(out)["model_config"]["pruned_heads"]

@@ -170,7 +170,12 @@ def build_model(arch: str, config: dict[str, Any]) -> nn.Module:
     if arch not in ARCHS:
         raise ConfigError(f"unknown model arch {arch!r} (known: {', '.join(ARCHS)})")
     model_cls, config_cls = ARCHS[arch]
-    return model_cls(config_cls.from_dict(config))
+    model = model_cls(config_cls.from_dict(config))
+    if config.get("pruned_heads"):  # `attnkit prune`'s checkpoints: those heads' weights are gone
+        from .heads import prune_heads
+
+        prune_heads(model, config["pruned_heads"])
+    return model
 
 
 def model_from_checkpoint(state: dict[str, Any]) -> nn.Module:

@@ -54,8 +54,13 @@ def attention_heads(model: nn.Module) -> dict[str, list[MultiHeadAttention]]:
 
 
 def shapes(model: nn.Module) -> dict[str, tuple[int, int]]:
-    """(L, H) of each kind."""
-    return {kind: (len(ms), ms[0].n_heads) for kind, ms in attention_heads(model).items()}
+    """(L, H) of each kind: H the most heads a layer has (a pruned layer has fewer: :func:`counts`)."""
+    return {kind: (len(ms), max(m.n_heads for m in ms)) for kind, ms in attention_heads(model).items()}
+
+
+def counts(model: nn.Module) -> dict[str, list[int]]:
+    """The heads of each layer, per kind."""
+    return {kind: [m.n_heads for m in ms] for kind, ms in attention_heads(model).items()}
 
 
 @contextlib.contextmanager
@@ -66,7 +71,7 @@ def gated(model: nn.Module, gates: dict[str, Tensor]) -> Iterator[None]:
     try:
         for kind, values in gates.items():
             for layer, module in enumerate(heads[kind]):
-                module.head_gate = values[layer]
+                module.head_gate = values[layer, : module.n_heads]  # (H,) of this layer
         yield
     finally:
         for modules in heads.values():
@@ -83,11 +88,18 @@ def masked(model: nn.Module, kind: str, layer: int, head: int) -> dict[str, Tens
 
 
 def gradient_importance(
-    model: nn.Module, batches: Iterable[Any], loss_of: Callable[[Any], LossOutput]
+    model: nn.Module,
+    batches: Iterable[Any],
+    loss_of: Callable[[Any], LossOutput],
+    at: dict[str, Tensor] | None = None,
 ) -> dict[str, Tensor]:
-    """I_h per kind (L, H): |dL/dxi_h| at xi = 1, summed batch by batch, per target token;
-    ``loss_of(batch)`` is the task's summed loss of a batch. The weights get no gradient."""
-    gates = {kind: torch.ones(L, H, requires_grad=True) for kind, (L, H) in shapes(model).items()}
+    """I_h per kind (L, H): |dL/dxi_h| at xi = 1 (or at the gates ``at``: heads already masked),
+    summed batch by batch, per target token; ``loss_of(batch)`` is the task's summed loss of a
+    batch. The weights get no gradient."""
+    gates = {
+        kind: (at[kind].clone() if at is not None and kind in at else torch.ones(L, H)).requires_grad_()
+        for kind, (L, H) in shapes(model).items()
+    }
     total = {kind: torch.zeros(L, H, dtype=torch.float64) for kind, (L, H) in shapes(model).items()}
     tokens = 0
     params = [p for p in model.parameters() if p.requires_grad]
@@ -142,4 +154,28 @@ def weight_statistics(model: nn.Module, batches: Iterable[Any], run: Callable[[A
     return {
         kind: {name: total / rows[kind].clamp_min(1)[:, None] for name, total in stats.items()}
         for kind, stats in sums.items()
+    }
+
+
+def prune_heads(model: nn.Module, removed: dict[str, list[list[int]]]) -> None:
+    """Remove heads for good: ``removed[kind][layer]`` are the heads of that layer to drop (as
+    ``model.pruned_heads`` stores them); the model then computes what it computed with those gates
+    at 0. A layer keeps at least one head."""
+    heads = attention_heads(model)
+    for kind, layers in removed.items():
+        if kind not in heads or len(layers) != len(heads[kind]):
+            found = len(heads.get(kind, []))
+            raise ConfigError(f"pruned_heads: {kind} lists {len(layers)} layers; the model has {found}")
+        for module, gone in zip(heads[kind], layers, strict=True):
+            if gone:
+                module.prune(gone)
+
+
+def removed_heads(model: nn.Module, gates: dict[str, Tensor]) -> dict[str, list[list[int]]]:
+    """The heads whose gate is 0, per kind and layer: what :func:`prune_heads` removes."""
+    n = counts(model)
+    return {
+        kind: [[h for h in range(n[kind][layer]) if values[layer, h] == 0] for layer in range(values.size(0))]
+        for kind, values in gates.items()
+        if bool((values == 0).any())
     }

@@ -260,3 +260,15 @@ def plot_head_scores(panels: dict[str, Any], out_path: str | Path) -> Path:
         ax.set_yticks(range(L), [str(layer + 1) for layer in range(L)])
         ax.set(xlabel="head", ylabel="layer", title=title)
     return _save(fig, out_path)
+
+
+def plot_pruning_curve(
+    fractions: Sequence[float], values: Sequence[float], metric: str, out_path: str | Path
+) -> Path:
+    """The validation metric against the share of heads pruned (Michel et al.'s Figure 3)."""
+    fig = _figure(5.0, 3.5)
+    ax = fig.subplots()
+    ax.plot([100 * f for f in fractions], values, marker="o", markersize=3)
+    ax.set(xlabel="heads pruned (%)", ylabel=metric, title=f"{metric} as heads are pruned")
+    ax.grid(alpha=0.3)
+    return _save(fig, out_path)

@@ -19,7 +19,19 @@ from typing import Any
 from .. import fast
 from ..errors import AttnkitError, Stopped
 from ..tasks import tasks
-from . import attention, average, evaluate, export, heads, import_, plot_positional, prepare, serve, train
+from . import (
+    attention,
+    average,
+    evaluate,
+    export,
+    heads,
+    import_,
+    plot_positional,
+    prepare,
+    prune,
+    serve,
+    train,
+)
 from .common import EXIT_USAGE, Parser
 
 COMMANDS: list[Any] = [
@@ -28,6 +40,7 @@ COMMANDS: list[Any] = [
     evaluate,
     attention,
     heads,
+    prune,
     plot_positional,
     average,
     serve,

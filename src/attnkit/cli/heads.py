@@ -41,7 +41,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> None:
-    from ..heads import gradient_importance, shapes, weight_statistics
+    from ..heads import counts, gradient_importance, weight_statistics
     from ..plotting import plot_head_scores
 
     out = Path(args.out)
@@ -61,8 +61,8 @@ def run(args) -> None:
         sign = 1.0 if task.higher_is_better else -1.0  # a drop is how much worse, whichever way is better
         drops = {kind: [[sign * (base - v) for v in row] for row in rows] for kind, rows in values.items()}
     rows = []
-    for kind, (L, H) in shapes(model).items():
-        for layer in range(L):
+    for kind, per_layer in counts(model).items():
+        for layer, H in enumerate(per_layer):
             for head in range(H):
                 rows.append(
                     {
@@ -118,13 +118,13 @@ def _validation(args, out: Path):
 
 def _drops(model, score, metric: str) -> dict[str, list[list[float]]]:
     """``score()`` with each head alone masked: per kind, (L, H) values, one progress line each."""
-    from ..heads import gated, masked, shapes
+    from ..heads import counts, gated, masked, shapes
 
     values: dict[str, list[list[float]]] = {}
-    n, done = sum(L * H for L, H in shapes(model).values()), 0
-    for kind, (L, H) in shapes(model).items():
-        values[kind] = [[0.0] * H for _ in range(L)]
-        for layer in range(L):
+    n, done = sum(sum(c) for c in counts(model).values()), 0
+    for kind, per_layer in counts(model).items():
+        values[kind] = [[float("nan")] * shapes(model)[kind][1] for _ in per_layer]
+        for layer, H in enumerate(per_layer):
             for head in range(H):
                 with gated(model, masked(model, kind, layer, head)):
                     values[kind][layer][head] = value = score()

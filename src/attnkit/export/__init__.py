@@ -40,6 +40,11 @@ def load_for_export(path: str | Path):
         )
     tokenizer = SubwordTokenizer.from_state_dict(state["tokenizer"])
     cfg = model.config
+    if cfg.pruned_heads:  # CTranslate2 and Marian hold n_heads heads in every layer
+        raise CheckpointError(
+            f"{path}: has pruned heads (layers with different numbers of heads), which no export "
+            "format holds; translate it with attnkit"
+        )
     ours: tuple[int, ...]
     theirs: tuple[int, ...]
     if isinstance(cfg, LMConfig):  # one vocabulary, the tokenizer's source side

@@ -40,9 +40,27 @@ class BlockConfig(ConfigBase):
     relative_values: bool = False
     bias: bool = True
     pad_id: int = 0
+    # heads removed for good by `attnkit prune`: per kind (encoder, decoder, cross), per layer, the
+    # indices of the heads gone (attnkit.heads.prune_heads); empty: every layer has n_heads
+    pruned_heads: dict[str, list[list[int]]] = dataclasses.field(default_factory=dict)
 
     def validate(self) -> None:
         self._positive("d_model", "n_heads", "d_ff", "max_len")
+        self._check(
+            isinstance(self.pruned_heads, dict), "pruned_heads", "must map a kind to a list per layer"
+        )
+        for kind, layers in self.pruned_heads.items():
+            self._check(kind in ("encoder", "decoder", "cross"), "pruned_heads", f"unknown kind {kind!r}")
+            for heads in layers:
+                ok = (
+                    all(isinstance(h, int) and 0 <= h < self.n_heads for h in heads)
+                    and len(set(heads)) < self.n_heads
+                )
+                self._check(
+                    ok,
+                    "pruned_heads",
+                    f"{kind}: {heads} must be distinct heads below {self.n_heads}, one kept",
+                )
         self._check(
             self.d_model % self.n_heads == 0, "d_model", f"must be divisible by n_heads={self.n_heads}"
         )

@@ -79,6 +79,8 @@ class RowMoves:
 def check_fixed(config: Any) -> None:
     """A fixed layout counts positions from a tensor: absolute positions only (relative and rotary
     self-attention count them from the cache's length, which a fixed buffer does not have)."""
+    if getattr(config, "pruned_heads", None):
+        raise ConfigError("compiled decoding of a model with pruned heads is not supported: decode eagerly")
     if config.positional not in ABSOLUTE:
         raise ConfigError(
             f"a fixed-layout cache (compiled decoding) needs sinusoidal or learned positions, "
