@@ -17,7 +17,7 @@ Legend: L layers of a kind, H heads, B batch, Tq queries, Tk keys.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -168,7 +168,7 @@ def prune_heads(model: nn.Module, removed: dict[str, list[list[int]]]) -> None:
             raise ConfigError(f"pruned_heads: {kind} lists {len(layers)} layers; the model has {found}")
         for module, gone in zip(heads[kind], layers, strict=True):
             if gone:
-                module.prune(gone)
+                prune_attention(module, gone)
 
 
 def removed_heads(model: nn.Module, gates: dict[str, Tensor]) -> dict[str, list[list[int]]]:
@@ -179,3 +179,33 @@ def removed_heads(model: nn.Module, gates: dict[str, Tensor]) -> dict[str, list[
         for kind, values in gates.items()
         if bool((values == 0).any())
     }
+
+
+def prune_attention(module: MultiHeadAttention, heads: Sequence[int]) -> None:
+    """Remove ``heads`` of one attention for good: their rows of W^Q, W^K and W^V and their columns of
+    W^O, so it computes what it computed with those heads' gates at 0, with fewer weights."""
+    gone = set(heads)
+    keep = [h for h in range(module.n_heads) if h not in gone]
+    if not keep:
+        raise ConfigError("pruning would leave an attention without a head: keep at least one per layer")
+    Dh, inner = module.d_head, module.n_heads * module.d_head
+    rows = torch.cat([torch.arange(h * Dh, (h + 1) * Dh) for h in keep])  # (H' * Dh,)
+    module.q_proj = _rows(module.q_proj, rows)
+    module.kv_proj = _rows(module.kv_proj, torch.cat([rows, inner + rows]))  # [W^K; W^V]
+    out = module.out_proj
+    pruned = nn.Linear(len(rows), out.out_features, bias=out.bias is not None).to(out.weight)
+    with torch.no_grad():
+        pruned.weight.copy_(out.weight[:, rows])
+        if out.bias is not None:
+            pruned.bias.copy_(out.bias)
+    module.out_proj, module.n_heads = pruned, len(keep)
+
+
+def _rows(linear: nn.Linear, rows: Tensor) -> nn.Linear:
+    """A linear layer keeping only output ``rows`` of ``linear``."""
+    kept = nn.Linear(linear.in_features, len(rows), bias=linear.bias is not None).to(linear.weight)
+    with torch.no_grad():
+        kept.weight.copy_(linear.weight[rows])
+        if linear.bias is not None:
+            kept.bias.copy_(linear.bias[rows])
+    return kept

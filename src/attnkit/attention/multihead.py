@@ -7,13 +7,11 @@ that share one row of keys (the beams of one sentence in cross-attention).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..errors import ConfigError
 from .functional import scaled_dot_product_attention
 from .masks import causal_mask, combine_masks
 from .positions import AttentionPositions
@@ -207,25 +205,6 @@ class MultiHeadAttention(nn.Module):
                 weights = weights.view(Bk, H, G, Tq, Tk).transpose(1, 2).reshape(Bq, H, Tq, Tk)
         return out, weights
 
-    def prune(self, heads: Sequence[int]) -> None:
-        """Remove ``heads`` for good: their rows of W^Q, W^K and W^V and their columns of W^O, so the
-        layer computes what it computed with those heads' gates at 0, with fewer weights."""
-        gone = set(heads)
-        keep = [h for h in range(self.n_heads) if h not in gone]
-        if not keep:
-            raise ConfigError("pruning would leave an attention without a head: keep at least one per layer")
-        Dh, inner = self.d_head, self.n_heads * self.d_head
-        rows = torch.cat([torch.arange(h * Dh, (h + 1) * Dh) for h in keep])  # (H' * Dh,)
-        self.q_proj = _rows(self.q_proj, rows)
-        self.kv_proj = _rows(self.kv_proj, torch.cat([rows, inner + rows]))  # [W^K; W^V]
-        out = self.out_proj
-        pruned = nn.Linear(len(rows), out.out_features, bias=out.bias is not None).to(out.weight)
-        with torch.no_grad():
-            pruned.weight.copy_(out.weight[:, rows])
-            if out.bias is not None:
-                pruned.bias.copy_(out.bias)
-        self.out_proj, self.n_heads = pruned, len(keep)
-
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         """Checkpoints written before the split of ``in_proj`` into ``q_proj`` and ``kv_proj`` still load."""
         for kind in ("weight", "bias"):
@@ -234,13 +213,3 @@ class MultiHeadAttention(nn.Module):
                 state_dict[f"{prefix}q_proj.{kind}"] = packed[: self.d_model]
                 state_dict[f"{prefix}kv_proj.{kind}"] = packed[self.d_model :]
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
-
-
-def _rows(linear: nn.Linear, rows: Tensor) -> nn.Linear:
-    """A linear layer keeping only output ``rows`` of ``linear``."""
-    kept = nn.Linear(linear.in_features, len(rows), bias=linear.bias is not None).to(linear.weight)
-    with torch.no_grad():
-        kept.weight.copy_(linear.weight[rows])
-        if linear.bias is not None:
-            kept.bias.copy_(linear.bias[rows])
-    return kept
