@@ -450,32 +450,25 @@ def decode(ctx: Context, emit: Emit) -> None:
         free_memory()
 
 
+TRAIN_COLUMNS = (  # the table of train_base and train_big
+    ("engine", "engine", ""),
+    ("params", "n_params", ",.0f"),
+    ("target tok/s", "tokens_per_s", ",.0f"),
+    ("step ms", "step_ms", ".1f"),
+    ("TFLOP/s", "tflops", ".3g"),
+    ("MFU (datasheet peak)", "mfu", ".1%"),
+    ("MFU (measured matmul)", "mfu_measured", ".1%"),
+)
 PARTS = {
     "train_base": Part(
         train_base,
         100,
-        (
-            ("engine", "engine", ""),
-            ("params", "n_params", ",.0f"),
-            ("target tok/s", "tokens_per_s", ",.0f"),
-            ("step ms", "step_ms", ".1f"),
-            ("TFLOP/s", "tflops", ".3g"),
-            ("MFU (datasheet peak)", "mfu", ".1%"),
-            ("MFU (measured matmul)", "mfu_measured", ".1%"),
-        ),
+        TRAIN_COLUMNS,
     ),
     "train_big": Part(
         train_big,
         90,
-        (
-            ("engine", "engine", ""),
-            ("params", "n_params", ",.0f"),
-            ("target tok/s", "tokens_per_s", ",.0f"),
-            ("step ms", "step_ms", ".1f"),
-            ("TFLOP/s", "tflops", ".3g"),
-            ("MFU (datasheet peak)", "mfu", ".1%"),
-            ("MFU (measured matmul)", "mfu_measured", ".1%"),
-        ),
+        TRAIN_COLUMNS,
     ),
     "attention": Part(
         attention,

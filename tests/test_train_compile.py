@@ -14,23 +14,9 @@ import torch
 from torch._dynamo.utils import counters
 
 from attnkit.train import load_config, train
+from test_linear_loss import TINY as LOSS_TINY
 
-TINY = [
-    "data.max_train_pairs=200",
-    "data.max_valid_pairs=10",
-    "tokenizer.vocab_size=300",
-    "model.preset=tiny",
-    "model.share_vocab=true",
-    "model.dropout=0.0",
-    "train.max_tokens=600",
-    "train.schedule=inverse_sqrt",
-    "train.lr=0.003",
-    "train.warmup_steps=3",
-    "train.max_steps=6",
-    "train.log_every=1",
-    "train.progress=false",
-    "valid.every=100",
-]
+TINY = [*LOSS_TINY, "model.dropout=0.0"]  # six batches of different lengths
 
 
 def losses(tmp_path, shared_data, name: str, *extra: str) -> list[float]:
