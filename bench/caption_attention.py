@@ -20,7 +20,9 @@ from pathlib import Path
 
 import torch
 
+from attnkit.attention.rollout import rollout
 from attnkit.tasks.captioning import Captioner, region_mass
+from attnkit.tasks.captioning.images import as_floats
 
 OBJECT_WORDS = {1: 0, 2: 0, -2: 1, -1: 1}  # word position in the caption -> which object it names
 
@@ -40,8 +42,9 @@ def main(argv: list[str] | None = None) -> dict:
     captioner = Captioner.from_checkpoint(args.checkpoint, device="cpu")
     found = captioner.caption([str(root / s["image"]) for s in scenes], beam=1, return_attention=True)
     grid, size = captioner.model.grid, captioner.image_size
-    exact, words, right, masses, uniform = 0, 0, 0, [], []
+    exact, words, right, masses, uniform, rolled = 0, 0, 0, [], [], []
     for scene, ref, cap in zip(scenes, refs, found, strict=True):
+        rollout = encoder_rollout(captioner, root / scene["image"])  # (R, R) or None
         exact += cap.text == ref
         got, want = cap.text.split(), ref.split()
         assert cap.attention is not None
@@ -54,6 +57,8 @@ def main(argv: list[str] | None = None) -> dict:
             box = tuple(scene["objects"][obj]["box"])
             masses.append(region_mass(cap.attention[i % len(got)], box, grid, size))
             uniform.append(region_mass(even, box, grid, size))
+            if rollout is not None:  # the same word's attention followed through the encoder's layers
+                rolled.append(region_mass(cap.attention[i % len(got)] @ rollout, box, grid, size))
     m = torch.tensor(masses)
     result = {
         "checkpoint": args.checkpoint,
@@ -63,15 +68,29 @@ def main(argv: list[str] | None = None) -> dict:
         "mass_mean": float(m.mean()),
         "mass_above_half": float((m > 0.5).float().mean()),
         "uniform_mass_mean": float(torch.tensor(uniform).mean()),
+        "rollout_mass_mean": float(torch.tensor(rolled).mean()) if rolled else None,
     }
     print(
         f"{exact}/{len(scenes)} captions exact; {right}/{words} colour and shape words right; their "
         f"attention inside their object's box: mean {result['mass_mean']:.3f} "
         f"({result['mass_above_half']:.0%} above 0.5), evenly spread {result['uniform_mass_mean']:.3f}"
     )
+    if rolled:
+        print(f"followed through the encoder (attention rollout): mean {result['rollout_mass_mean']:.3f}")
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return result
+
+
+def encoder_rollout(captioner: Captioner, image: Path) -> torch.Tensor | None:
+    """(R, R) the attention rollout of the captioner's encoder over one image's regions (Abnar and
+    Zuidema, 2020), or None for a captioner whose regions go to the decoder as they are."""
+    pixels = as_floats(captioner.read(image)[None])  # (1, C, S, S)
+    with torch.no_grad():
+        weights = captioner.model.encode(pixels, need_weights=True).self_attn
+    if not weights:
+        return None
+    return rollout(torch.stack([w[0] for w in weights]))  # (L, H, R, R) -> (R, R)
 
 
 if __name__ == "__main__":
