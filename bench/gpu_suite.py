@@ -4,7 +4,7 @@
                               [--parts train_base,attention,...] [--box PART=SECONDS ...]
     python -m bench.gpu_suite --out /tmp/gpu_smoke --smoke      # every part on the CPU at toy sizes
 
-Parts (bench/gpu_parts.py, bench/gpu_train.py; the time box on the GPU in seconds, 480 in all):
+Parts (bench/gpu_train_speed.py, gpu_parts.py, gpu_train.py; the time box on the GPU in seconds, 480 in all):
   train_base (100)      training target tokens/s and MFU of the paper's base model (d 512, 6+6 layers,
                         8 heads, FFN 2048, shared vocabulary 37,000, 500 x 50 = 25,000 target tokens a
                         batch, halved on CUDA OOM), bf16 autocast: attnkit eager, HF MarianMTModel of
@@ -60,11 +60,15 @@ import torch
 
 from attnkit.files import atomic_write
 
-from . import gpu_parts, gpu_train
+from . import gpu_parts, gpu_train, gpu_train_speed
 from .gpu_parts import GPU, ROOT, SMOKE, Context, Part
 from .report import machine_info, md_table
 
-PARTS: dict[str, Part] = {**gpu_parts.PARTS, **gpu_train.PARTS}  # in the order they run; boxes add to 480 s
+PARTS: dict[str, Part] = {  # in the order they run; boxes add to 480 s
+    **gpu_train_speed.PARTS,
+    **gpu_parts.PARTS,
+    **gpu_train.PARTS,
+}
 SMOKE_BOX = 120  # seconds per part in --smoke: a guard, never reached by a working part
 
 
