@@ -121,40 +121,40 @@ def gradient_importance(
     return {kind: (t / max(tokens, 1)).float() for kind, t in total.items()}
 
 
-def weight_statistics(model: nn.Module, batches: Iterable[Any], run: Callable[[Any], Any]) -> dict[str, dict]:
-    """Per kind, (L, H) each: ``confidence`` (mean largest weight of a query) and ``entropy`` (mean
-    entropy of a query's weights, nats) over every query that ``run(batch)`` computes."""
+@contextlib.contextmanager
+def weight_statistics(model: nn.Module) -> Iterator[dict[str, dict[str, Tensor]]]:
+    """Inside the block every attention reports its weights; on leaving, the dict yielded holds, per
+    kind, (L, H) each: ``confidence`` (mean largest weight of a query) and ``entropy`` (mean entropy of
+    a query's weights, nats) over every query computed inside (the gradient pass's, say: one pass)."""
     heads = attention_heads(model)
-    sums = {
-        k: {"confidence": torch.zeros(len(ms), ms[0].n_heads), "entropy": torch.zeros(len(ms), ms[0].n_heads)}
-        for k, ms in heads.items()
-    }
-    rows = {k: torch.zeros(len(ms)) for k, ms in heads.items()}
+    H = {kind: H for kind, (_, H) in shapes(model).items()}
+    sums = {k: torch.zeros(2, len(ms), H[k], dtype=torch.float64) for k, ms in heads.items()}  # (2, L, H)
+    rows = {k: torch.zeros(len(ms), dtype=torch.float64) for k, ms in heads.items()}  # (L,)
+
+    def hook(kind: str, layer: int) -> Callable[[Tensor], None]:
+        def add(w: Tensor) -> None:  # (B, H', Tq, Tk): reduced at once, never kept
+            w = w.float()
+            n = w.size(1)
+            sums[kind][0, layer, :n] += w.amax(-1).sum((0, 2)).double().cpu()
+            entropy = -(w * w.clamp_min(1e-12).log()).sum(-1)  # (B, H', Tq)
+            sums[kind][1, layer, :n] += entropy.sum((0, 2)).double().cpu()
+            rows[kind][layer] += w.size(0) * w.size(2)
+
+        return add
+
+    found: dict[str, dict[str, Tensor]] = {}
     try:
-        for modules in heads.values():
-            for module in modules:
-                module.recorded = []
-        with torch.no_grad():
-            for batch in batches:
-                run(batch)
-                for kind, modules in heads.items():
-                    for layer, module in enumerate(modules):
-                        assert module.recorded is not None
-                        for w in module.recorded:  # (B, H, Tq, Tk)
-                            w = w.float()
-                            sums[kind]["confidence"][layer] += w.amax(-1).sum((0, 2))
-                            entropy = -(w * w.clamp_min(1e-12).log()).sum(-1)  # (B, H, Tq)
-                            sums[kind]["entropy"][layer] += entropy.sum((0, 2))
-                            rows[kind][layer] += w.size(0) * w.size(2)
-                        module.recorded.clear()
+        for kind, modules in heads.items():
+            for layer, module in enumerate(modules):
+                module.weights_hook = hook(kind, layer)
+        yield found
     finally:
         for modules in heads.values():
             for module in modules:
-                module.recorded = None
-    return {
-        kind: {name: total / rows[kind].clamp_min(1)[:, None] for name, total in stats.items()}
-        for kind, stats in sums.items()
-    }
+                module.weights_hook = None
+    for kind, (confidence, entropy) in sums.items():
+        per_row = rows[kind].clamp_min(1)[:, None]
+        found[kind] = {"confidence": (confidence / per_row).float(), "entropy": (entropy / per_row).float()}
 
 
 def prune_heads(model: nn.Module, removed: dict[str, list[list[int]]]) -> None:

@@ -7,6 +7,7 @@ that share one row of keys (the beams of one sentence in cross-attention).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -87,9 +88,9 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W^O
         self.positions = positions
         # Head analysis (attnkit.heads): a gate per head on its output (None: all 1, no cost), and a
-        # list that, when set, receives every call's weights (B * G, H, Tq, Tk).
+        # function that, when set, is given every call's weights (B * G, H, Tq, Tk).
         self.head_gate: Tensor | None = None  # (H,)
-        self.recorded: list[Tensor] | None = None
+        self.weights_hook: Callable[[Tensor], None] | None = None
         # Xavier-uniform over the stacked (3D, D) matrix [W^Q; W^K; W^V], as torch.nn.MultiheadAttention.
         bound = math.sqrt(6.0 / (4 * d_model))
         for proj in (self.q_proj, self.kv_proj):
@@ -150,11 +151,13 @@ class MultiHeadAttention(nn.Module):
             causal = causal and not cache.fixed
         if key_padding_mask is not None and key_padding_mask.dim() == 2:
             key_padding_mask = key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk)
-        record = self.recorded is not None
-        out, weights = self._attend(q, k, v, key_padding_mask, causal, kv_group, need_weights or record)
-        if record:
-            assert self.recorded is not None and weights is not None
-            self.recorded.append(weights.detach())
+        hook = self.weights_hook
+        out, weights = self._attend(
+            q, k, v, key_padding_mask, causal, kv_group, need_weights or hook is not None
+        )
+        if hook is not None:
+            assert weights is not None
+            hook(weights.detach())
             weights = weights if need_weights else None
         if self.head_gate is not None:  # xi_h * head_h (Michel et al., 2019): 0 masks head h
             out = out * self.head_gate.to(out.dtype)[:, None, None]  # (B * G, H, Tq, Dh)

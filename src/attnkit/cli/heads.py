@@ -45,15 +45,15 @@ def run(args) -> None:
     from ..plotting import plot_head_scores
 
     out = Path(args.out)
-    model, tokenizer, task, valid, records, data = _validation(args, out)
+    _, model, tokenizer, task, valid, records, data = _validation(args, out)
     dev = next(model.parameters()).device
 
     def loss_of(batch):
         return task.loss(model, batch, tokenizer, epsilon=0.0)
 
     say(f"heads: {len(records)} validation examples, gradient importance and weights")
-    importance = gradient_importance(model, data, loss_of)
-    stats = weight_statistics(model, data, loss_of)
+    with weight_statistics(model) as stats:  # filled from the gradient pass's own forwards
+        importance = gradient_importance(model, data, loss_of)
     metric, base, drops = task.metric, None, None
     if not args.no_metric:
         base = task.validate(model, tokenizer, valid, records, dev)[metric]
@@ -83,9 +83,10 @@ def run(args) -> None:
     print(f"{len(rows)} heads scored: {out / 'heads.csv'}, {out / 'heads.json'}, {out / 'heads.png'}")
 
 
-def _validation(args, out: Path):
-    """The checkpoint's model and tokenizer, its task, and the first ``--max-sentences`` examples
-    of the validation split it was trained with: encoded, and in batches on the model's device."""
+def _validation(args, out: Path, state: dict | None = None):
+    """The checkpoint (``state``, when read already), its model and tokenizer, its task, and the
+    first ``--max-sentences`` examples of the validation split it was trained with: encoded, and in
+    batches on the model's device."""
     from ..checkpoint import load_checkpoint
     from ..files import check_output_path
     from ..heads import attention_heads
@@ -93,7 +94,7 @@ def _validation(args, out: Path):
     from ..tasks.base import batches
     from ..train.config import ExperimentConfig
 
-    state = load_checkpoint(args.checkpoint)
+    state = load_checkpoint(args.checkpoint) if state is None else state
     info = task_of(state, args.checkpoint)
     if not isinstance(state.get("experiment"), dict):
         raise ConfigError(f"{args.checkpoint} holds no experiment config: no validation split to score on")
@@ -113,7 +114,7 @@ def _validation(args, out: Path):
     valid = task.encode(records, tokenizer, max_len, split="valid")
     collate = lambda ex: task.collate(ex, tokenizer)  # noqa: E731
     data = list(batches(collate, valid.examples, valid.lengths, cfg.valid.batch_tokens, dev))
-    return model, tokenizer, task, valid, records, data
+    return state, model, tokenizer, task, valid, records, data
 
 
 def _drops(model, score, metric: str) -> dict[str, list[list[float]]]:

@@ -58,10 +58,10 @@ def run(args) -> None:
         raise ConfigError("give --fraction, --floor or both: when to stop pruning")
     output = Path(args.output)
     check_output_path(output, what="--output", make_folders=True)
-    if load_checkpoint(args.checkpoint)["model_config"].get("pruned_heads"):
+    state = load_checkpoint(args.checkpoint)
+    if state["model_config"].get("pruned_heads"):
         raise ConfigError(f"{args.checkpoint} is pruned already: prune the checkpoint it came from")
-    args.out = str(output.parent)
-    model, tokenizer, task, valid, records, data = _validation(args, output.parent)
+    state, model, tokenizer, task, valid, records, data = _validation(args, output.parent, state)
     dev = next(model.parameters()).device
     metric, sign = task.metric, 1.0 if task.higher_is_better else -1.0
 
@@ -97,7 +97,6 @@ def run(args) -> None:
         say(f"prune: {step + 1}/{target} {name}: {metric} {value:.3f}")
     removed = removed_heads(model, gates)
     prune_heads(model, removed)
-    state = load_checkpoint(args.checkpoint)
     state = {k: v for k, v in state.items() if k not in ("optimizer", "sampler", "ema", "grad_scaler")}
     state["model_config"] = {**state["model_config"], "pruned_heads": removed}
     state["model"] = model.state_dict()
