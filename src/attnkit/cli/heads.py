@@ -1,8 +1,9 @@
 """``attnkit heads``: which attention heads of a checkpoint matter (:mod:`attnkit.heads`).
 
 For every head of every kind (encoder self, decoder self, cross), on the validation split the model
-was trained with: Michel et al.'s gradient importance, the task's validation metric with that head
-alone masked (and its drop), and the head's confidence and entropy. Writes ``heads.csv``,
+was trained with (or another split, or files: :mod:`.head_data`): Michel et al.'s gradient
+importance, the task's validation metric with that head alone masked (and its drop), and the head's
+confidence and entropy. Writes ``heads.csv``,
 ``heads.json`` and ``heads.png`` (importance and drop, layers x heads per kind) into ``--out``.
 Every task scores the same way: through its own loss and validation, as training does.
 """
@@ -14,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
-from .common import DEVICE_NAMES, device, positive_int
+from .common import DEVICE_NAMES, device
+from .head_data import add_data_flags, scored_data
 
 NAME = "heads"
 
@@ -28,10 +29,7 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--out", required=True, help="output folder (made): heads.csv, heads.json, heads.png")
-    p.add_argument("--data-dir", help="the folder the training corpus is in, if it moved")
-    p.add_argument(
-        "--max-sentences", type=positive_int, default=200, help="validation examples scored (default 200)"
-    )
+    add_data_flags(p)
     p.add_argument(
         "--no-metric",
         action="store_true",
@@ -45,15 +43,22 @@ def run(args) -> None:
     from ..plotting import plot_head_scores
 
     out = Path(args.out)
-    _, model, tokenizer, task, valid, records, data = _validation(args, out)
+    scored = scored_data(args, out)
+    model, tokenizer, task, valid, records = (
+        scored.model,
+        scored.tokenizer,
+        scored.task,
+        scored.valid,
+        scored.records,
+    )
     dev = next(model.parameters()).device
 
     def loss_of(batch):
         return task.loss(model, batch, tokenizer, epsilon=0.0)
 
-    say(f"heads: {len(records)} validation examples, gradient importance and weights")
+    say(f"heads: {len(records)} examples of {scored.described}, gradient importance and weights")
     with weight_statistics(model) as stats:  # filled from the gradient pass's own forwards
-        importance = gradient_importance(model, data, loss_of)
+        importance = gradient_importance(model, scored.batches, loss_of)
     metric, base, drops = task.metric, None, None
     if not args.no_metric:
         base = task.validate(model, tokenizer, valid, records, dev)[metric]
@@ -75,46 +80,13 @@ def run(args) -> None:
                         "entropy": float(stats[kind]["entropy"][layer, head]),
                     }
                 )
-    write(out, rows, {"checkpoint": str(args.checkpoint), "metric": metric, metric: base})
+    meta = {"checkpoint": str(args.checkpoint), "data": scored.described, "examples": len(records)}
+    write(out, rows, {**meta, "metric": metric, metric: base})
     panels: dict[str, Any] = {f"{kind}: importance": importance[kind] for kind in importance}
     if drops is not None:
         panels |= {f"{kind}: {metric} drop": drops[kind] for kind in drops}
     plot_head_scores(panels, out / "heads.png")
     print(f"{len(rows)} heads scored: {out / 'heads.csv'}, {out / 'heads.json'}, {out / 'heads.png'}")
-
-
-def _validation(args, out: Path, state: dict | None = None):
-    """The checkpoint (``state``, when read already), its model and tokenizer, its task, and the
-    first ``--max-sentences`` examples of the validation split it was trained with: encoded, and in
-    batches on the model's device."""
-    from ..checkpoint import load_checkpoint
-    from ..files import check_output_path
-    from ..heads import attention_heads
-    from ..tasks import task_of
-    from ..tasks.base import batches
-    from ..train.config import ExperimentConfig
-
-    state = load_checkpoint(args.checkpoint) if state is None else state
-    info = task_of(state, args.checkpoint)
-    if not isinstance(state.get("experiment"), dict):
-        raise ConfigError(f"{args.checkpoint} holds no experiment config: no validation split to score on")
-    check_output_path(out / "heads.json", what="--out", make_folders=True)
-    out.mkdir(parents=True, exist_ok=True)
-    cfg = ExperimentConfig.from_saved(state["experiment"])
-    if args.data_dir:
-        cfg.data = cfg.data.replace(data_dir=args.data_dir)
-    cfg.valid.max_sentences = args.max_sentences
-    wrapper = info.open(state, device=args.device, path=args.checkpoint)
-    model, tokenizer, dev = wrapper.model, wrapper.tokenizer, wrapper.device
-    attention_heads(model)  # a model without heads: one line, before the data is read
-    task = info.training(cfg)
-    task.load(cfg.data, "train")  # first, as training reads it (a classifier's labels come from it)
-    records = task.load(cfg.data, "valid")[: args.max_sentences]
-    max_len = min(cfg.data.max_len, model.config.max_len - 1)
-    valid = task.encode(records, tokenizer, max_len, split="valid")
-    collate = lambda ex: task.collate(ex, tokenizer)  # noqa: E731
-    data = list(batches(collate, valid.examples, valid.lengths, cfg.valid.batch_tokens, dev))
-    return state, model, tokenizer, task, valid, records, data
 
 
 def _drops(model, score, metric: str) -> dict[str, list[list[float]]]:

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .common import DEVICE_NAMES, bounded, device, positive_int
-from .heads import _validation, say
+from .common import DEVICE_NAMES, bounded, device
+from .head_data import add_data_flags, scored_data
+from .heads import say
 
 NAME = "prune"
 
@@ -40,10 +41,7 @@ def add_parser(sub) -> None:
         help="stop before the validation metric (BLEU, perplexity, ...) gets worse than this",
     )
     p.add_argument("--rescore", action="store_true", help="measure the importance again after each head")
-    p.add_argument("--data-dir", help="the folder the training corpus is in, if it moved")
-    p.add_argument(
-        "--max-sentences", type=positive_int, default=200, help="validation examples scored (default 200)"
-    )
+    add_data_flags(p)
     p.add_argument("--device", type=device, default="auto", help=f"{DEVICE_NAMES} (default auto)")
 
 
@@ -61,7 +59,15 @@ def run(args) -> None:
     state = load_checkpoint(args.checkpoint)
     if state["model_config"].get("pruned_heads"):
         raise ConfigError(f"{args.checkpoint} is pruned already: prune the checkpoint it came from")
-    state, model, tokenizer, task, valid, records, data = _validation(args, output.parent, state)
+    scored = scored_data(args, output.parent, state)
+    model, tokenizer, task, valid, records, data = (
+        scored.model,
+        scored.tokenizer,
+        scored.task,
+        scored.valid,
+        scored.records,
+        scored.batches,
+    )
     dev = next(model.parameters()).device
     metric, sign = task.metric, 1.0 if task.higher_is_better else -1.0
 

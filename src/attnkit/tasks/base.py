@@ -57,6 +57,11 @@ class Task(Protocol):
         """Kept in every checkpoint beside the model (e.g. ``labels``); a resumed run must match them."""
         ...
 
+    def restore(self, state: dict) -> None:
+        """Take :meth:`checkpoint_fields` back from a checkpoint, so that a task used on a trained model
+        (``attnkit heads``) reads any split without the training split first."""
+        ...
+
     def train_tokenizer(self, records: list, seed: int) -> SubwordTokenizer: ...
 
     def encode(self, records: list, tokenizer: SubwordTokenizer, max_len: int, *, split: str) -> Encoded: ...
@@ -136,6 +141,9 @@ class SplitTask:
 
     def checkpoint_fields(self) -> dict[str, Any]:
         return {}
+
+    def restore(self, state: dict) -> None:
+        pass
 
     def picture(self, model, tokenizer: SubwordTokenizer, records: list, device, png: Path) -> str | None:
         return None

@@ -89,6 +89,10 @@ class ClassifierTask(SplitTask):
     def checkpoint_fields(self) -> dict[str, Any]:
         return {"labels": list(self.labels)}
 
+    def restore(self, state: dict) -> None:
+        if isinstance(state.get("labels"), list):
+            self.set_labels([str(x) for x in state["labels"]])
+
     def train_tokenizer(self, records: Sequence[LabelledExample], seed: int) -> SubwordTokenizer:
         texts = [t for r in records for t in (r.text, r.text_b) if t is not None]
         assert self.cfg is not None, "the trainer builds its task with the run's config"
