@@ -58,3 +58,21 @@ def test_python_m_attnkit_cli_is_the_command(monkeypatch, capsys):
     with pytest.raises(SystemExit) as done:
         runpy.run_module("attnkit.cli", run_name="__main__")
     assert done.value.code == 0 and "evaluate" in capsys.readouterr().out
+
+
+def test_attention_rollout_follows_a_captioner_s_words_through_its_encoder(captioner, tmp_path, capsys):
+    from attnkit.attention.rollout import through_encoder
+    from attnkit.tasks.captioning import Captioner, caption_attention
+
+    ckpt, image = captioner
+    out = tmp_path / "rollout.png"
+    argv = ["attention", "--checkpoint", str(ckpt), "--image", str(image), "--out", str(out), "--beam", "1"]
+    assert main([*argv, "--method", "rollout", "--device", "cpu"]) == 0, capsys.readouterr().err
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    maps = caption_attention(Captioner.from_checkpoint(str(ckpt), device="cpu"), str(image), beam=1)
+    assert (
+        maps.encoder_self is not None and maps.encoder_self.shape[-1] == maps.cross.shape[-1]
+    )  # (L, H, R, R)
+    view = through_encoder(maps.cross, maps.encoder_self, "rollout")  # (T, R)
+    torch.testing.assert_close(view.sum(-1), torch.ones(view.size(0)))
+    assert not torch.allclose(view, maps.cross[-1].mean(0))

@@ -283,6 +283,17 @@ def test_attention_on_a_classifier_writes_the_review_picture(ckpts, tmp_path):
     assert out.split("\t")[0] in LABELS
 
 
+@pytest.mark.parametrize("method", ["rollout", "flow"])
+@pytest.mark.parametrize("which", ["lm", "clf"])
+def test_attention_method_follows_the_layers_down_to_the_input(ckpts, tmp_path, which, method):
+    out = tmp_path / "map.png"
+    argv = ["attention", "--checkpoint", str(ckpts[which]), "--text", "Two men sit .", "--out", str(out)]
+    code, _, err = cli(*argv, "--method", method)
+    assert code == 0, err
+    drawn = out if which == "lm" else tmp_path / "map_encoder_self.png"
+    assert drawn.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 @pytest.mark.parametrize("which", ["lm", "clf"])
 def test_attention_on_empty_text_is_one_line(ckpts, tmp_path, which):
     result = cli(

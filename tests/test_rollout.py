@@ -3,6 +3,7 @@ rollout the product of the layers, flow the maximum flow through them."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from attnkit.attention.rollout import flow, rollout, through_encoder, with_residual
@@ -47,3 +48,48 @@ def test_the_decoder_view_follows_the_last_cross_layer_through_the_encoder():
     view = through_encoder(cross, encoder, "rollout")
     torch.testing.assert_close(view, cross[-1].mean(0) @ rollout(encoder))
     torch.testing.assert_close(view.sum(-1), torch.ones(3))
+
+
+def test_a_causal_stack_rolls_out_causal_and_raw_is_the_last_layer():
+    from attnkit.attention.rollout import mixing
+
+    causal = torch.tril(torch.rand(3, 2, 5, 5)) + torch.eye(5)
+    causal = causal / causal.sum(-1, keepdim=True)  # (L, H, T, T), nothing above the diagonal
+    for method in ("rollout", "flow"):
+        mixed = mixing(causal, method)
+        assert torch.equal(mixed.triu(1), torch.zeros(5, 5))  # no position reads a later one
+        torch.testing.assert_close(mixed.sum(-1), torch.ones(5))
+    torch.testing.assert_close(mixing(causal, "raw"), causal[-1].mean(0))
+
+
+def test_a_classifier_s_word_weights_follow_the_pooling_through_the_encoder():
+    from attnkit.data.tokenizer import SubwordTokenizer
+    from attnkit.model import ClassifierConfig, TransformerClassifier
+    from attnkit.tasks.classification import Classifier
+
+    text = [f"{a} {b} ." for a in ("A dog", "Two men", "The cat") for b in ("runs", "sits", "sleeps")]
+    with pytest.warns(UserWarning, match="too small"):
+        tok = SubwordTokenizer.train(text, text, vocab_size=60)
+    for pooling in ("attention", "first"):
+        torch.manual_seed(0)
+        cfg = ClassifierConfig.preset("tiny", vocab_size=tok.src_vocab_size, n_classes=2, pooling=pooling)
+        clf = Classifier(TransformerClassifier(cfg).eval(), tok, ["a", "b"], torch.device("cpu"))
+        raw, rolled = clf.word_weights("Two men sit ."), clf.word_weights("Two men sit .", "rollout")
+        assert rolled.words == raw.words and rolled.label == raw.label
+        assert sum(rolled.weights) == pytest.approx(1.0, abs=1e-5)
+        assert rolled.weights != pytest.approx(raw.weights, abs=1e-4)  # the layers below mixed them
+        pieces, weights = clf.self_attention("Two men sit .")  # (L, H, T', T')
+        mixed = rollout(weights)
+        if pooling == "first":  # what the CLS token read, itself left out
+            expected = mixed[0, 1:] / mixed[0, 1:].sum()
+        else:
+            out = clf.model.classify(torch.tensor([clf._encode(["Two men sit ."])[0]]), need_weights=True)
+            expected = out.token_weights[0].detach() @ mixed
+        assert rolled.weights == pytest.approx(_merged(pieces, expected, pooling), abs=1e-5)
+
+
+def _merged(pieces, weights, pooling):
+    from attnkit.tasks.classification.highlight import merge_subwords
+
+    pieces = pieces[1:] if pooling == "first" else pieces
+    return merge_subwords(pieces, weights.tolist())[1]

@@ -56,6 +56,14 @@ def flow(weights: Tensor) -> Tensor:
     return (result / result.sum(-1, keepdim=True)).float()
 
 
+def mixing(weights: Tensor, method: str) -> Tensor:
+    """(L, H, S, S) self-attention -> (S, S) by ``method``: rollout, flow, or (raw) the last layer's
+    mean over heads. Causal (a language model's) or not alike."""
+    if method == "raw":
+        return weights[-1].float().mean(0)
+    return rollout(weights) if method == "rollout" else flow(weights)
+
+
 def through_encoder(cross: Tensor, encoder_self: Tensor, method: str) -> Tensor:
     """The decoder's view of the source tokens: the last layer's cross-attention (L, H, T, S),
     averaged over its heads, followed down through the encoder's rollout or flow -> (T, S);
@@ -63,5 +71,4 @@ def through_encoder(cross: Tensor, encoder_self: Tensor, method: str) -> Tensor:
     last = cross[-1].float().mean(0)  # (T, S)
     if method == "raw":
         return last
-    mixing = rollout(encoder_self) if method == "rollout" else flow(encoder_self)  # (S, S)
-    return last @ mixing.to(last.device)
+    return last @ mixing(encoder_self, method).to(last.device)  # (T, S) @ (S, S)

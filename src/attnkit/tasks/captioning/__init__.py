@@ -30,7 +30,7 @@ TASK = TaskInfo(
     evaluate="attnkit.tasks.captioning.evaluate_command:run",
     evaluate_flags=(),
     attention="attnkit.tasks.captioning.attention_command:run",
-    attention_flags=("--image", "--html"),
+    attention_flags=("--image", "--html", "--method"),
     page="attnkit.tasks.captioning",
     commands={
         "caption": "attnkit.tasks.captioning.command",

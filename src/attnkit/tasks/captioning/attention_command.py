@@ -1,7 +1,8 @@
 """``attnkit attention`` for captioners (``TaskInfo.attention``): ``--image`` with ``--out`` draws seed
 002's caption picture, the image with each word's cross-attention over its regions (one panel per
-word), and OUT_heads.png with every layer and head; ``--html`` the server's page of it with the image
-embedded."""
+word), and OUT_heads.png with every layer and head; ``--method rollout`` or ``flow`` follows each word's
+attention down the encoder's layers to the image's regions (:mod:`attnkit.attention.rollout`);
+``--html`` the server's page of it with the image embedded."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from ...errors import ConfigError
 
 
 def run(args, state) -> None:
+    from ...attention.rollout import through_encoder
     from ...files import check_output_path
     from ...plotting import plot_caption_attention
     from . import Captioner, caption_attention
@@ -36,7 +38,15 @@ def run(args, state) -> None:
     print("caption:", maps.caption)
     L, H = maps.cross.shape[:2]
     title = f"each word's attention over the image (last layer, mean of {H} heads)"
-    plot_caption_attention(maps.image, maps.pieces, maps.cross[-1].mean(0), maps.grid, out, title=title)
+    view = maps.cross[-1].mean(0)  # (T, R)
+    if args.method != "raw":
+        if maps.encoder_self is None:
+            raise ConfigError(
+                f"--method {args.method} follows an encoder's self-attention: this model has none"
+            )
+        view = through_encoder(maps.cross, maps.encoder_self, args.method)  # (T, R)
+        title = f"each word's attention over the image, {args.method} through the encoder"
+    plot_caption_attention(maps.image, maps.pieces, view, maps.grid, out, title=title)
     print(f"wrote {out}")
     labels = [f"layer {layer + 1}, head {head + 1}" for layer in range(L) for head in range(H)]
     rows = maps.cross.flatten(0, 1)  # (L * H, T, R)

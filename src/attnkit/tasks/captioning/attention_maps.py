@@ -26,7 +26,8 @@ class CaptionAttention:
     """One image's caption and every cross-attention of it.
 
     cross (L, H, T, R); ``image`` (C, S, S) uint8 is what the model read; region r covers grid
-    cell (r // gw, r % gw) of the image.
+    cell (r // gw, r % gw) of the image; ``encoder_self`` (L', H, R, R) the encoder's self-attention
+    over the regions (None for a captioner whose regions go to the decoder as they are).
     """
 
     caption: str
@@ -34,6 +35,7 @@ class CaptionAttention:
     cross: Tensor
     grid: tuple[int, int]
     image: Tensor
+    encoder_self: Tensor | None = None
 
 
 def caption_attention(
@@ -44,7 +46,18 @@ def caption_attention(
     pixels = captioner.read(image, name=name)  # (C, S, S)
     (found,) = captioner.caption([pixels], beam=beam, **options)
     cross = attention_of(captioner, pixels, found.tokens)  # (L, H, T, R)
-    return CaptionAttention(found.text, found.pieces, cross, captioner.model.grid, pixels.cpu())
+    encoder = encoder_attention(captioner, pixels)
+    return CaptionAttention(found.text, found.pieces, cross, captioner.model.grid, pixels.cpu(), encoder)
+
+
+def encoder_attention(captioner: Captioner, pixels: Tensor) -> Tensor | None:
+    """(L, H, R, R) the encoder's self-attention over the regions of ``pixels`` (C, S, S) uint8, or
+    None when the captioner has no encoder layers."""
+    with torch.no_grad():
+        weights = captioner.model.encode(as_floats(pixels[None].to(captioner.device)), need_weights=True)
+    if not weights.self_attn:
+        return None
+    return torch.stack([w[0] for w in weights.self_attn]).float().cpu()
 
 
 def attention_of(captioner: Captioner, pixels: Tensor, tokens: list[int]) -> Tensor:

@@ -25,7 +25,7 @@ TASK = TaskInfo(
     evaluate="attnkit.tasks.classification.evaluate_command:run",
     evaluate_flags=("--input", "--confusion"),
     attention="attnkit.tasks.classification.attention_command:run",
-    attention_flags=("--text",),
+    attention_flags=("--text", "--method"),
     commands={"classify": "attnkit.tasks.classification.command"},
 )
 

@@ -116,15 +116,26 @@ class Classifier:
         )[1]
 
     @torch.no_grad()
-    def word_weights(self, text: str) -> WordWeights:
-        """The predicted label and each word's pooling weight (subwords merged, weights summed)."""
+    def word_weights(self, text: str, method: str = "raw") -> WordWeights:
+        """The predicted label and each word's pooling weight (subwords merged, weights summed);
+        ``rollout`` or ``flow``: the pooling followed down through the encoder's layers to the input
+        words (:mod:`attnkit.attention.rollout`), so a word counts for what the positions pooled read."""
+        from ...attention.rollout import mixing
+
         ids = self._encode([text])[0]
         out = self.model.classify(torch.tensor([ids], device=self.device), need_weights=True)
         probs = out.logits.float().softmax(-1)[0]
         c = int(probs.argmax())
         pieces = [self.tokenizer.id_to_piece(i, side="src") for i in ids]
-        assert out.token_weights is not None  # every pooling gives them with need_weights
-        words, weights = merge_subwords(pieces, out.token_weights[0].tolist())
+        assert out.token_weights is not None and out.self_attn is not None  # asked for
+        pooled = out.token_weights[0].float()  # (T,)
+        if method != "raw":
+            mixed = mixing(torch.stack([w[0] for w in out.self_attn]), method)  # (T', T')
+            if self.model.config.pooling == "first":  # the CLS token's own mix, CLS itself left out
+                pooled = mixed[0, 1:] / mixed[0, 1:].sum()
+            else:
+                pooled = pooled @ mixed.to(pooled.device)  # (T,) @ (T, T)
+        words, weights = merge_subwords(pieces, pooled.tolist())
         return WordWeights(self.labels[c], float(probs[c]), words, weights)
 
     @torch.no_grad()

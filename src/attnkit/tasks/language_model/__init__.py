@@ -24,7 +24,7 @@ TASK = TaskInfo(
     evaluate="attnkit.tasks.language_model.evaluate_command:run",
     evaluate_flags=("--input",),
     attention="attnkit.tasks.language_model.attention_command:run",
-    attention_flags=("--text",),
+    attention_flags=("--text", "--method"),
     commands={"generate": "attnkit.tasks.language_model.command"},
 )
 

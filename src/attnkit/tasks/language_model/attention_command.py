@@ -1,14 +1,19 @@
 """``attnkit attention`` for language models (``TaskInfo.attention``): ``--out`` draws the causal
-self-attention of every layer and head over the text."""
+self-attention of every layer and head over the text; ``--method rollout`` or ``flow`` one map of
+what each position read of the input pieces through every layer (:mod:`attnkit.attention.rollout`)."""
 
 from __future__ import annotations
 
 
 def run(args, state) -> None:
+    from ...attention.rollout import mixing
     from ...plotting import plot_attention
     from . import LanguageModel
 
     lm = LanguageModel.from_state(state, device=args.device, path=args.checkpoint)
     pieces, weights = lm.self_attention(args.text)  # (L, H, T, T)
-    out = plot_attention(weights, pieces, pieces, args.out, title="language-model self-attention (causal)")
+    title = "language-model self-attention (causal)"
+    if args.method != "raw":
+        weights, title = mixing(weights, args.method), f"language-model self-attention ({args.method})"
+    out = plot_attention(weights, pieces, pieces, args.out, title=title)
     print(f"wrote {out}")
