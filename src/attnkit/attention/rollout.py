@@ -7,19 +7,22 @@ its heads, becomes A~ = 0.5 A + 0.5 I (each row still sums to 1).
 
 - rollout: R = A~_L ... A~_1; row i holds each input token's share in position i at the top.
 - flow: the layers as a graph, A~'s weights as edge capacities; entry (i, j) is the largest flow
-  from position i at the top to input token j at the bottom (networkx's maximum flow), each row
-  then normalised to sum to 1.
+  from position i at the top to input token j at the bottom (SciPy's maximum flow, on capacities
+  in units of 2^-20), each row then normalised to sum to 1.
 
 Legend: L layers, H heads, S positions, T target positions.
 """
 
 from __future__ import annotations
 
-import networkx as nx  # type: ignore[import-untyped]
+import numpy as np
 import torch
+from scipy.sparse import csr_array  # type: ignore[import-untyped]
+from scipy.sparse.csgraph import maximum_flow  # type: ignore[import-untyped]
 from torch import Tensor
 
 METHODS = ("raw", "rollout", "flow")
+UNIT = 1 << 20  # capacities are integers for SciPy: weights in steps of 2^-20 (~1e-6)
 
 
 def with_residual(weights: Tensor) -> Tensor:
@@ -42,18 +45,20 @@ def rollout(weights: Tensor) -> Tensor:
 def flow(weights: Tensor) -> Tensor:
     """(L, H, S, S) self-attention of one sequence -> (S, S): the maximum flow from each top position
     to each input token through the layers, rows normalised."""
-    layers = with_residual(weights).double().cpu()
+    layers = with_residual(weights).double().cpu().numpy()  # (L, S, S)
     L, S, _ = layers.shape
-    graph = nx.DiGraph()
-    for level in range(L):  # edge (level + 1, i) -> (level, j) with capacity A~_level[i, j]
-        for i in range(S):
-            for j in range(S):
-                graph.add_edge((level + 1, i), (level, j), capacity=float(layers[level, i, j]))
+    i, j = np.meshgrid(np.arange(S), np.arange(S), indexing="ij")  # (S, S) each
+    # node level * S + i is position i after ``level`` layers; edge (level + 1, i) -> (level, j)
+    # carries A~_level[i, j]
+    heads = np.concatenate([((level + 1) * S + i).ravel() for level in range(L)])
+    tails = np.concatenate([(level * S + j).ravel() for level in range(L)])
+    capacity = np.rint(layers * UNIT).astype(np.int32).ravel()
+    graph = csr_array((capacity, (heads, tails)), shape=((L + 1) * S, (L + 1) * S))
     result = torch.zeros(S, S, dtype=torch.float64)
-    for i in range(S):
-        for j in range(S):
-            result[i, j] = nx.maximum_flow_value(graph, (L, i), (0, j))
-    return (result / result.sum(-1, keepdim=True)).float()
+    for top in range(S):
+        for bottom in range(S):
+            result[top, bottom] = maximum_flow(graph, L * S + top, bottom).flow_value
+    return (result / result.sum(-1, keepdim=True).clamp_min(1)).float()
 
 
 def mixing(weights: Tensor, method: str) -> Tensor:
