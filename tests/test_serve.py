@@ -216,6 +216,42 @@ def test_attention_has_every_layer_and_head_and_a_word_alignment(client, models)
     assert d["translation"] == translated["text"]
 
 
+def test_attention_has_rollout_flow_and_each_head_s_scores(client, models):
+    from attnkit.attention.rollout import flow, rollout
+
+    r = client.post("/v1/attention", json={"text": SENTENCES[2], "beam": 1, "flow": True})
+    assert r.status_code == 200, r.text
+    d = r.json()
+    kinds = d["attention"]
+    weights = {k: torch.tensor(kinds[k]["weights"]) for k in kinds}  # (L, H, R, C)
+    encoder = rollout(weights["encoder_self"])  # (S, S), from the 3-decimal weights: close, not equal
+    torch.testing.assert_close(torch.tensor(kinds["encoder_self"]["rollout"]), encoder, atol=0.01, rtol=0)
+    cross = weights["cross"][-1].mean(0) @ encoder  # the last cross layer through the encoder
+    torch.testing.assert_close(torch.tensor(kinds["cross"]["rollout"]), cross, atol=0.01, rtol=0)
+    decoder = torch.tensor(kinds["decoder_self"]["flow"])  # (T, T): causal
+    assert decoder.triu(1).abs().max() < 1e-3
+    torch.testing.assert_close(decoder, flow(weights["decoder_self"]), atol=0.01, rtol=0)
+    cfg = models[0].translator.model.config
+    for kind, w in weights.items():
+        heads = {name: torch.tensor(v) for name, v in d["heads"][kind].items()}
+        assert heads["importance"].shape == (w.size(0), cfg.n_heads) and (heads["importance"] >= 0).all()
+        assert heads["importance"].sum() > 0
+        # each head's confidence is its queries' mean largest weight: the maps' own rows say so
+        torch.testing.assert_close(heads["confidence"], w.amax(-1).mean(-1), atol=2e-3, rtol=0)
+    # without flow asked for, none is computed; rollout always is
+    plain = client.post("/v1/attention", json={"text": SENTENCES[2], "beam": 1}).json()
+    assert "flow" not in plain["attention"]["cross"] and "rollout" in plain["attention"]["cross"]
+
+
+def test_attention_flow_past_its_length_is_refused_in_words(client, monkeypatch):
+    from attnkit.tasks.translation import attention_payload
+
+    monkeypatch.setattr(attention_payload, "FLOW_MAX", 4)  # the tiny model's own limit (64) is lower
+    r = client.post("/v1/attention", json={"text": SENTENCES[2], "beam": 1, "flow": True})
+    assert r.status_code == 422 and "flow follows at most 4 pieces" in r.json()["error"]
+    assert client.post("/v1/attention", json={"text": SENTENCES[2], "beam": 1}).status_code == 200
+
+
 def test_attention_of_empty_text_is_refused(client):
     r = client.post("/v1/attention", json={"text": "  "})
     assert r.status_code == 422 and "empty" in r.json()["error"]

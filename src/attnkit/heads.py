@@ -157,6 +157,22 @@ def weight_statistics(model: nn.Module) -> Iterator[dict[str, dict[str, Tensor]]
         found[kind] = {"confidence": (confidence / per_row).float(), "entropy": (entropy / per_row).float()}
 
 
+def head_scores(
+    model: nn.Module, batches: Sequence[Any], loss_of: Callable[[Any], LossOutput], *, importance: bool = True
+) -> dict[str, dict[str, Tensor]]:
+    """Per kind, (L, H) each: ``importance`` (:func:`gradient_importance`; left out with
+    ``importance=False``, for a model that cannot be differentiated), ``confidence`` and ``entropy``
+    (:func:`weight_statistics`), all from one pass over ``batches``."""
+    with weight_statistics(model) as stats:  # filled from the gradient pass's own forwards
+        if importance:
+            found = gradient_importance(model, batches, loss_of)
+        else:
+            with torch.no_grad():
+                for batch in batches:
+                    loss_of(batch)
+    return {kind: ({"importance": found[kind]} if importance else {}) | stats[kind] for kind in stats}
+
+
 def prune_heads(model: nn.Module, removed: dict[str, list[list[int]]]) -> None:
     """Remove heads for good: ``removed[kind][layer]`` are the heads of that layer to drop (as
     ``model.pruned_heads`` stores them); the model then computes what it computed with those gates

@@ -39,7 +39,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> None:
-    from ..heads import counts, gradient_importance, weight_statistics
+    from ..heads import counts, head_scores
     from ..plotting import plot_head_scores
 
     out = Path(args.out)
@@ -57,8 +57,7 @@ def run(args) -> None:
         return task.loss(model, batch, tokenizer, epsilon=0.0)
 
     say(f"heads: {len(records)} examples of {scored.described}, gradient importance and weights")
-    with weight_statistics(model) as stats:  # filled from the gradient pass's own forwards
-        importance = gradient_importance(model, scored.batches, loss_of)
+    scores = head_scores(model, scored.batches, loss_of)
     metric, base, drops = task.metric, None, None
     if not args.no_metric:
         base = task.validate(model, tokenizer, valid, records, dev)[metric]
@@ -74,15 +73,15 @@ def run(args) -> None:
                         "kind": kind,
                         "layer": layer + 1,
                         "head": head + 1,
-                        "importance": float(importance[kind][layer, head]),
+                        "importance": float(scores[kind]["importance"][layer, head]),
                         f"{metric}_drop": None if drops is None else drops[kind][layer][head],
-                        "confidence": float(stats[kind]["confidence"][layer, head]),
-                        "entropy": float(stats[kind]["entropy"][layer, head]),
+                        "confidence": float(scores[kind]["confidence"][layer, head]),
+                        "entropy": float(scores[kind]["entropy"][layer, head]),
                     }
                 )
     meta = {"checkpoint": str(args.checkpoint), "data": scored.described, "examples": len(records)}
     write(out, rows, {**meta, "metric": metric, metric: base})
-    panels: dict[str, Any] = {f"{kind}: importance": importance[kind] for kind in importance}
+    panels: dict[str, Any] = {f"{kind}: importance": scores[kind]["importance"] for kind in scores}
     if drops is not None:
         panels |= {f"{kind}: {metric} drop": drops[kind] for kind in drops}
     plot_head_scores(panels, out / "heads.png")

@@ -12,7 +12,7 @@ import json
 from importlib import resources
 from typing import Any
 
-SCRIPTS = ("heatmaps.js", "lines.js", "panels.js")  # before the tasks' panels; app.js after them
+SCRIPTS = ("heatmaps.js", "heads.js", "lines.js", "panels.js")  # before the tasks' panels; app.js after them
 
 
 def _part(name: str, package: str | None = None) -> str:

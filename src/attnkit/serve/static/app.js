@@ -5,8 +5,8 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { data: null, units: "pieces", heads: "all", hideSpecial: false,
-                selected: { kind: null, layer: 0, head: 0 }, hiddenHeads: new Set(),
+const state = { data: null, units: "pieces", heads: "all", hideSpecial: false, method: "raw",
+                score: "importance", selected: { kind: null, layer: 0, head: 0 }, hiddenHeads: new Set(),
                 mode: null, image: null };
 
 function setStatus(text, isError) {
@@ -49,6 +49,7 @@ function render() {
   if (!data) return;
   $("view").hidden = false;
   const kinds = Object.keys(KIND_TITLES).filter((k) => data.attention[k]);
+  showMethods(data, kinds);
   const views = Object.fromEntries(kinds.map((k) => [k, attentionView(data, k, state)]));
   const panel = PANELS[state.mode];
   $("detail").hidden = Boolean(panel.view);
@@ -61,10 +62,18 @@ function render() {
   sel.head = Math.min(sel.head, v.maps[0].length - 1);
 
   $("kinds").innerHTML = "";
-  kinds.forEach((k) => drawGrid($("kinds"), views[k], (kind, layer, head) => {
+  const pick = (kind, layer, head) => {
     Object.assign(state.selected, { kind, layer, head });
     render();
-  }));
+  };
+  kinds.forEach((k) => drawGrid($("kinds"), views[k], pick));
+  $("heads-box").hidden = !data.heads;
+  if (data.heads) {
+    drawHeads($("heads"), data, state.score, state.selected, (kind, layer, head) => {
+      setMethod("raw"); // a head's own map: the raw weights
+      pick(kind, layer, head);
+    });
+  }
   const picked = document.querySelector(
     `.cell[data-kind="${sel.kind}"][data-layer="${sel.layer}"][data-head="${sel.head}"]`);
   if (picked) picked.classList.add("selected");
@@ -72,10 +81,27 @@ function render() {
     panel.draw(v, sel, data);
     return;
   }
-  $("zoom-title").textContent = `${KIND_TITLES[sel.kind]}: layer ${sel.layer + 1}, ${v.headNames[sel.head]}`;
+  $("zoom-title").textContent = `${KIND_TITLES[sel.kind]}: ${v.layerNames[sel.layer]}, ${v.headNames[sel.head]}`;
   drawZoom($("zoom"), $("tooltip"), v, sel.layer, sel.head);
-  $("lines-title").textContent = `Lines: ${KIND_TITLES[sel.kind]}, layer ${sel.layer + 1} (hover a token)`;
+  $("lines-title").textContent = `Lines: ${KIND_TITLES[sel.kind]}, ${v.layerNames[sel.layer]} (hover a token)`;
   drawLines($("lines"), $("legend"), v, sel.layer, state.hiddenHeads);
+}
+
+// The method buttons: shown where the payload has followed maps; flow, where it is not in the
+// payload, asks the server again (a static file says which command adds it).
+function showMethods(data, kinds) {
+  const has = (m) => kinds.some((k) => data.attention[k][m]);
+  $("method-group").hidden = !has("rollout");
+  const flow = document.querySelector('[data-method="flow"]');
+  flow.hidden = !has("flow") && !(PANELS[state.mode].methods || []).includes("flow");
+  flow.disabled = Boolean(EMBEDDED) && !has("flow");
+  flow.title = flow.disabled ? "attnkit attention --html --method flow adds it" : "";
+  if (state.method !== "raw" && !has(state.method)) setMethod("raw");
+}
+
+function setMethod(method) {
+  state.method = method;
+  document.querySelectorAll("[data-method]").forEach((x) => x.classList.toggle("on", x.dataset.method === method));
 }
 
 function show(data) {
@@ -117,6 +143,18 @@ function wireControls() {
     render();
   }));
   $("hide-special").addEventListener("change", (e) => { state.hideSpecial = e.target.checked; render(); });
+  document.querySelectorAll("[data-method]").forEach((b) => b.addEventListener("click", () => {
+    const method = b.dataset.method;
+    const missing = state.data && !Object.values(state.data.attention).some((spec) => spec[method]);
+    setMethod(method);
+    if (method !== "raw" && missing && !EMBEDDED) PANELS[state.mode].run(); // the server adds flow
+    else render();
+  }));
+  document.querySelectorAll("[data-score]").forEach((b) => b.addEventListener("click", () => {
+    state.score = b.dataset.score;
+    document.querySelectorAll("[data-score]").forEach((x) => x.classList.toggle("on", x === b));
+    render();
+  }));
   $("export-png").addEventListener("click", () => {
     const s = state.selected;
     $("zoom").toBlob((blob) => download(`attention_${s.kind}_layer${s.layer + 1}_head${s.head + 1}.png`, blob));
@@ -133,6 +171,7 @@ async function start() {
   wireControls();
   if (EMBEDDED) { // a static file from `attnkit attention --html`: no server behind it
     setMode(EMBEDDED.task);
+    setMethod(EMBEDDED.method || "raw");
     document.querySelectorAll(".live-only").forEach((el) => { el.hidden = true; });
     show(await PANELS[EMBEDDED.task].embedded(EMBEDDED));
     return;

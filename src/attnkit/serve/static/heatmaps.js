@@ -1,6 +1,7 @@
 // Attention views and heatmaps. A payload (POST /v1/attention) holds, per kind, weights
-// [layer][head][row][col]; a *view* is what the controls make of it: pieces or words, each head or
-// their mean or max, with or without <s> and </s>. Views keep the original indices of what they
+// [layer][head][row][col], and one rollout (or flow) map [row][col] followed down every layer; a
+// *view* is what the controls make of it: raw weights or a followed map, pieces or words, each head
+// or their mean or max, with or without <s> and </s>. Views keep the original indices of what they
 // show, so a value on screen can be traced to the tensor.
 "use strict";
 
@@ -28,10 +29,14 @@ function attentionView(data, kind, state) {
   const words = state.units === "words";
   let rowLabels = words ? rowSeq.words : rowSeq.pieces;
   let colLabels = words ? colSeq.words : colSeq.pieces;
-  let layers = spec.weights.map((heads) => heads.map((m) =>
+  const followed = state.method && state.method !== "raw" ? spec[state.method] : null;
+  let layers = (followed ? [[followed]] : spec.weights).map((heads) => heads.map((m) =>
     words ? toWords(m, rowSeq.word_of_piece, colSeq.word_of_piece, rowLabels.length, colLabels.length) : m));
-  let headNames = layers[0].map((_, h) => "head " + (h + 1));
-  if (state.heads !== "all") {
+  let headNames = followed ? [state.method] : layers[0].map((_, h) => "head " + (h + 1));
+  const layerNames = followed ? ["all layers"] : layers.map((_, l) => "layer " + (l + 1));
+  const subtitle = followed ? `${state.method}: followed down every layer`
+    : `${spec.layers} layers × ${spec.heads} heads`;
+  if (!followed && state.heads !== "all") {
     const pick = state.heads === "max" ? Math.max : (a, b) => a + b;
     layers = layers.map((heads) => [heads[0].map((row, r) => row.map((_, c) => {
       let v = heads[0][r][c];
@@ -48,7 +53,7 @@ function attentionView(data, kind, state) {
   return {
     kind, title: spec.title || KIND_TITLES[kind], stretched: Boolean(spec.stretched),
     rowLabels: rowIdx.map((i) => rowLabels[i]), colLabels: colIdx.map((i) => colLabels[i]),
-    rowIdx, colIdx, headNames,
+    rowIdx, colIdx, headNames, layerNames, subtitle,
     maps: layers.map((heads) => heads.map((m) => rowIdx.map((r) => colIdx.map((c) => m[r][c])))),
   };
 }
@@ -81,7 +86,7 @@ function drawGrid(container, view, onPick) {
   const box = document.createElement("div");
   box.className = "kind";
   box.dataset.kind = view.kind;
-  box.innerHTML = `<h2>${view.title} <span>${L} layers × ${H} heads</span></h2>`;
+  box.innerHTML = `<h2>${view.title} <span>${view.subtitle}</span></h2>`;
   const grid = document.createElement("div");
   grid.className = "grid";
   grid.style.gridTemplateColumns = `56px repeat(${H}, 60px)`;
@@ -95,7 +100,7 @@ function drawGrid(container, view, onPick) {
   view.maps.forEach((heads, l) => {
     const label = document.createElement("span");
     label.className = "hl";
-    label.textContent = "layer " + (l + 1);
+    label.textContent = view.layerNames[l];
     grid.appendChild(label);
     heads.forEach((map, h) => {
       const canvas = document.createElement("canvas");
@@ -107,7 +112,7 @@ function drawGrid(container, view, onPick) {
       }
       canvas.className = "cell";
       Object.assign(canvas.dataset, { kind: view.kind, layer: l, head: h });
-      canvas.title = `${view.title}, layer ${l + 1}, ${view.headNames[h]}`;
+      canvas.title = `${view.title}, ${view.layerNames[l]}, ${view.headNames[h]}`;
       paintMap(canvas.getContext("2d"), map, 0, 0, 4, view.stretched);
       canvas.addEventListener("click", () => onPick(view.kind, l, h));
       grid.appendChild(canvas);

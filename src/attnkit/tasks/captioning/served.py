@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...attention.rollout import through_encoder
 from ...data.pieces import words
 from ...decoding.options import SearchOptions
 from ..base import parameter_count
-from .attention_maps import attention_of
+from .attention_maps import attention_of, encoder_attention
 from .captioner import Captioner
 
 
@@ -65,6 +66,10 @@ class CaptionerServed:
                         "weights": cross.double().round(decimals=3).tolist(),
                     }
                 }
+                encoder = encoder_attention(self.captioner, pixels)  # (L', H, R, R) or None
+                if encoder is not None:  # each word's attention followed through the encoder (T, R)
+                    rolled = through_encoder(cross, encoder, "rollout")
+                    answer["attention"]["cross"]["rollout"] = rolled.double().round(decimals=4).tolist()
             out.append(answer)
         return out
 

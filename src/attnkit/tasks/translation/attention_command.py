@@ -1,6 +1,7 @@
 """``attnkit attention`` for translation models (``TaskInfo.attention``): ``--out map.png`` draws PNG
 grids of cross-, encoder self- and decoder self-attention (every layer and head); ``--html view.html``
-writes the server's attention page as one self-contained file with the data embedded."""
+writes the server's attention page as one self-contained file with the data embedded (opened on
+``--method``'s view; ``flow`` adds it to the file)."""
 
 from __future__ import annotations
 
@@ -37,12 +38,13 @@ def _write_html(translator, args) -> None:
 
     if not args.text.strip():
         raise ConfigError("--text is empty: there is no attention to show")
-    data = attention_payload(translator, args.text, beam=args.beam)
+    data = attention_payload(translator, args.text, beam=args.beam, flow=args.method == "flow")
     from ...files import atomic_write
 
     out = Path(args.html)
     with atomic_write(out) as f:  # write new, then swap: a failure keeps the old file
-        f.write(render_page({**data, "task": "translate"}))  # the panel that draws it
+        # the panel that draws it, opened on --method's view
+        f.write(render_page({**data, "task": "translate", "method": args.method}))
     print("translation:", data["translation"])
     print(f"wrote {out}")
 

@@ -14,7 +14,7 @@ from torch import Tensor
 from ...errors import DataError
 
 if TYPE_CHECKING:
-    from .translator import Translator
+    from .translator import Translation, Translator
 
 
 @dataclass
@@ -22,7 +22,8 @@ class AttentionMaps:
     """Every attention of one translation, per layer and head, for plotting.
 
     cross (L, H, T, S); encoder_self (L, H, S, S) and decoder_self (L, H, T, T), where the model has them.
-    T counts the target pieces plus the final eos.
+    T counts the target pieces plus the final eos. ``src`` (1, S) and ``tgt_in`` (1, T) are the ids
+    the model read (``tgt_in``: bos + the translation), ``translation`` what it produced.
     """
 
     src_pieces: list[str]
@@ -30,6 +31,9 @@ class AttentionMaps:
     cross: Tensor
     encoder_self: Tensor | None
     decoder_self: Tensor | None
+    src: Tensor | None = None
+    tgt_in: Tensor | None = None
+    translation: Translation | None = None
 
 
 def attention_maps(translator: Translator, text: str, *, beam: int = 4) -> AttentionMaps:
@@ -54,4 +58,7 @@ def attention_maps(translator: Translator, text: str, *, beam: int = 4) -> Atten
         stack(out.cross_attn),
         stack(getattr(enc, "self_attn", None)),
         stack(out.self_attn),
+        src,
+        tgt_in,
+        result,
     )

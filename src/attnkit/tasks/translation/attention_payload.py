@@ -9,6 +9,13 @@ position reads). Kinds: ``encoder_self`` rows src x cols src, ``decoder_self`` t
 
 Words: :func:`attnkit.data.pieces.words`. Word-level maps average the rows of a
 word's pieces (each row stays a distribution) and sum its columns (the attention mass it gets).
+
+Beside the weights, each kind has ``rollout`` (and ``flow``, when asked for: seconds on long
+sentences, so at most ``FLOW_MAX`` pieces) as one rows x cols map: its self-attention followed down
+the layers to the input pieces, cross-attention through the encoder's
+(:mod:`attnkit.attention.rollout`). ``heads`` scores every head on this one translation, per kind
+layers x heads: ``importance`` (Michel et al.'s |dL/dxi_h| of the model's loss of its own output;
+absent for an int8 model, which has no gradient), ``confidence`` and ``entropy`` (:mod:`attnkit.heads`).
 """
 
 from __future__ import annotations
@@ -16,11 +23,19 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
+from ...attention.rollout import mixing
 from ...data.pieces import SPECIALS, words
-from .attention_maps import attention_maps
+from ...errors import ConfigError
+from ...heads import head_scores
+from ...loss import LossOutput
+from ...quantize import Int8Linear
+from .attention_maps import AttentionMaps, attention_maps
 from .translator import Translator
+
+FLOW_MAX = 64  # pieces on either side: attention flow takes seconds beyond (rollout does not)
 
 
 def word_level(weights: Tensor, rows: list[int], cols: list[int]) -> Tensor:
@@ -59,14 +74,22 @@ def _rounded(x: Tensor) -> list:
     return x.double().round(decimals=3).tolist()
 
 
-def attention_payload(translator: Translator, text: str, *, beam: int = 4) -> dict[str, Any]:
+def attention_payload(
+    translator: Translator, text: str, *, beam: int = 4, flow: bool = False
+) -> dict[str, Any]:
     """Translate ``text`` and return its attention maps as JSON-ready data (see the module doc)."""
     maps = attention_maps(translator, text, beam=beam)
+    longest = max(len(maps.src_pieces), len(maps.tgt_pieces))
+    if flow and longest > FLOW_MAX:
+        raise ConfigError(f"flow follows at most {FLOW_MAX} pieces a side; this has {longest}: use rollout")
     tgt_pieces = maps.tgt_pieces  # produced pieces + "</s>"
     seqs = {
         "src": _sequence(maps.src_pieces),
         "tgt": _sequence(tgt_pieces),
         "tgt_in": _sequence(["<s>", *tgt_pieces[:-1]]),
+    }
+    methods = {
+        method: followed(maps, method) for method in ("rollout", "flow") if flow or method == "rollout"
     }
     kinds = {}
     for kind, weights, rows, cols in (
@@ -77,7 +100,11 @@ def attention_payload(translator: Translator, text: str, *, beam: int = 4) -> di
         if weights is not None:
             L, H = weights.shape[:2]
             kinds[kind] = {"rows": rows, "cols": cols, "layers": L, "heads": H, "weights": _rounded(weights)}
-    (result,) = translator.translate([text], beam=beam)
+            kinds[kind] |= {
+                method: _rounded(views[kind]) for method, views in methods.items() if kind in views
+            }
+    result = maps.translation
+    assert result is not None  # attention_maps keeps it
     return {
         "text": text,
         "translation": result.text,
@@ -86,4 +113,39 @@ def attention_payload(translator: Translator, text: str, *, beam: int = 4) -> di
         "sequences": seqs,
         "attention": kinds,
         "alignment": alignment(maps.cross, seqs["tgt"], seqs["src"]),
+        "heads": _heads(translator, maps),
+    }
+
+
+def followed(maps: AttentionMaps, method: str) -> dict[str, Tensor]:
+    """Per kind, one map by ``method`` (rollout or flow): self-attention followed down its layers,
+    cross-attention (the last layer's, mean of heads) through the encoder's."""
+    found = {}
+    if maps.encoder_self is not None:
+        found["encoder_self"] = encoder = mixing(maps.encoder_self, method)  # (S, S)
+        found["cross"] = maps.cross[-1].float().mean(0) @ encoder  # (T, S) @ (S, S): through_encoder
+    if maps.decoder_self is not None:
+        found["decoder_self"] = mixing(maps.decoder_self, method)  # (T, T), causal
+    return found
+
+
+def _heads(translator: Translator, maps: AttentionMaps) -> dict[str, dict[str, list]]:
+    """Every head scored on this translation: the model's summed loss of its own output."""
+    model, src, tgt_in = translator.model, maps.src, maps.tgt_in
+    assert src is not None and tgt_in is not None  # attention_maps keeps them
+    eos = torch.full((1, 1), translator.tokenizer.eos_id, device=tgt_in.device)
+    tgt_out = torch.cat([tgt_in[:, 1:], eos], dim=1)  # (1, T): what each position predicts
+
+    def loss_of(_) -> LossOutput:
+        logits = model(src, tgt_in)  # (1, T, V)
+        loss = F.cross_entropy(logits[0].float(), tgt_out[0], reduction="sum")
+        return LossOutput(loss, loss.detach(), torch.tensor(tgt_out.size(1)))
+
+    differentiable = not any(isinstance(m, Int8Linear) for m in model.modules())
+    with torch.enable_grad():
+        scores = head_scores(model, [None], loss_of, importance=differentiable)
+    named = {"encoder": "encoder_self", "decoder": "decoder_self", "cross": "cross"}  # as the maps are
+    return {
+        named[kind]: {name: values.double().round(decimals=6).tolist() for name, values in found.items()}
+        for kind, found in scores.items()
     }

@@ -35,6 +35,10 @@ class AttentionRequest(Request):
     )
     model: str | None = None
     beam: int = Field(4, ge=1, description="beam size of the translation whose attention is shown")
+    flow: bool = Field(
+        False,
+        description="add attention flow to each kind's rollout (seconds; sentences of at most 64 pieces)",
+    )
 
 
 class Hypothesis(BaseModel):
@@ -97,7 +101,7 @@ def add_routes(app: FastAPI, server: Any) -> None:
             raise ServeError(422, "text is empty: there is no attention to show")
         cost = server.check_sentence(model, req.text, 0)
         (payload,) = await server.run_job(
-            Call.of(model.name, "attention", beam=req.beam), [req.text], cost, alone=True
+            Call.of(model.name, "attention", beam=req.beam, flow=req.flow), [req.text], cost, alone=True
         )
         return {"model": model.name, **payload}
 

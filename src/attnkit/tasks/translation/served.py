@@ -63,7 +63,10 @@ class TranslationModel:
         if op == "attention":
             from .attention_payload import attention_payload
 
-            return lambda items: [attention_payload(self.translator, t, beam=o["beam"]) for t in items], None
+            beam, flow = o["beam"], bool(o.get("flow"))
+            return lambda items: [
+                attention_payload(self.translator, t, beam=beam, flow=flow) for t in items
+            ], None
         raise ValueError(f"unknown operation {op!r} for {self.name!r}")
 
     @property

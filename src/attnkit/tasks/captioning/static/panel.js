@@ -105,6 +105,7 @@ registerPanel("caption", {
   result: "Caption",
   label: (m) => `${m.name} (image captions)`,
   run: caption,
+  methods: ["rollout"],
   text: (data) => data.caption,
   embedded: async (data) => {
     state.image = await loadImage(data.image);
@@ -112,7 +113,7 @@ registerPanel("caption", {
   },
   view: "caption-view",
   draw: (v, sel, data) => {
-    $("panels-title").textContent = `Each word's attention over the image: layer ${sel.layer + 1}, `
+    $("panels-title").textContent = `Each word's attention over the image: ${v.layerNames[sel.layer]}, `
       + `${v.headNames[sel.head]} (each panel shaded from its least to its largest weight; hover a region)`;
     drawPanels($("panels"), $("panel-tooltip"), v, sel.layer, sel.head, state.image, data.attention.cross.grid);
   },

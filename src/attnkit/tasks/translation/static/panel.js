@@ -14,7 +14,7 @@ async function translate() {
     showTranslation(t.text, beam > 1 ? t.nbest : null);
     if (!text.trim()) { $("view").hidden = true; setStatus(""); return; }
     setStatus("reading attention…");
-    state.data = await api("/v1/attention", { text, model, beam });
+    state.data = await api("/v1/attention", { text, model, beam, flow: state.method === "flow" });
     render();
     setStatus("");
   } catch (e) {
@@ -30,6 +30,7 @@ registerPanel("translate", {
   result: "Translation",
   label: (m) => (m.src_lang && m.tgt_lang ? `${m.name} (${m.src_lang}→${m.tgt_lang})` : m.name),
   run: translate,
+  methods: ["rollout", "flow"], // what /v1/attention can add to the raw weights
   text: (data) => data.translation,
   embedded: async (data) => {
     $("text").value = data.text;
