@@ -71,7 +71,7 @@ def scored_data(args, out: Path, state: dict | None = None) -> Scored:
     if isinstance(saved, dict) and saved:
         cfg = ExperimentConfig.from_saved(saved)
     else:
-        cfg = ExperimentConfig.from_dict({"model": {"arch": state.get("arch", "transformer")}})
+        cfg = ExperimentConfig.from_dict({"model": {"arch": state["arch"]}} if "arch" in state else {})
     if args.data_dir:
         cfg.data = cfg.data.replace(data_dir=args.data_dir)
     cfg.valid.max_sentences = args.max_sentences

@@ -46,11 +46,9 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> None:
-    import torch
-
     from ..checkpoint import load_checkpoint, save_checkpoint
     from ..files import check_output_path
-    from ..heads import counts, gated, gradient_importance, prune_heads, removed_heads, shapes
+    from ..heads import prune_heads, removed_heads
 
     if args.fraction is None and args.floor is None:
         raise ConfigError("give --fraction, --floor or both: when to stop pruning")
@@ -60,19 +58,32 @@ def run(args) -> None:
     if state["model_config"].get("pruned_heads"):
         raise ConfigError(f"{args.checkpoint} is pruned already: prune the checkpoint it came from")
     scored = scored_data(args, output.parent, state)
-    model, tokenizer, task, valid, records, data = (
-        scored.model,
-        scored.tokenizer,
-        scored.task,
-        scored.valid,
-        scored.records,
-        scored.batches,
-    )
+    model, metric = scored.model, scored.task.metric
+    gates, curve, total = _greedy(scored, args)
+    removed = removed_heads(model, gates)
+    prune_heads(model, removed)
+    state = {k: v for k, v in state.items() if k not in ("optimizer", "sampler", "ema", "grad_scaler")}
+    state["model_config"] = {**state["model_config"], "pruned_heads": removed}
+    state["model"] = model.state_dict()
+    save_checkpoint(state, output)
+    _write_curve(output, curve, metric)
+    gone, base = curve[-1]["pruned"], curve[0][metric]
+    print(f"{gone} of {total} heads pruned ({metric} {base:.3f} -> {curve[-1][metric]:.3f}): {output}")
+
+
+def _greedy(scored, args) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
+    """Mask heads one at a time, least important first, scoring each step: (the gates, 0 where a
+    head went; the curve; the number of heads)."""
+    import torch
+
+    from ..heads import counts, gated, gradient_importance, shapes
+
+    model, tokenizer, task, data = scored.model, scored.tokenizer, scored.task, scored.batches
     dev = next(model.parameters()).device
     metric, sign = task.metric, 1.0 if task.higher_is_better else -1.0
 
     def score() -> float:
-        return task.validate(model, tokenizer, valid, records, dev)[metric]
+        return task.validate(model, tokenizer, scored.valid, scored.records, dev)[metric]
 
     def loss_of(batch):
         return task.loss(model, batch, tokenizer, epsilon=0.0)
@@ -101,15 +112,7 @@ def run(args) -> None:
         name = f"{kind} {layer + 1}.{head + 1}"
         curve.append({"pruned": step + 1, "fraction": (step + 1) / total, metric: value, "head": name})
         say(f"prune: {step + 1}/{target} {name}: {metric} {value:.3f}")
-    removed = removed_heads(model, gates)
-    prune_heads(model, removed)
-    state = {k: v for k, v in state.items() if k not in ("optimizer", "sampler", "ema", "grad_scaler")}
-    state["model_config"] = {**state["model_config"], "pruned_heads": removed}
-    state["model"] = model.state_dict()
-    save_checkpoint(state, output)
-    _write_curve(output, curve, metric)
-    gone = curve[-1]["pruned"]
-    print(f"{gone} of {total} heads pruned ({metric} {base:.3f} -> {curve[-1][metric]:.3f}): {output}")
+    return gates, curve, total
 
 
 def _least_important(importance, gates, n) -> tuple[str, int, int]:
