@@ -11,12 +11,11 @@ Every task scores the same way: through its own loss and validation, as training
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from .common import DEVICE_NAMES, device
-from .head_data import add_data_flags, scored_data
+from .head_data import Progress, add_data_flags, say, scored_data
 
 NAME = "heads"
 
@@ -89,11 +88,12 @@ def run(args) -> None:
 
 
 def _drops(model, score, metric: str) -> dict[str, list[list[float]]]:
-    """``score()`` with each head alone masked: per kind, (L, H) values, one progress line each."""
+    """``score()`` with each head alone masked: per kind, (L, H) values, with a progress bar."""
     from ..heads import counts, gated, masked, shapes
 
     values: dict[str, list[list[float]]] = {}
     n, done = sum(sum(c) for c in counts(model).values()), 0
+    progress = Progress(n, "heads", "head")
     for kind, per_layer in counts(model).items():
         values[kind] = [[float("nan")] * shapes(model)[kind][1] for _ in per_layer]
         for layer, H in enumerate(per_layer):
@@ -101,7 +101,8 @@ def _drops(model, score, metric: str) -> dict[str, list[list[float]]]:
                 with gated(model, masked(model, kind, layer, head)):
                     values[kind][layer][head] = value = score()
                 done += 1
-                say(f"heads: {done}/{n} {kind} layer {layer + 1} head {head + 1}: {metric} {value:.3f}")
+                progress.step(f"{done}/{n} {kind} layer {layer + 1} head {head + 1}: {metric} {value:.3f}")
+    progress.close()
     return values
 
 
@@ -117,7 +118,3 @@ def write(out: Path, rows: list[dict], meta: dict) -> None:
     with atomic_write(out / "heads.json") as f:
         json.dump({**meta, "heads": rows}, f, indent=1)
         f.write("\n")
-
-
-def say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)

@@ -18,8 +18,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .common import DEVICE_NAMES, bounded, device
-from .head_data import add_data_flags, scored_data
-from .heads import say
+from .head_data import Progress, add_data_flags, say, scored_data
 
 NAME = "prune"
 
@@ -98,6 +97,7 @@ def _greedy(scored, args) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
     gates = {kind: torch.ones(L, H) for kind, (L, H) in shapes(model).items()}
     importance = gradient_importance(model, data, loss_of)
     curve: list[dict[str, Any]] = [{"pruned": 0, "fraction": 0.0, metric: base, "head": None}]
+    progress = Progress(target, "prune", "head")
     for step in range(target):
         if args.rescore and step:
             importance = gradient_importance(model, data, loss_of, at=gates)
@@ -111,7 +111,8 @@ def _greedy(scored, args) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
             break
         name = f"{kind} {layer + 1}.{head + 1}"
         curve.append({"pruned": step + 1, "fraction": (step + 1) / total, metric: value, "head": name})
-        say(f"prune: {step + 1}/{target} {name}: {metric} {value:.3f}")
+        progress.step(f"{step + 1}/{target} {name}: {metric} {value:.3f}")
+    progress.close()
     return gates, curve, total
 
 
