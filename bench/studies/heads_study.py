@@ -7,17 +7,17 @@ pruning buys (Michel, Levy and Neubig, 2019; Voita et al., 2019).
         --model best=runs/multi30k_de_en_best/checkpoint_last.pt \\
         --model langid=runs/multi30k_langid_first3/checkpoint_best.pt \\
         --model captioner=runs/captions_shapes_tiny/checkpoint_best.pt \\
-        --seeds main_job,main_job_seed2 --speed main_job,best
+        --seeds main_job,main_job_seed2 --speed main_job,best --max-sentences 500
 
 For each model, on its validation split: ``attnkit heads`` (importance, and the metric with each head
-alone masked) and ``attnkit prune --fraction 1`` (the greedy curve over every prunable head); the
+alone masked) and ``attnkit prune --fraction 0.5`` (the greedy curve over half the heads); the
 share of heads pruned before the metric first falls more than a tolerance below the unpruned model's
 (0.5 BLEU; 0.01 macro-F1, one point) and ``attnkit prune --floor`` at that tolerance. For the
 translators in ``--speed``: test_2016_flickr BLEU and decoding CPU-seconds (one thread, beam 4) of
 the pruned model against the unpruned, alternated twice. For the two ``--seeds`` runs: whether their
 most important heads sit in the same places. Heads within a layer are interchangeable (head 3 of one
 run has nothing to do with head 3 of another), so places are compared as (kind, layer).
-Writes ``--out``/study.json and curves.png; checkpoints go to ``--work`` (not committed).
+Writes ``--out`` (JSON) and ``--figure`` (the curves); checkpoints go to ``--work`` (not committed).
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def study_model(name: str, ckpt: str, args) -> dict:
     heads_s = time.perf_counter() - started
     heads = json.loads((work / "heads.json").read_text())
     metric, rows = heads["metric"], heads["heads"]
-    cli("prune", "--checkpoint", ckpt, "--output", work / "all.pt", "--fraction", 1, *data)
+    cli("prune", "--checkpoint", ckpt, "--output", work / "all.pt", "--fraction", args.curve_fraction, *data)
     curve = json.loads((work / "all.curve.json").read_text())["curve"]
     tolerance = TOLERANCE[metric]
     kept = first_crossing(curve, metric, tolerance)
@@ -108,6 +108,7 @@ def study_model(name: str, ckpt: str, args) -> dict:
             "of": len(rows),
             "fraction": kept["fraction"],
             metric: kept[metric],
+            "to_the_curve_s_end": kept is curve[-1],  # never crossed: at least this many
         },
         "pruned_checkpoint": str(pruned),
     }
@@ -210,16 +211,26 @@ def main() -> None:
     ap.add_argument("--speed", default="", help="translators whose pruned model's speed is measured")
     ap.add_argument("--data-dir", required=True)
     ap.add_argument(
-        "--max-sentences", type=int, default=1014, help="validation examples (Multi30k val: 1,014)"
+        "--max-sentences", type=int, default=500, help="validation examples (of Multi30k val's 1,014)"
+    )
+    ap.add_argument(
+        "--curve-fraction", type=float, default=0.5, help="the greedy curve's end (share of heads)"
     )
     ap.add_argument("--test-sentences", type=int, default=0, help="test sentences decoded (0: all)")
     ap.add_argument("--work", default="runs/heads_study")
-    ap.add_argument("--out", default="bench/results/heads_study")
+    ap.add_argument("--out", default="bench/results/heads_study.json")
+    ap.add_argument("--figure", default="docs/img/heads_study.png")
     args = ap.parse_args()
     models = {}
     for spec in args.model:
         name, _, ckpt = spec.partition("=")
+        done = Path(args.work) / name / "study.json"  # a model studied before with these settings
+        settings = [ckpt, args.max_sentences, args.curve_fraction]
+        if done.is_file() and json.loads(done.read_text())["settings"] == settings:
+            models[name] = json.loads(done.read_text())["result"]
+            continue
         models[name] = study_model(name, ckpt, args)
+        done.write_text(json.dumps({"settings": settings, "result": models[name]}))
     result: dict[str, Any] = {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "models": models}
     if args.seeds:
         a, b = args.seeds.split(",")
@@ -227,10 +238,8 @@ def main() -> None:
     for name in filter(None, args.speed.split(",")):
         m = models[name]
         m["speed"] = speed(m["checkpoint"], m["pruned_checkpoint"], args.data_dir, args.test_sentences)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "study.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    plot_curves(models, out / "curves.png")
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    plot_curves(models, Path(args.figure))
     for name, m in models.items():
         p = m["prunable"]
         print(
