@@ -243,6 +243,17 @@ def test_attention_has_rollout_flow_and_each_head_s_scores(client, models):
     assert "flow" not in plain["attention"]["cross"] and "rollout" in plain["attention"]["cross"]
 
 
+def test_an_int8_model_s_heads_have_their_weights_scores_and_no_importance(models):
+    from attnkit.tasks.translation import Translator
+    from attnkit.tasks.translation.attention_payload import attention_payload
+
+    float32 = models[0].translator
+    int8 = Translator(float32.model, float32.tokenizer, "cpu", quantize="int8")
+    heads = attention_payload(int8, SENTENCES[2], beam=1)["heads"]
+    assert set(heads) == {"encoder_self", "decoder_self", "cross"}
+    assert all(set(scores) == {"confidence", "entropy"} for scores in heads.values())
+
+
 def test_attention_flow_past_its_length_is_refused_in_words(client, monkeypatch):
     from attnkit.tasks.translation import attention_payload
 

@@ -7,11 +7,11 @@
 function drawHeads(container, data, score, selected, onPick) {
   container.innerHTML = "";
   Object.entries(data.heads || {}).forEach(([kind, scores]) => {
-    const values = scores[score];
-    if (!values) return; // no importance for a model without gradients (int8)
-    const top = score === "confidence" ? 1 : Math.max(1e-12, ...values.flat());
+    const shown = scores[score] ? score : "confidence"; // an int8 model has no gradient: no importance
+    const values = scores[shown];
+    const top = shown === "confidence" ? 1 : Math.max(1e-12, ...values.flat());
     const box = document.createElement("div");
-    box.innerHTML = `<h2>${KIND_TITLES[kind]} <span>${score}</span></h2>`;
+    box.innerHTML = `<h2>${KIND_TITLES[kind]} <span>${shown}</span></h2>`;
     const table = document.createElement("table");
     table.dataset.kind = kind;
     const header = table.insertRow();
@@ -32,7 +32,7 @@ function drawHeads(container, data, score, selected, onPick) {
         td.style.background = colour(0.8 * v / top);
         td.style.color = v / top > 0.55 ? "#fff" : "";
         Object.assign(td.dataset, { kind, layer: l, head: h, value: v });
-        td.title = `${KIND_TITLES[kind]}, layer ${l + 1}, head ${h + 1}: ${score} ${v}`;
+        td.title = `${KIND_TITLES[kind]}, layer ${l + 1}, head ${h + 1}: ${shown} ${v}`;
         if (selected.kind === kind && selected.layer === l && selected.head === h) td.classList.add("selected");
         td.addEventListener("click", () => onPick(kind, l, h));
       });
