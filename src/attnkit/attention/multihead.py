@@ -160,7 +160,7 @@ class MultiHeadAttention(nn.Module):
             hook(weights.detach())
             weights = weights if need_weights else None
         if self.head_gate is not None:  # xi_h * head_h (Michel et al., 2019): 0 masks head h
-            out = out * self.head_gate.to(out.dtype)[:, None, None]  # (B * G, H, Tq, Dh)
+            out = out * self.head_gate.to(out.device, out.dtype)[:, None, None]  # (B * G, H, Tq, Dh)
         Bq, _, Tq, _ = out.shape
         out = out.transpose(1, 2).reshape(
             Bq, Tq, self.n_heads * self.d_head

@@ -15,13 +15,15 @@ Legend: L layers, H heads, S positions, T target positions.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
-from scipy.sparse import csr_array  # type: ignore[import-untyped]
+from scipy.sparse import csr_matrix  # type: ignore[import-untyped]
 from scipy.sparse.csgraph import maximum_flow  # type: ignore[import-untyped]
 from torch import Tensor
 
-METHODS = ("raw", "rollout", "flow")
+FLOW_SLOW = 64  # positions: beyond, S^2 maximum flows take seconds to minutes
 UNIT = 1 << 20  # capacities are integers for SciPy: weights in steps of 2^-20 (~1e-6)
 
 
@@ -47,13 +49,17 @@ def flow(weights: Tensor) -> Tensor:
     to each input token through the layers, rows normalised."""
     layers = with_residual(weights).double().cpu().numpy()  # (L, S, S)
     L, S, _ = layers.shape
+    if S > FLOW_SLOW:
+        warnings.warn(
+            f"attention flow over {S} positions: {S * S} maximum flows, which takes a while", stacklevel=2
+        )
     i, j = np.meshgrid(np.arange(S), np.arange(S), indexing="ij")  # (S, S) each
     # node level * S + i is position i after ``level`` layers; edge (level + 1, i) -> (level, j)
     # carries A~_level[i, j]
     heads = np.concatenate([((level + 1) * S + i).ravel() for level in range(L)])
     tails = np.concatenate([(level * S + j).ravel() for level in range(L)])
     capacity = np.rint(layers * UNIT).astype(np.int32).ravel()
-    graph = csr_array((capacity, (heads, tails)), shape=((L + 1) * S, (L + 1) * S))
+    graph = csr_matrix((capacity, (heads, tails)), shape=((L + 1) * S, (L + 1) * S))
     result = torch.zeros(S, S, dtype=torch.float64)
     for top in range(S):
         for bottom in range(S):

@@ -57,7 +57,7 @@ def scored_data(args, out: Path, state: dict | None = None) -> Scored:
     for flag in FILE_FLAGS:
         if getattr(args, flag[2:]) and flag not in info.evaluate_flags:
             takers = " and ".join(t.noun for t in tasks() if flag in t.evaluate_flags)
-            raise ConfigError(f"{flag} is for {takers}; {info.noun} scores a split of its corpus (--split)")
+            raise ConfigError(f"{flag} is for {takers}; {info.noun} scores its own corpus")
     if bool(args.src) != bool(args.ref):
         raise ConfigError("--src and --ref go together")
     files = args.src or args.input
@@ -120,6 +120,13 @@ class Progress:
         else:
             self.bar.set_postfix_str(line, refresh=False)
             self.bar.update(1)
+
+    def say(self, line: str) -> None:
+        """A line above the bar (or in the log)."""
+        if self.bar.disable:
+            say(line)
+        else:
+            self.bar.write(line, file=self.bar.fp)
 
     def close(self) -> None:
         self.bar.close()

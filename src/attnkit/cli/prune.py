@@ -18,7 +18,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .common import DEVICE_NAMES, bounded, device
-from .head_data import Progress, add_data_flags, say, scored_data
+from .head_data import Progress, add_data_flags, scored_data
 
 NAME = "prune"
 
@@ -107,7 +107,9 @@ def _greedy(scored, args) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
             value = score()
         if args.floor is not None and sign * (value - args.floor) < 0:
             gates[kind][layer, head] = 1.0
-            say(f"prune: stopped: {kind} layer {layer + 1} head {head + 1} takes {metric} to {value:.3f}")
+            progress.say(
+                f"prune: stopped: {kind} layer {layer + 1} head {head + 1} takes {metric} to {value:.3f}"
+            )
             break
         name = f"{kind} {layer + 1}.{head + 1}"
         curve.append({"pruned": step + 1, "fraction": (step + 1) / total, metric: value, "head": name})

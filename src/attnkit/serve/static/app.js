@@ -55,11 +55,12 @@ function render() {
   $("detail").hidden = Boolean(panel.view);
   Object.values(PANELS).filter((p) => p.view).forEach((p) => { $(p.view).hidden = p !== panel; });
   $("export-png").hidden = Boolean(panel.view);
-  const sel = state.selected;
-  if (!views[sel.kind]) Object.assign(sel, { kind: kinds[kinds.length - 1], layer: 0, head: 0 });
-  const v = views[sel.kind];
-  sel.layer = Math.min(sel.layer, v.maps.length - 1);
-  sel.head = Math.min(sel.head, v.maps[0].length - 1);
+  if (!views[state.selected.kind]) Object.assign(state.selected, { kind: kinds[kinds.length - 1], layer: 0, head: 0 });
+  const v = views[state.selected.kind];
+  // what is shown: the selection, within this view (a followed map has one layer and one head; the
+  // selection itself is kept for the raw view)
+  const sel = { kind: state.selected.kind, layer: Math.min(state.selected.layer, v.maps.length - 1),
+                head: Math.min(state.selected.head, v.maps[0].length - 1) };
 
   $("kinds").innerHTML = "";
   const pick = (kind, layer, head) => {
@@ -70,7 +71,8 @@ function render() {
   $("heads-box").hidden = !data.heads;
   if (data.heads) {
     drawHeads($("heads"), data, state.score, state.selected, (kind, layer, head) => {
-      setMethod("raw"); // a head's own map: the raw weights
+      setMethod("raw"); // a head's own map: the raw weights, each head apart
+      setHeads("all");
       pick(kind, layer, head);
     });
   }
@@ -97,6 +99,12 @@ function showMethods(data, kinds) {
   flow.disabled = Boolean(EMBEDDED) && !has("flow");
   flow.title = flow.disabled ? "attnkit attention --html --method flow adds it" : "";
   if (state.method !== "raw" && !has(state.method)) setMethod("raw");
+}
+
+function setHeads(heads) {
+  state.heads = heads;
+  state.hiddenHeads.clear();
+  document.querySelectorAll("[data-heads]").forEach((x) => x.classList.toggle("on", x.dataset.heads === heads));
 }
 
 function setMethod(method) {
@@ -137,18 +145,20 @@ function wireControls() {
     render();
   }));
   document.querySelectorAll("[data-heads]").forEach((b) => b.addEventListener("click", () => {
-    state.heads = b.dataset.heads;
-    state.hiddenHeads.clear();
-    document.querySelectorAll("[data-heads]").forEach((x) => x.classList.toggle("on", x === b));
+    setHeads(b.dataset.heads);
     render();
   }));
   $("hide-special").addEventListener("change", (e) => { state.hideSpecial = e.target.checked; render(); });
   document.querySelectorAll("[data-method]").forEach((b) => b.addEventListener("click", () => {
-    const method = b.dataset.method;
+    const method = b.dataset.method, before = state.method;
     const missing = state.data && !Object.values(state.data.attention).some((spec) => spec[method]);
     setMethod(method);
-    if (method !== "raw" && missing && !EMBEDDED) PANELS[state.mode].run(); // the server adds flow
-    else render();
+    if (method === "raw" || !missing || EMBEDDED || !PANELS[state.mode].follow) { render(); return; }
+    PANELS[state.mode].follow(method).then(render, (e) => { // the server adds it, or says why not
+      setMethod(before);
+      setStatus(e.message, true);
+      render();
+    });
   }));
   document.querySelectorAll("[data-score]").forEach((b) => b.addEventListener("click", () => {
     state.score = b.dataset.score;

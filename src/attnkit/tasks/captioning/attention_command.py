@@ -77,7 +77,8 @@ def _write_caption_html(captioner, state, args) -> None:
     image = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
     out = Path(args.html)
     with atomic_write(out) as f:  # write new, then swap: a failure keeps the old file
-        f.write(render_page({"task": "caption", "model": served.name, **answer, "image": image}))
+        page = {"task": "caption", "model": served.name, **answer, "image": image, "method": args.method}
+        f.write(render_page(page))
     if not args.out:  # --out prints it too
         print("caption:", answer["caption"])
     print(f"wrote {out}")

@@ -113,8 +113,7 @@ def attention_payload(
         "sequences": seqs,
         "attention": kinds,
         "alignment": alignment(maps.cross, seqs["tgt"], seqs["src"]),
-        "heads": _heads(translator, maps),
-    }
+    } | ({"heads": heads} if (heads := _heads(translator, maps)) is not None else {})
 
 
 def followed(maps: AttentionMaps, method: str) -> dict[str, Tensor]:
@@ -129,9 +128,16 @@ def followed(maps: AttentionMaps, method: str) -> dict[str, Tensor]:
     return found
 
 
-def _heads(translator: Translator, maps: AttentionMaps) -> dict[str, dict[str, list]]:
-    """Every head scored on this translation: the model's summed loss of its own output."""
+def _heads(translator: Translator, maps: AttentionMaps) -> dict[str, dict[str, list]] | None:
+    """Every head scored on this translation: the model's summed loss of its own output (None for a
+    model without multi-head attention: the RNN's one additive head)."""
+    from ...heads import attention_heads
+
     model, src, tgt_in = translator.model, maps.src, maps.tgt_in
+    try:
+        attention_heads(model)
+    except ConfigError:
+        return None
     assert src is not None and tgt_in is not None  # attention_maps keeps them
     eos = torch.full((1, 1), translator.tokenizer.eos_id, device=tgt_in.device)
     tgt_out = torch.cat([tgt_in[:, 1:], eos], dim=1)  # (1, T): what each position predicts

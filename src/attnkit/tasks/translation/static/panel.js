@@ -31,6 +31,13 @@ registerPanel("translate", {
   label: (m) => (m.src_lang && m.tgt_lang ? `${m.name} (${m.src_lang}→${m.tgt_lang})` : m.name),
   run: translate,
   methods: ["rollout", "flow"], // what /v1/attention can add to the raw weights
+  // the sentence on screen's attention again, with flow
+  follow: async (method) => {
+    setStatus("following attention down the layers…");
+    const { text, beam } = state.data;
+    state.data = await api("/v1/attention", { text, model: $("model").value || null, beam, flow: method === "flow" });
+    setStatus("");
+  },
   text: (data) => data.translation,
   embedded: async (data) => {
     $("text").value = data.text;
