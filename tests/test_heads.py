@@ -262,3 +262,13 @@ def test_a_pruned_checkpoint_fine_tunes(runs, tmp_path, capsys, shared_data):
     train(load_config(None, [*overrides, f"output_dir={tmp_path / 'ft'}"]), log=lambda m: None)
     tuned = load_checkpoint(tmp_path / "ft" / "checkpoint_last.pt")
     assert tuned["model_config"]["pruned_heads"] == load_checkpoint(out)["model_config"]["pruned_heads"]
+
+
+@pytest.mark.slow
+def test_an_rnn_s_attention_payload_has_no_heads_to_score(runs):
+    from attnkit.tasks.translation import Translator
+    from attnkit.tasks.translation.attention_payload import attention_payload
+
+    payload = attention_payload(Translator.from_checkpoint(runs.rnn_ckpt, device="cpu"), "Ein Hund.", beam=1)
+    assert "heads" not in payload and set(payload["attention"]) == {"cross"}
+    assert "rollout" not in payload["attention"]["cross"]  # no encoder self-attention to follow
