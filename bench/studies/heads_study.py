@@ -18,7 +18,8 @@ pruned at the tolerance and the one with half its heads gone, each in turn twice
 ``--seeds`` runs: whether their most important heads sit in the same places. Heads within a layer
 are interchangeable (head 3 of one run has nothing to do with head 3 of another), so places are
 compared as (kind, layer).
-Writes ``--out`` (JSON) and ``--figure`` (the curves); checkpoints go to ``--work`` (not committed).
+Writes ``--out`` (JSON), ``--figure`` (the curves) and FIGURE_importance.png (the importance maps);
+checkpoints go to ``--work`` (not committed).
 """
 
 from __future__ import annotations
@@ -190,6 +191,35 @@ def plot_curves(models: dict[str, dict], out: Path) -> None:
     _save(fig, out)
 
 
+def plot_importance(models: dict[str, dict], out: Path) -> None:
+    """The importance maps: a row per model, a panel per kind (layers x heads), each cell written in."""
+    from attnkit.plotting import _figure, _save
+
+    kinds = ["encoder", "decoder", "cross"]
+    fig = _figure(3.0 * len(kinds), 2.2 * len(models))
+    axes = fig.subplots(len(models), len(kinds), squeeze=False)
+    for row, (name, m) in enumerate(models.items()):
+        for col, kind in enumerate(kinds):
+            ax = axes[row][col]
+            mine = [r for r in m["heads"] if r["kind"] == kind]
+            if not mine:
+                ax.axis("off")
+                continue
+            L, H = max(r["layer"] for r in mine), max(r["head"] for r in mine)
+            values = torch.zeros(L, H)
+            for r in mine:
+                values[r["layer"] - 1, r["head"] - 1] = r["importance"]
+            ax.imshow(values.numpy(), cmap="viridis", aspect="auto")
+            for layer in range(L):
+                for head in range(H):
+                    text = f"{values[layer, head]:.2g}"
+                    ax.text(head, layer, text, ha="center", va="center", fontsize=6, color="w")
+            ax.set_xticks(range(H), [str(h + 1) for h in range(H)])
+            ax.set_yticks(range(L), [str(layer + 1) for layer in range(L)])
+            ax.set_title(f"{name}: {kind}", fontsize=8)
+    _save(fig, out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", action="append", required=True, help="NAME=CHECKPOINT (repeat)")
@@ -231,6 +261,7 @@ def main() -> None:
         m["speed"] = speed(checkpoints, args.data_dir, args.test_sentences)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     plot_curves(models, Path(args.figure))
+    plot_importance(models, Path(args.figure).with_name(Path(args.figure).stem + "_importance.png"))
     for name, m in models.items():
         p = m["prunable"]
         print(
