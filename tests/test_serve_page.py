@@ -174,20 +174,27 @@ def _check_view(driver, data: dict, tmp_path: Path) -> None:
     assert not errors, errors
 
 
-@pytest.mark.slow
-def test_the_page_translates_and_shows_every_layer_and_head(driver, ckpt, tmp_path):
+def translate_on_the_page(driver, url: str) -> None:
+    """Open the served page, type SENTENCE, translate it greedily and wait for its attention view."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
+    driver.get(url + "/")
+    _wait(driver, lambda d: d.find_element(By.ID, "status").text == "ready", what="the model list")
+    box = driver.find_element(By.ID, "text")
+    box.clear()
+    box.send_keys(SENTENCE)
+    Select(driver.find_element(By.ID, "search")).select_by_visible_text("greedy")
+    driver.find_element(By.ID, "go").click()
+    _wait(driver, lambda d: d.find_element(By.ID, "view").is_displayed(), what="the attention view")
+
+
+@pytest.mark.slow
+def test_the_page_translates_and_shows_every_layer_and_head(driver, ckpt, tmp_path):
+    from selenium.webdriver.common.by import By
+
     with live_server(ckpt) as (url, _):
-        driver.get(url + "/")
-        _wait(driver, lambda d: d.find_element(By.ID, "status").text == "ready", what="the model list")
-        box = driver.find_element(By.ID, "text")
-        box.clear()
-        box.send_keys(SENTENCE)
-        Select(driver.find_element(By.ID, "search")).select_by_visible_text("greedy")
-        driver.find_element(By.ID, "go").click()
-        _wait(driver, lambda d: d.find_element(By.ID, "view").is_displayed(), what="the attention view")
+        translate_on_the_page(driver, url)
         status, data = post(url + "/v1/attention", {"text": SENTENCE, "beam": 1})
         assert status == 200
         assert driver.find_element(By.ID, "translation").text == data["translation"]

@@ -9,7 +9,7 @@ import pytest
 
 from attnkit.cli import main
 from serve_helpers import live_server, post
-from test_serve_page import SENTENCE, _wait, ckpt, driver  # noqa: F401 (fixtures)
+from test_serve_page import SENTENCE, _wait, ckpt, driver, translate_on_the_page  # noqa: F401 (fixtures)
 
 
 def _hover_zoom(browser, r: int, c: int) -> float:
@@ -74,17 +74,9 @@ def _check_heads(browser, data: dict) -> None:
 @pytest.mark.slow
 def test_the_page_follows_attention_down_the_layers_and_scores_its_heads(driver, ckpt, tmp_path):  # noqa: F811
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select
 
     with live_server(ckpt) as (url, _):
-        driver.get(url + "/")
-        _wait(driver, lambda d: d.find_element(By.ID, "status").text == "ready", what="the model list")
-        box = driver.find_element(By.ID, "text")
-        box.clear()
-        box.send_keys(SENTENCE)
-        Select(driver.find_element(By.ID, "search")).select_by_visible_text("greedy")
-        driver.find_element(By.ID, "go").click()
-        _wait(driver, lambda d: d.find_element(By.ID, "view").is_displayed(), what="the attention view")
+        translate_on_the_page(driver, url)
         status, data = post(url + "/v1/attention", {"text": SENTENCE, "beam": 1, "flow": True})
         assert status == 200
         assert (
