@@ -79,7 +79,13 @@ def through_encoder(cross: Tensor, encoder_self: Tensor, method: str) -> Tensor:
     """The decoder's view of the source tokens: the last layer's cross-attention (L, H, T, S),
     averaged over its heads, followed down through the encoder's rollout or flow -> (T, S);
     ``raw``: the last layer's cross-attention itself."""
-    last = cross[-1].float().mean(0)  # (T, S)
     if method == "raw":
-        return last
-    return last @ mixing(encoder_self, method).to(last.device)  # (T, S) @ (S, S)
+        return cross[-1].float().mean(0)
+    return through(cross, mixing(encoder_self, method))
+
+
+def through(cross: Tensor, encoder_mixing: Tensor) -> Tensor:
+    """The last cross-attention layer (L, H, T, S), mean of its heads, through an encoder mixing
+    (S, S) already computed (:func:`mixing`) -> (T, S)."""
+    last = cross[-1].float().mean(0)  # (T, S)
+    return last @ encoder_mixing.to(last.device)

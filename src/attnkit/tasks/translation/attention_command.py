@@ -79,17 +79,18 @@ def _write_pngs(translator, args) -> None:
 def _write_flow(translator, maps, out: Path, args) -> None:
     """--method rollout or flow: what each target piece reads of the source tokens (the last
     layer's cross-attention followed through the encoder), and the encoder's own mixing."""
-    from ...attention.rollout import flow, rollout, through_encoder
+    from ...attention.rollout import mixing, through
     from ...plotting import plot_attention
 
     if maps.encoder_self is None:
         raise ConfigError(f"--method {args.method} follows an encoder's self-attention: this model has none")
-    print("translation:", translator.translate([args.text], beam=args.beam)[0].text)
-    view = through_encoder(maps.cross, maps.encoder_self, args.method)  # (T, S)
+    assert maps.translation is not None  # attention_maps keeps it
+    print("translation:", maps.translation.text)
+    encoder = mixing(maps.encoder_self, args.method)  # (S, S), once: flow takes seconds
+    view = through(maps.cross, encoder)  # (T, S)
     title = f"{args.method}: cross-attention through the encoder"
     plot_attention(view, maps.src_pieces, maps.tgt_pieces, out, title=title)
     print(f"wrote {out}")
-    encoder = (rollout if args.method == "rollout" else flow)(maps.encoder_self)  # (S, S)
     path = self_attention_path(out, "encoder_self")
     plot_attention(
         encoder, maps.src_pieces, maps.src_pieces, path, title=f"encoder self-attention ({args.method})"

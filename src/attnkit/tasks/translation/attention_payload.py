@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ...attention.rollout import mixing
+from ...attention.rollout import mixing, through
 from ...data.pieces import SPECIALS, words
 from ...errors import ConfigError
 from ...heads import head_scores
@@ -122,7 +122,7 @@ def followed(maps: AttentionMaps, method: str) -> dict[str, Tensor]:
     found = {}
     if maps.encoder_self is not None:
         found["encoder_self"] = encoder = mixing(maps.encoder_self, method)  # (S, S)
-        found["cross"] = maps.cross[-1].float().mean(0) @ encoder  # (T, S) @ (S, S): through_encoder
+        found["cross"] = through(maps.cross, encoder)  # (T, S)
     if maps.decoder_self is not None:
         found["decoder_self"] = mixing(maps.decoder_self, method)  # (T, T), causal
     return found
