@@ -161,7 +161,7 @@ def test_average_never_overwrites_one_of_its_inputs(tmp_path, tokenizers):
     b = write_checkpoint(tmp_path / "b.pt", tokenizers[0], seed=1)
     before = b.read_bytes()
     code, _, err = cli("average", "--checkpoints", a, b, "--output", b)
-    assert_user_error(code, err, "--output", "is one of the --checkpoints")
+    assert_user_error(code, err, "--output", "is the same file as --checkpoints")
     assert b.read_bytes() == before
 
 

@@ -73,7 +73,7 @@ def test_force_refuses_the_run_folder_of_the_checkpoint(tmp_path, tokenizer):
     before = snapshot(run)
     for out in (run, tmp_path):  # the run folder, and a folder above it
         code, _, err = export(best, out, "--force")
-        assert_user_error(code, err, "holds the checkpoint being exported")
+        assert_user_error(code, err, "holds --checkpoint")
     assert snapshot(run) == before
 
 
@@ -84,7 +84,7 @@ def test_force_refuses_an_export_holding_the_checkpoint(tmp_path, tokenizer):
     assert code == 0, err
     inside = write_checkpoint(out / "model.pt", tokenizer)
     code, _, err = export(inside, out, "--force")
-    assert_user_error(code, err, "holds the checkpoint being exported")
+    assert_user_error(code, err, "holds --checkpoint")
     assert inside.is_file()
 
 

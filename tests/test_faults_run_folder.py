@@ -23,7 +23,7 @@ OLD = {
     "checkpoint_last.pt": b"old last",
     "checkpoint_step10.pt": b"old step",
     "metrics.csv": b"old rows",
-    "config.yaml": b"old config",
+    "resolved_config.yaml": b"old config",
     "notes.txt": b"the user's own file",
 }
 
@@ -94,7 +94,7 @@ def test_overwrite_that_fails_before_its_first_checkpoint_puts_the_old_run_back(
             run.start_writing()
             assert contents(folder) == {"notes.txt": OLD["notes.txt"]}  # the user's file stays put
             (folder / "metrics.csv").write_bytes(b"new rows")
-            (folder / "config.yaml").write_bytes(b"new config")
+            (folder / "resolved_config.yaml").write_bytes(b"new config")
             raise RuntimeError("device lost")
     assert contents(folder) == OLD and not (folder / PREVIOUS).exists()
 
@@ -137,7 +137,7 @@ def test_an_output_dir_that_is_a_file_is_refused(tmp_path):
 
 def test_a_killed_writes_temporary_files_are_removed(tmp_path):
     folder = old_run(tmp_path / "run")
-    leftovers = [".checkpoint_last.pt.abcd1234.tmp", ".metrics.csv.x1.tmp", ".config.yaml.zz.tmp"]
+    leftovers = [".checkpoint_last.pt.abcd1234.tmp", ".metrics.csv.x1.tmp", ".resolved_config.yaml.zz.tmp"]
     for name in leftovers:
         (folder / name).write_bytes(b"half")
     (folder / ".my_editor_swap.tmp").write_bytes(b"not ours")

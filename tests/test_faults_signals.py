@@ -121,7 +121,7 @@ def test_a_signal_saves_the_current_step_and_resuming_equals_the_uninterrupted_r
     else:
         assert state["metrics"]["pending_validation"], "its validation was skipped: the resumed run owes it"
         assert max(s for s, kind in metrics_steps(out) if kind == "valid") == step - 1
-    config_yaml = shlex.quote(str(out / "config.yaml"))
+    config_yaml = shlex.quote(str(out / "resolved_config.yaml"))
     command = f"attnkit train --config {config_yaml} --resume {shlex.quote(str(last))}"
     assert command in last_line, last_line
 

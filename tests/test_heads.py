@@ -240,7 +240,7 @@ def test_prune_removes_heads_writes_its_curve_and_every_command_takes_the_result
         capsys, "prune", "--checkpoint", out, "--output", tmp_path / "again.pt", "--fraction", 0.1
     )
     assert_user_error(code, err, "pruned already")
-    code, _, err = cli(capsys, *args, "--floor", 1000)
+    code, _, err = cli(capsys, *args, "--floor", 1000, "--force")
     assert_user_error(code, err, "already past --floor")
     code, _, err = cli(capsys, *args, "--fraction", 1.5)
     assert code == 2 and "--fraction" in err

@@ -57,7 +57,7 @@ def test_training_lowers_validation_loss_and_writes_its_outputs(tmp_path, tiny_c
         "checkpoint_best.pt",
         "checkpoint_last.pt",
         "checkpoint_averaged.pt",
-        "config.yaml",
+        "resolved_config.yaml",
         "learning_curve.png",
     ):
         assert (tmp_path / name).exists(), name

@@ -15,6 +15,7 @@ import re
 import shutil
 import stat
 import tempfile
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,17 +24,30 @@ from typing import IO
 from .errors import ConfigError
 
 
-def check_output_path(path: str | os.PathLike, *, what: str = "output", make_folders: bool = False) -> Path:
+def check_output_path(
+    path: str | os.PathLike,
+    *,
+    what: str = "output",
+    make_folders: bool = False,
+    force: bool | None = None,
+) -> Path:
     """Fail now, with a one-line :class:`ConfigError`, if ``path`` cannot be written later.
 
     The folder must exist (or, with ``make_folders``, its nearest existing ancestor must; the
     missing ones are created by the write) and take a new file, probed by creating and removing
     one: permission bits alone say nothing for root or on a read-only mount. ``path`` must not be
     a folder, and a full file system is refused here rather than after the work.
+
+    What an existing file at ``path`` may be: a text or picture output (``force`` None) replaces
+    a file as ``>`` would, but never an archive (an attnkit checkpoint is a zip file: a slip of
+    ``--output model.pt`` must not cost a model); a checkpoint output (``force`` True or False)
+    replaces one only with ``--force``, and only an attnkit checkpoint.
     """
     path = Path(path)
     if path.is_dir():
         raise ConfigError(f"{what} {path} is a folder; give a file path")
+    if _is_regular(path):
+        _check_replaceable_file(path, what=what, force=force)
     folder = path.parent
     while make_folders and not folder.exists() and folder != folder.parent:
         folder = folder.parent
@@ -50,12 +64,66 @@ def check_output_path(path: str | os.PathLike, *, what: str = "output", make_fol
         raise ConfigError(f"{what} {path}: no space left on device in {folder}")
     _remove_stale_temporaries(path)
     try:
-        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".probe", dir=folder)
+        prefix = f"{temporary_stem(path)}{os.getpid()}."
+        fd, probe = tempfile.mkstemp(prefix=prefix, suffix=".probe", dir=folder)
     except OSError as e:
         raise ConfigError(f"{what} {path}: cannot write into {folder} ({e.strerror or e})") from None
     os.close(fd)
     os.unlink(probe)
     return path
+
+
+def temporary_stem(path: Path) -> str:
+    """The ``.NAME.`` that starts the temporary names written beside ``path``: short enough that a
+    temporary name stays within the file system's limit however long ``NAME`` is (a long name is cut
+    and a checksum of the whole name keeps it apart from its neighbours)."""
+    name = path.name
+    if len(os.fsencode(name)) <= _TEMPORARY_NAME_ROOM:
+        return f".{name}."
+    cut = os.fsencode(name)[: _TEMPORARY_NAME_ROOM - 9].decode("utf-8", errors="ignore")
+    return f".{cut}~{zlib.crc32(os.fsencode(name)):08x}."
+
+
+_TEMPORARY_NAME_ROOM = 200  # of NAME_MAX's 255 bytes: the rest for ".PID.XXXXXXXX.probe" and the like
+
+
+def _check_replaceable_file(path: Path, *, what: str, force: bool | None) -> None:
+    archive = _starts_with(path, ZIP_MAGIC)
+    if force is None and archive:
+        raise ConfigError(
+            f"{what} {path} is an archive (an attnkit checkpoint is one): this command writes text or "
+            "pictures and would replace it; choose another path"
+        )
+    if force is False:
+        raise ConfigError(f"{what} {path} already exists (pass --force to replace it)")
+    if force and not (archive and is_attnkit_checkpoint(path)):
+        raise ConfigError(
+            f"{what} {path} is not an attnkit checkpoint; --force replaces only a checkpoint: move it away"
+        )
+
+
+ZIP_MAGIC = b"PK\x03\x04"  # how a zip archive, and so a torch.save file, starts
+
+
+def _starts_with(path: Path, magic: bytes) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(magic)) == magic
+    except OSError:
+        return False
+
+
+def is_attnkit_checkpoint(path: Path) -> bool:
+    """Whether ``path`` holds an attnkit checkpoint (its header read; the tensors are not loaded)."""
+    import torch
+
+    from .checkpoint import FORMAT
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # anything torch cannot read is not one
+        return False
+    return isinstance(state, dict) and state.get("format") == FORMAT
 
 
 def _is_regular(path: Path) -> bool:
@@ -84,7 +152,7 @@ def atomic_write(
             yield f
         return
     _remove_stale_temporaries(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f"{temporary_stem(path)}{os.getpid()}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, mode, encoding=encoding, newline=newline) as f:
             yield f
@@ -111,7 +179,7 @@ def atomic_copy(src: str | os.PathLike, dst: str | os.PathLike) -> Path:
 def _remove_stale_temporaries(path: Path) -> None:
     """Remove the ``.NAME.PID.XXXX.tmp`` files (and ``.probe`` files) of writers of ``path`` that were
     killed mid-write."""
-    prefix = f".{path.name}."
+    prefix = temporary_stem(path)
     for suffix in (".tmp", ".probe"):
         for tmp in path.parent.glob(f"{glob.escape(prefix)}*{suffix}"):
             pid = tmp.name[len(prefix) :].split(".", 1)[0]
@@ -220,7 +288,7 @@ def remove_stale_partials(path: Path) -> None:
     ``.NAME.partial-PID``, an unfinished output: nothing in it was ever the user's.
     """
     for suffix in ("old", "partial"):
-        for found in path.parent.glob(f".{path.name}.{suffix}-*"):
+        for found in path.parent.glob(f"{glob.escape(temporary_stem(path))}{suffix}-*"):
             pid = found.name.rsplit("-", 1)[-1]
             if not pid.isdigit() or alive(int(pid)):
                 continue
@@ -277,7 +345,7 @@ def write_folder(
     path = Path(path).resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_partials(path)
-    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    tmp = path.with_name(f"{temporary_stem(path)}partial-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
@@ -294,7 +362,7 @@ def write_folder(
 def swap_in(new: Path, path: Path) -> None:
     """Rename the finished folder ``new`` to ``path``; a folder already there is moved aside first and
     deleted only once ``new`` is in place (put back if the rename fails)."""
-    old = path.with_name(f".{path.name}.old-{os.getpid()}")
+    old = path.with_name(f"{temporary_stem(path)}old-{os.getpid()}")
     if path.exists():
         path.rename(old)
     try:

@@ -33,6 +33,7 @@ from . import (
     train,
 )
 from .common import EXIT_USAGE, Parser
+from .paths import check_paths, subparser
 
 COMMANDS: list[Any] = [
     prepare,
@@ -96,10 +97,10 @@ def _silence_stdout() -> None:
         pass  # stdout is not a real file (tests, notebooks): nothing to flush later
 
 
-def parse(argv: list[str] | None = None):
+def parse(argv: list[str] | None = None, parser: Parser | None = None):
     """The command line as a namespace; ``key=value`` overrides may stand anywhere after the command
     (``attnkit train --config C a.b=1 --output-dir D c.d=2``)."""
-    parser = build_parser()
+    parser = parser or build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and hasattr(args, "overrides") and all("=" in e and not e.startswith("-") for e in extra):
         args.overrides = [*args.overrides, *extra]
@@ -116,12 +117,14 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
         return EXIT_USAGE
-    args = parse(argv)
+    parser = build_parser()
+    args = parse(argv, parser)
     run = {c.NAME: c.run for c in commands()}[args.command]
     formatwarning = warnings.formatwarning
     warnings.formatwarning = lambda msg, category, *a, **k: f"attnkit: warning: {_one_line(msg)}\n"
     fast.flush_denormals()  # a run starts here (denormals slow CPU math ~10x); never in a constructor
     try:
+        check_paths(args.command, subparser(parser, args.command), args)  # every command's paths, one place
         run(args)
     except BrokenPipeError:  # `attnkit translate | head`: the reader left; not an error to report
         _silence_stdout()

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from ..errors import ConfigError
-
 NAME = "average"
 
 
@@ -13,15 +9,14 @@ def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help="average the weights of several checkpoints of one run")
     p.add_argument("--checkpoints", nargs="+", required=True)
     p.add_argument("--output", required=True, help="a new file: never one of the --checkpoints")
+    p.add_argument("--force", action="store_true", help="replace an existing checkpoint at --output")
 
 
 def run(args) -> None:
     from ..checkpoint import average_checkpoints, save_checkpoint
     from ..files import check_output_path
 
-    out = check_output_path(args.output, what="--output")
-    if any(Path(p).resolve() == out.resolve() for p in args.checkpoints):
-        raise ConfigError(f"--output {out} is one of the --checkpoints; write the average to a new file")
+    out = check_output_path(args.output, what="--output", force=args.force)
     out = save_checkpoint(average_checkpoints(args.checkpoints), out)
     n = len(args.checkpoints)
     print(f"averaged {n} checkpoint{'s' if n != 1 else ''} into {out}")

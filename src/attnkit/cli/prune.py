@@ -40,6 +40,7 @@ def add_parser(sub) -> None:
         help="stop before the validation metric (BLEU, perplexity, ...) gets worse than this",
     )
     p.add_argument("--rescore", action="store_true", help="measure the importance again after each head")
+    p.add_argument("--force", action="store_true", help="replace an existing checkpoint at --output")
     add_data_flags(p)
     p.add_argument("--device", type=device, default="auto", help=f"{DEVICE_NAMES} (default auto)")
 
@@ -52,7 +53,7 @@ def run(args) -> None:
     if args.fraction is None and args.floor is None:
         raise ConfigError("give --fraction, --floor or both: when to stop pruning")
     output = Path(args.output)
-    check_output_path(output, what="--output", make_folders=True)
+    check_output_path(output, what="--output", make_folders=True, force=args.force)
     state = load_checkpoint(args.checkpoint)
     if state["model_config"].get("pruned_heads"):
         raise ConfigError(f"{args.checkpoint} is pruned already: prune the checkpoint it came from")

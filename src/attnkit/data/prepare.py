@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ConfigError, DataError
-from ..files import check_unchanged, die_with_parent, listing, remove_stale_partials, swap_in
+from ..files import check_unchanged, die_with_parent, listing, remove_stale_partials, swap_in, temporary_stem
 from . import corpus as c
 from . import subword_sampling
 from .examples import train_pair_tokenizer
@@ -181,7 +181,7 @@ def prepare(
     subword_sampling.check_prepare(cfg)
     corpora = training_corpora(cfg)
     remove_stale_partials(out)  # a killed run's unfinished folder
-    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
+    tmp = out.with_name(f"{temporary_stem(out)}partial-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:

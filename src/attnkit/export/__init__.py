@@ -110,9 +110,9 @@ def import_checkpoint(fmt: str, source: str | Path, output: str | Path, *, force
     file ``output``."""
     if fmt not in IMPORT_FORMATS:
         raise ConfigError(f"unknown import format {fmt!r} (choose from {', '.join(IMPORT_FORMATS)})")
-    output = Path(output)
-    if output.exists() and not force:
-        raise ConfigError(f"{output} already exists (pass --force to replace it)")
+    from ..files import check_output_path
+
+    output = check_output_path(output, what="--output", make_folders=True, force=force)
     from ..checkpoint import save_checkpoint
     from .hub import model_folder
     from .marian_import import import_marian

@@ -85,7 +85,7 @@ def _check_section(name: str, saved: Any, current: ConfigBase) -> None:
         if was != now[f.name]:
             raise ConfigError(
                 f"--resume: {name}.{f.name} was {was!r} when the run started, the config says "
-                f"{now[f.name]!r}; resume with the run's config (its config.yaml)"
+                f"{now[f.name]!r}; resume with the run's config (its resolved_config.yaml)"
             )
 
 
@@ -107,7 +107,7 @@ def _check_model(
 def _different_model(path: str | Path, key: str, was: Any, says: Any) -> None:
     raise CheckpointError(
         f"{path}: checkpoint holds a different model: model.{key} was {was!r} when the run started, the "
-        f"config says {says!r}; resume with the config it was trained with (its config.yaml)"
+        f"config says {says!r}; resume with the config it was trained with (its resolved_config.yaml)"
     )
 
 

@@ -30,8 +30,11 @@ from ..files import atomic_write
 
 LOCK = ".lock"
 PREVIOUS = ".previous-run"
+# The resolved config a run writes: a name of its own, so a user's config.yaml in the folder (a common
+# layout: --config exp/config.yaml --output-dir exp) is never written over.
+RESOLVED_CONFIG = "resolved_config.yaml"
 # What a training run writes into its folder (anything else there belongs to the user).
-RUN_FILES = ("checkpoint_*.pt", "metrics.csv", "config.yaml", "learning_curve.png")
+RUN_FILES = ("checkpoint_*.pt", "metrics.csv", RESOLVED_CONFIG, "learning_curve.png")
 
 
 class RunFolder:
@@ -89,13 +92,19 @@ class RunFolder:
         self._lock_fd = fd
         self._restore_interrupted_replacement()
         self._remove_leftovers()
-        if not self.resume and (self.path / "checkpoint_last.pt").exists() and not self.overwrite:
+        checkpoints = sorted(p.name for p in self.path.glob("checkpoint_*.pt"))
+        if not self.resume and checkpoints and not self.overwrite:
             self.release(failed=True)
             if self.resumed_from is not None:
                 raise ConfigError(
                     f"{self.path} holds another training run than {self.resumed_from}'s: resume into "
                     f"--output-dir {self.resumed_from.parent}, choose an empty output_dir, or pass "
                     "--overwrite to replace that run"
+                )
+            if "checkpoint_last.pt" not in checkpoints:  # a model copied there, say: no run to resume
+                raise ConfigError(
+                    f"{self.path} holds {', '.join(checkpoints[:3])}, which a new run would replace: "
+                    "choose another output_dir, or pass --overwrite"
                 )
             raise ConfigError(
                 f"{self.path} already holds a training run: resume it with --resume "

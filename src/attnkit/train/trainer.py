@@ -45,7 +45,7 @@ from .metrics_csv import Window
 from .progress import Progress
 from .result import TrainResult
 from .rng_state import restore_rng, rng_state
-from .run_folder import RunFolder
+from .run_folder import RESOLVED_CONFIG, RunFolder
 from .schedule import lr_at
 from .signals import StopSignals, agreed_signal
 from .tensorboard_log import require_tensorboard
@@ -303,12 +303,12 @@ class Trainer:
         return out_of_time
 
     def _open_run_folder(self) -> None:
-        """Rank 0: the run's folder, its config.yaml and TensorBoard log, once every check has passed."""
+        """Rank 0: the run's folder, its resolved config and TensorBoard log, once every check has passed."""
         if self.dist.is_main:
             if self.folder is not None:  # every check has passed: an old run's files may move aside now
                 self.folder.start_writing(self.step)
             self.out.mkdir(parents=True, exist_ok=True)
-            with atomic_write(self.out / "config.yaml") as f:
+            with atomic_write(self.out / RESOLVED_CONFIG) as f:
                 f.write(yaml.safe_dump(self.cfg.to_dict(), sort_keys=False))
 
     def _finish(self, last: Path) -> TrainResult:
@@ -352,7 +352,7 @@ class Trainer:
             save_checkpoint(state, last)
             if self.folder is not None:
                 self.folder.first_checkpoint_written()
-            config, resume = (shlex.quote(str(path)) for path in (self.out / "config.yaml", last))
+            config, resume = (shlex.quote(str(path)) for path in (self.out / RESOLVED_CONFIG, last))
             command = f"attnkit train --config {config} --resume {resume}"
             under = f" (under torchrun, {self.dist.world_size} processes)" if self.dist.enabled else ""
             message = (
