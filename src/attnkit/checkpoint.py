@@ -9,10 +9,17 @@ only):
     model                                               -- the weights
     optimizer, step, epoch, sampler, rng, metrics       -- present in training checkpoints
     crc32                                               -- a CRC-32 of every tensor, by its path
+    content_crc32                                       -- a CRC-32 of everything else
 
 torch does not check its zip entries' CRCs on load, so flipped bytes inside a tensor would load as
-silently wrong weights; ``crc32`` is verified on load instead. Checkpoints written before it existed
-(no ``crc32`` key) still load, unverified.
+silently wrong weights; ``crc32`` is verified on load instead. The rest (the tokenizer's bytes, the
+model config, the training state's numbers) is covered by ``content_crc32``, a CRC-32 of a canonical
+encoding of every value that is not a tensor: one flipped bit in the SentencePiece model, or
+``relu`` turned ``gelu`` in ``model_config``, is found on load rather than translating otherwise.
+Checkpoints written before either existed still load, unverified in what they lack.
+
+Before a model is built its config is checked against the weights' shapes on the meta device
+(:func:`model_from_checkpoint`): a config that does not fit its weights allocates nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
+from torch.overrides import TorchFunctionMode
 
 from .errors import CheckpointError, ConfigError
 from .files import atomic_copy, atomic_write, describe_os_error, os_error_in
@@ -45,12 +53,12 @@ def save_checkpoint(state: dict[str, Any], path: str | Path) -> Path:
     path = Path(path)
     if path.is_dir():
         raise CheckpointError(f"cannot write checkpoint {path}: it is a folder")
-    state = {k: v for k, v in state.items() if k != "crc32"}  # recomputed: never a stale one
-    checksums = {name: _crc32(t) for name, t in _tensors(state)}
+    state = {"format": FORMAT, **{k: v for k, v in state.items() if k not in CHECKSUM_KEYS}}
+    checksums = {name: _crc32(t) for name, t in _tensors(state)}  # recomputed: never a stale one
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_write(path, "wb") as f:
-            torch.save({"format": FORMAT, **state, "crc32": checksums}, f)
+            torch.save({**state, "crc32": checksums, "content_crc32": content_crc32(state)}, f)
     except (OSError, RuntimeError) as e:  # torch.save wraps the OSError of a failed write
         cause = os_error_in(e)
         if cause is None:
@@ -80,6 +88,38 @@ def _tensors(obj: Any, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
             yield from _tensors(value, f"{prefix}/{i}")
 
 
+CHECKSUM_KEYS = ("crc32", "content_crc32")
+
+
+def content_crc32(state: dict[str, Any]) -> int:
+    """CRC-32 of every value in ``state`` that is not a tensor, with its path and type, in a canonical
+    order (dict keys sorted, sets sorted): the same state gives the same number in any process."""
+    crc = 0
+    for path, value in _leaves({k: v for k, v in state.items() if k not in CHECKSUM_KEYS}):
+        crc = zlib.crc32(f"{path}:{type(value).__name__}=".encode(), crc)
+        crc = zlib.crc32(bytes(value) if isinstance(value, (bytes, bytearray)) else repr(value).encode(), crc)
+    return crc
+
+
+def _leaves(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Every value that is not a container or a tensor, with its path (a tensor's place is kept by
+    ``crc32``'s own table)."""
+    if isinstance(obj, Tensor):
+        return
+    if isinstance(obj, dict):
+        yield f"{prefix}{{}}", len(obj)
+        for key in sorted(obj, key=repr):
+            yield from _leaves(obj[key], f"{prefix}/{key!r}")
+    elif isinstance(obj, (list, tuple)):
+        yield f"{prefix}[]", len(obj)
+        for i, value in enumerate(obj):
+            yield from _leaves(value, f"{prefix}/{i}")
+    elif isinstance(obj, (set, frozenset)):
+        yield prefix, sorted(map(repr, obj))
+    else:
+        yield prefix, obj
+
+
 def _crc32(t: Tensor) -> int:
     """CRC-32 of the tensor's bytes (any dtype, any device)."""
     flat = t.detach().contiguous().reshape(-1)
@@ -89,13 +129,20 @@ def _crc32(t: Tensor) -> int:
 
 
 def verify_checksums(state: dict[str, Any], path: str | Path = "checkpoint") -> None:
-    """Raise :class:`CheckpointError` if a tensor's bytes differ from the CRC-32 saved with it."""
+    """Raise :class:`CheckpointError` if a tensor's bytes, or anything else, differ from the CRC-32
+    saved with them."""
+    content = state.get("content_crc32")
+    if content is not None and content != content_crc32(state):
+        raise CheckpointError(
+            f"{path}: checkpoint damaged (checksum mismatch in its contents: the tokenizer, the config "
+            "or the training state)"
+        )
     saved = state.get("crc32")
     if saved is None:
         return  # written before checksums existed
     if not isinstance(saved, dict):
         raise CheckpointError(f"{path}: checkpoint damaged (its checksum table is unreadable)")
-    found = dict(_tensors({k: v for k, v in state.items() if k != "crc32"}))
+    found = dict(_tensors({k: v for k, v in state.items() if k not in CHECKSUM_KEYS}))
     for name in sorted(set(saved) | set(found)):
         if name not in found or name not in saved or _crc32(found[name]) != saved[name]:
             what = "weights" if name.startswith("model/") else "training state"
@@ -179,8 +226,13 @@ def build_model(arch: str, config: dict[str, Any]) -> nn.Module:
 
 
 def model_from_checkpoint(state: dict[str, Any]) -> nn.Module:
-    """Rebuild the model and load its weights; a mismatch is a :class:`CheckpointError`."""
+    """Rebuild the model and load its weights; a mismatch is a :class:`CheckpointError`.
+
+    The model is built on the meta device first (shapes, no memory) and compared with the weights,
+    so a config that does not fit them (``d_model: 1000000`` beside a small model's tensors) is one
+    line before anything is allocated."""
     arch = state["arch"]
+    check_shapes(state)
     try:
         model = build_model(arch, state["model_config"])
     except ConfigError as e:
@@ -190,6 +242,47 @@ def model_from_checkpoint(state: dict[str, Any]) -> nn.Module:
     except RuntimeError as e:
         raise CheckpointError(f"checkpoint weights do not fit the model: {str(e).splitlines()[0]}") from None
     return model
+
+
+class _ShapesOnly(TorchFunctionMode):
+    """Skip in-place ops (the initialisers' ``normal_``, ``zero_`` ...): they change no shape, and on
+    the meta device their first call costs a second of torch's set-up."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name.endswith("_") and not name.endswith("__"):
+            target = args[0] if args else kwargs.get("tensor", kwargs.get("self"))
+            if isinstance(target, Tensor):
+                return target
+        return func(*args, **kwargs)
+
+
+def check_shapes(state: dict[str, Any]) -> None:
+    """Raise :class:`CheckpointError` unless ``state["model_config"]`` builds a model whose parameters
+    and buffers have the names and shapes of ``state["model"]`` (built on the meta device)."""
+    try:
+        with torch.device("meta"), _ShapesOnly():
+            shape_model = build_model(state["arch"], state["model_config"])
+    except ConfigError as e:
+        raise CheckpointError(f"checkpoint has an incompatible model config: {e}") from None
+    expected = {name: tuple(t.shape) for name, t in shape_model.state_dict().items()}
+    weights = state["model"]
+    if not isinstance(weights, dict):
+        raise CheckpointError("checkpoint weights are not a table of tensors")
+    missing = sorted(set(expected) - set(weights))
+    if missing:
+        raise CheckpointError(
+            f"checkpoint weights do not fit its model config: {missing[0]} is missing"
+            + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+        )
+    for name, shape in expected.items():
+        got = tuple(getattr(weights[name], "shape", ()))
+        if got != shape:
+            raise CheckpointError(
+                f"checkpoint weights do not fit its model config: {name} is {list(got)}, the config "
+                f"makes it {list(shape)}"
+            )
 
 
 def unwrap(model: nn.Module) -> nn.Module:
