@@ -94,6 +94,10 @@ class PairStore(Pairs):
     def __len__(self) -> int:
         return len(self.src.offsets) - 1
 
+    def fingerprint_parts(self) -> list[np.ndarray]:
+        """The arrays that say what these pairs are (:mod:`attnkit.data.fingerprint`)."""
+        return [self.src.ids, self.src.offsets, self.tgt.ids, self.tgt.offsets, self.corpus]
+
     def pair(self, i: int) -> Pair:
         return self.src[i], self.tgt[i]
 
@@ -115,3 +119,8 @@ class Subset(Pairs):
 
     def pair(self, i: int) -> Pair:
         return self.store[int(self.rows[i])]
+
+    def fingerprint_parts(self) -> list[np.ndarray] | None:
+        """The arrays that say what these pairs are (:mod:`attnkit.data.fingerprint`), or None."""
+        parts = getattr(self.store, "fingerprint_parts", lambda: None)()
+        return None if parts is None else [np.asarray(self.rows), *parts]

@@ -18,6 +18,7 @@ from torch import nn
 from ..checkpoint import build_model, load_checkpoint, model_from_checkpoint
 from ..data import bidirectional, subword_sampling
 from ..data.batching import TokenBatchSampler
+from ..data.fingerprint import check_same_data, fingerprint
 from ..data.prepared import Prepared, open_prepared
 from ..data.tokenizer import SubwordTokenizer
 from ..device import resolve_device
@@ -48,7 +49,8 @@ class Setup:
     optimizer: torch.optim.Optimizer
     d_model: int  # for the noam schedule
     resume_state: dict[str, Any] | None = None
-    notes: list[str] = field(default_factory=list)  # for the log: skipped pairs, oversized batches
+    notes: list[str] = field(default_factory=list)
+    data_fingerprint: dict[str, Any] = field(default_factory=dict)  # kept in every checkpoint  # for the log: skipped pairs, oversized batches
 
 
 def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
@@ -72,6 +74,9 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
         model_cfg = cfg.model_config(tokenizer.vocabulary, task.model_fields())
     train, valid = _encoded(cfg, task, prepared, records, valid_records, tokenizer, model_cfg)
     del records  # the text is encoded: a rank keeps only the arrays
+    data_fingerprint = fingerprint(train)
+    if resume_state is not None:  # before the sampler's position is read into another corpus's plan
+        check_same_data(resume_state.get("data_fingerprint"), data_fingerprint, str(resume))
     sampler = TokenBatchSampler(
         train.lengths,
         t.max_tokens,
@@ -104,7 +109,7 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
         sampler.load_state_dict(resume_state["sampler"])
     d_model = getattr(model_cfg, "d_model", getattr(model_cfg, "hidden_size", 512))
     run = (cfg, device, dist, precision, task, tokenizer, train, valid, valid_records, sampler, model)
-    return Setup(*run, optimizer, d_model, resume_state, notes)
+    return Setup(*run, optimizer, d_model, resume_state, notes, data_fingerprint)
 
 
 def _device_and_ranks(cfg: ExperimentConfig):

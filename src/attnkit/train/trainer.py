@@ -162,6 +162,7 @@ class Trainer:
             "step": self.step,
             "epoch": self.epoch,
             "sampler": self.s.sampler.state_dict(),  # the same position on every rank
+            "data_fingerprint": self.s.data_fingerprint,  # what that position indexes
             "world_size": self.dist.world_size,
             "rng": rngs[0],
             **({"rng_ranks": rngs} if len(rngs) > 1 else {}),
