@@ -6,6 +6,14 @@ proto (the same pieces and scores, normalization and whitespace rules) with no p
 nothing: ``AutoTokenizer.from_pretrained(folder)(text)`` and ``pipeline("translation", folder)`` then
 give attnkit's ids without any argument. tests/test_export_hf.py checks the ids on test sentences
 and on strings that stress normalization.
+
+Text that looks like a special token (``<s>``, ``</s>``, ``<pad>``, ``<unk>`` in a sentence) is text
+to SentencePiece: it never matches a control piece. A Hugging Face tokenizer cuts its special tokens
+out of the text first, unless ``split_special_tokens`` is set (the exported config sets it), and a
+``tokenizers`` unigram model matches any vocabulary string, control pieces included. So the
+pipeline writes ``<`` as a private-use character (:data:`LT`) after normalizing, and its vocabulary
+spells ``<`` in ordinary pieces the same way: a control piece, still spelled ``<s>``, is then
+beyond reach of any text, and the decoder writes ``<`` back.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from pathlib import Path
 
 UNIGRAM, BPE = 1, 2  # SentencePiece's TrainerSpec.model_type
 NORMAL, USER_DEFINED = 1, 4  # SentencePiece's piece types
+LT = "\ue000"  # how "<" is spelled inside the pipeline (module docstring)
 
 
 def _proto(serialized: bytes):
@@ -43,11 +52,11 @@ def fast_tokenizer(proto: bytes):
     spec, trainer = m.normalizer_spec, m.trainer_spec
     model: models.Model
     if trainer.model_type == UNIGRAM:
-        model = models.Unigram([(p.piece, p.score) for p in m.pieces], trainer.unk_id, trainer.byte_fallback)
+        model = models.Unigram([(_spelled(p), p.score) for p in m.pieces], trainer.unk_id, trainer.byte_fallback)
     elif trainer.model_type == BPE:
         model = models.BPE(
-            {p.piece: i for i, p in enumerate(m.pieces)},
-            _bpe_merges(m.pieces),
+            {_spelled(p): i for i, p in enumerate(m.pieces)},
+            [(left.replace("<", LT), right.replace("<", LT)) for left, right in _bpe_merges(m.pieces)],
             unk_token=trainer.unk_piece,
             fuse_unk=True,
             byte_fallback=trainer.byte_fallback,
@@ -60,11 +69,19 @@ def fast_tokenizer(proto: bytes):
         steps.append(normalizers.Precompiled(spec.precompiled_charsmap))
     if spec.remove_extra_whitespaces:  # SentencePiece strips the ends and collapses inner runs of spaces
         steps += [normalizers.Strip(), normalizers.Replace(Regex(" {2,}"), " ")]
+    steps.append(normalizers.Replace("<", LT))  # no text reaches a control piece (module docstring)
     tok.normalizer = normalizers.Sequence(steps)
     scheme = "always" if spec.add_dummy_prefix else "never"  # the "▁" before the first word
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme=scheme, split=False)
-    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme=scheme, split=False)
+    tok.decoder = decoders.Sequence(
+        [decoders.Replace(LT, "<"), decoders.Metaspace(replacement="▁", prepend_scheme=scheme, split=False)]
+    )
     return tok
+
+
+def _spelled(piece) -> str:
+    """A piece as the pipeline spells it: ``<`` as :data:`LT` in ordinary pieces, not in control ones."""
+    return piece.piece.replace("<", LT) if piece.type == NORMAL else piece.piece
 
 
 def _bpe_merges(pieces) -> list[tuple[str, str]]:
@@ -90,4 +107,5 @@ def write_fast_tokenizer(proto: bytes, folder: Path, specials: dict[str, str]) -
     config_path = folder / "tokenizer_config.json"
     config = json.loads(config_path.read_text(encoding="utf-8"))
     config["tokenizer_class"] = "PreTrainedTokenizerFast"  # one name transformers 4 and 5 both load
+    config["split_special_tokens"] = True  # "<s>" in a sentence is text, as attnkit encodes it
     config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

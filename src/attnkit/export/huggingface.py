@@ -275,6 +275,7 @@ def _write_tokenizer(tokenizer, folder: Path) -> None:
     config_path = folder / "tokenizer_config.json"
     config = json.loads(config_path.read_text(encoding="utf-8"))
     config["attnkit"] = {"source_eos": False, "encode_sources_with": "add_special_tokens=False"}
+    config["split_special_tokens"] = True  # "<s>" in a sentence is text, as attnkit encodes it
     config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
