@@ -52,7 +52,9 @@ def fast_tokenizer(proto: bytes):
     spec, trainer = m.normalizer_spec, m.trainer_spec
     model: models.Model
     if trainer.model_type == UNIGRAM:
-        model = models.Unigram([(_spelled(p), p.score) for p in m.pieces], trainer.unk_id, trainer.byte_fallback)
+        model = models.Unigram(
+            [(_spelled(p), p.score) for p in m.pieces], trainer.unk_id, trainer.byte_fallback
+        )
     elif trainer.model_type == BPE:
         model = models.BPE(
             {_spelled(p): i for i, p in enumerate(m.pieces)},

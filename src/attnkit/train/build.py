@@ -50,7 +50,9 @@ class Setup:
     d_model: int  # for the noam schedule
     resume_state: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
-    data_fingerprint: dict[str, Any] = field(default_factory=dict)  # kept in every checkpoint  # for the log: skipped pairs, oversized batches
+    data_fingerprint: dict[str, Any] = field(
+        default_factory=dict
+    )  # kept in every checkpoint  # for the log: skipped pairs, oversized batches
 
 
 def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
