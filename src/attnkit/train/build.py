@@ -49,10 +49,8 @@ class Setup:
     optimizer: torch.optim.Optimizer
     d_model: int  # for the noam schedule
     resume_state: dict[str, Any] | None = None
-    notes: list[str] = field(default_factory=list)
-    data_fingerprint: dict[str, Any] = field(
-        default_factory=dict
-    )  # kept in every checkpoint  # for the log: skipped pairs, oversized batches
+    notes: list[str] = field(default_factory=list)  # for the log: skipped pairs, oversized batches
+    data_fingerprint: dict[str, Any] = field(default_factory=dict)  # in every checkpoint: what it trained on
 
 
 def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
