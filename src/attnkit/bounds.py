@@ -11,6 +11,8 @@ import math
 import numbers
 from dataclasses import dataclass
 
+from .denormals import ieee_arithmetic
+
 INT_MAX = 2**31 - 1  # a count or size: fits every integer type it reaches (numpy, torch, CTranslate2)
 
 
@@ -34,7 +36,8 @@ class Bound:
             return False
         if self.kind is float and not math.isfinite(v):
             return False
-        return (v > self.low if self.open_low else v >= self.low) and v <= self.high
+        with ieee_arithmetic():  # the same answer inside a loop that flushes denormals
+            return (v > self.low if self.open_low else v >= self.low) and v <= self.high
 
     def parse(self, text: str) -> int | float:
         """``text`` as this bound's kind, within it; else ValueError saying what was expected."""

@@ -16,7 +16,6 @@ import sys
 import warnings
 from typing import Any
 
-from .. import fast
 from ..errors import AttnkitError, Stopped
 from ..tasks import tasks
 from . import (
@@ -122,7 +121,6 @@ def main(argv: list[str] | None = None) -> int:
     run = {c.NAME: c.run for c in commands()}[args.command]
     formatwarning = warnings.formatwarning
     warnings.formatwarning = lambda msg, category, *a, **k: f"attnkit: warning: {_one_line(msg)}\n"
-    fast.flush_denormals()  # a run starts here (denormals slow CPU math ~10x); never in a constructor
     try:
         check_paths(args.command, subparser(parser, args.command), args)  # every command's paths, one place
         run(args)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ..denormals import ieee_arithmetic
 from ..errors import ConfigError
 from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
 from .common import Hypothesis, Layout, start_from_source
@@ -33,6 +34,10 @@ class SamplingConfig:
     top_p: float = 1.0  # 1.0 = no nucleus limit
 
     def __post_init__(self) -> None:
+        with ieee_arithmetic():  # checked alike inside a loop that flushes denormals
+            self._check()
+
+    def _check(self) -> None:
         if not 0 < self.temperature < float("inf"):
             raise ConfigError(f"temperature must be a finite number > 0, got {self.temperature}")
         if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:

@@ -177,6 +177,9 @@ class Batcher:
     # -- worker ----------------------------------------------------------------------------------
 
     def _work(self) -> None:
+        from ..denormals import flush_for_this_thread
+
+        flush_for_this_thread()  # it only runs the model: the event loop's arithmetic stays IEEE
         stopping = False
         while True:
             if not self._held and not self._live:  # idle: wait for a job, then for its company

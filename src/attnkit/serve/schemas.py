@@ -2,7 +2,9 @@
 a request must keep.
 
 Requests are strict (a string where a number belongs is refused, not converted) and closed
-(an unknown field is an error that names it): a typo never silently falls back to a default.
+(an unknown field is an error that names it): a typo never silently falls back to a default. The
+OpenAPI schema is the contract: what it calls valid is taken, so a number without a fraction,
+``1.0``, is an integer where the schema says ``integer``, as JSON Schema counts it.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
 from ..decoding.options import _DEFAULTS as SEARCH_DEFAULTS
@@ -34,6 +36,19 @@ class Limits:
 class Request(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _integral_numbers(cls, data: Any) -> Any:
+        """``1.0`` where an integer belongs is that integer (JSON Schema's ``integer`` takes it);
+        ``1.5``, ``true`` and ``"1"`` stay refused by the strict fields."""
+        if not isinstance(data, dict):
+            return data
+        keys = _integer_keys(cls)
+        return {
+            k: int(v) if k in keys and type(v) is float and v.is_integer() and abs(v) < 2**63 else v
+            for k, v in data.items()
+        }
+
     @field_validator("*")
     @classmethod
     def _unicode(cls, value: Any) -> Any:
@@ -50,6 +65,20 @@ class Request(BaseModel):
                         "not Unicode text"
                     )
         return value
+
+
+def _integer_keys(model: type[BaseModel]) -> frozenset[str]:
+    """The names (and alias names) of ``model``'s integer fields."""
+    keys = set()
+    for name, field in model.model_fields.items():
+        if field.annotation in (int, int | None):
+            keys.add(name)
+            alias = field.validation_alias
+            if isinstance(alias, AliasChoices):
+                keys.update(a for a in alias.choices if isinstance(a, str))
+            elif isinstance(alias, str):
+                keys.add(alias)
+    return frozenset(keys)
 
 
 class Searched(BaseModel):

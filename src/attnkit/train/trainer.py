@@ -30,6 +30,7 @@ from torch.nn.parallel import DistributedDataParallel
 from .. import fast
 from ..checkpoint import save_checkpoint, unwrap
 from ..config import ConfigBase
+from ..denormals import denormals_flushed
 from ..errors import ConfigError, Stopped
 from ..files import atomic_write
 from ..linear_loss import chunked_loss
@@ -239,8 +240,6 @@ class Trainer:
         cfg, t = self.cfg, self.cfg.train
         if self.step >= t.max_steps:  # resumed at its last step: say so rather than train nothing silently
             self.info(f"nothing to train: the checkpoint is at step {self.step} = train.max_steps; raise it")
-        if self.s.device.type == "cpu":
-            fast.flush_denormals()  # a run starts here: tiny values late in training slow CPU math ~10x
         self.t0 = time.monotonic()
         self._open_run_folder()
         self.progress.start(self.out, self.step)
@@ -248,7 +247,8 @@ class Trainer:
         if self.pending_validation and self._validate_and_save():  # what the stopped run skipped
             stop_reason = "early stopping"
         signum = None
-        with StopSignals() as stop, fast.fast_dropout(self.model):  # patched once, not once per step
+        cpu = self.s.device.type == "cpu"  # tiny values late in training slow CPU math: flushed in the loop
+        with StopSignals() as stop, fast.fast_dropout(self.model), denormals_flushed(cpu):
             while self.step < t.max_steps and stop_reason != "early stopping":
                 batches, it, epochs_done = self._next_batches(it)
                 if epochs_done and not batches:

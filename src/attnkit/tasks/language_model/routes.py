@@ -30,11 +30,24 @@ class GenerateRequest(Request, Searched):
     )
 
 
+# The answer of "stream": true, in the schema beside the JSON one: Server-Sent Events (serve/stream.py)
+STREAMED = {
+    "schema": {"type": "string"},
+    "description": "with stream: true, Server-Sent Events: 'event: token' lines with {token, text}, then "
+    "'event: result' with this endpoint's JSON answer, then 'data: [DONE]'; an error after the start is "
+    "'event: error' with {error, status}",
+}
+
+
 def add_routes(app: FastAPI, server: Any) -> None:
     """``/v1/generate`` (``server``: :class:`attnkit.serve.app.Server`)."""
     limits = server.limits
 
-    @app.post("/v1/generate", summary="continue a prompt (language-model checkpoints)")
+    @app.post(
+        "/v1/generate",
+        summary="continue a prompt (language-model checkpoints)",
+        responses={200: {"content": {"text/event-stream": STREAMED}}},
+    )
     async def generate(req: GenerateRequest) -> Any:
         model: LanguageModelServed = server.resolve(req.model, "generate")
         server.check_beam(req.beam)

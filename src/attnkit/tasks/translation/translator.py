@@ -25,6 +25,7 @@ from ...decoding.common import Hypothesis
 from ...decoding.compiled import CompiledDecoding, refuse_on_cpu
 from ...decoding.ensemble import Ensemble
 from ...decoding.options import SearchOptions, search
+from ...denormals import denormals_flushed
 from ...device import resolve_device
 from ...errors import ConfigError, DataError
 from ...fast import packed_linears
@@ -229,7 +230,8 @@ class Translator:
             if not seq:
                 results[i] = Translation("", 0.0, [("", 0.0)] * options.nbest, [], [], [])
         # Eager searches: weights packed once for all the batches (CPU). A compiled step keeps its own.
-        with contextlib.nullcontext() if self.layout is not None else packed_linears(self.model):
+        packing = contextlib.nullcontext() if self.layout is not None else packed_linears(self.model)
+        with packing, denormals_flushed(self.device.type == "cpu"):
             for batch in length_batches(order, ids, batch_tokens):
                 src = pad_sequences([ids[i] for i in batch], self.model.config.pad_id).to(
                     self.device
