@@ -145,7 +145,7 @@ def _number_of(kind: type, bound: Bound):
 
 def read_input(path: str | None) -> list[str]:
     """Lines of ``path``, or of stdin when it is None; stripped of line endings, UTF-8 checked."""
-    from ..data.readers import read_lines
+    from ..data.readers import check_line_end, read_lines
 
     if path:
         return read_lines(path)
@@ -157,7 +157,10 @@ def read_input(path: str | None) -> list[str]:
     except UnicodeDecodeError as e:
         raise DataError(f"stdin: not valid UTF-8 (byte offset {e.start})") from None
     lines = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n") if text else []
-    return [line.removesuffix("\r") for line in lines]  # as read_lines does for --input
+    lines = [line.removesuffix("\r") for line in lines]  # as read_lines does for --input
+    for number, line in enumerate(lines, start=1):
+        check_line_end(line, f"stdin line {number}")
+    return lines
 
 
 def add_compile_flag(p: argparse.ArgumentParser) -> None:

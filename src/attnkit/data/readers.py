@@ -34,17 +34,20 @@ class LabelledExample:
     text_b: str | None = None
 
 
-def read_lines(path: PathLike) -> list[str]:
+def read_lines(path: PathLike, *, check_cr: bool = True) -> list[str]:
     """Lines of a UTF-8 text file, gunzipped if the name ends in ``.gz``, without line endings.
 
     Lines are split on ``\\n`` only (a trailing ``\\r`` is removed): Unicode line separators such
     as U+2028 can occur inside a sentence and must not shift the alignment.
     """
-    return list(iter_lines(path))
+    return list(iter_lines(path, check_cr=check_cr))
 
 
-def iter_lines(path: PathLike) -> Iterator[str]:
-    """The lines of :func:`read_lines`, one at a time: corpora of millions of lines stream through."""
+def iter_lines(path: PathLike, *, check_cr: bool = True) -> Iterator[str]:
+    """The lines of :func:`read_lines`, one at a time: corpora of millions of lines stream through.
+
+    ``check_cr``: a carriage return inside a line is an error (:func:`check_line_end`); off for
+    web-crawled corpora, whose LF-ended lines may hold a stray one."""
     path = Path(path)
     if not path.exists():
         raise DataError(f"no such file: {path}")
@@ -54,7 +57,7 @@ def iter_lines(path: PathLike) -> Iterator[str]:
     try:
         with opener(path, "rb") as f:
             for number, raw in enumerate(f, start=1):
-                yield _decode(raw, path, number)
+                yield _decode(raw, path, number, check_cr)
     except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
         raise DataError(f"{path}: corrupt gzip file ({exc})") from exc
     except OSError as exc:
@@ -90,7 +93,7 @@ def iter_tsv(path: PathLike) -> Iterator[Pair]:
         raise DataError(f"empty corpus: {path} has no lines")
 
 
-def _decode(raw: bytes, path: Path, number: int) -> str:
+def _decode(raw: bytes, path: Path, number: int, check_cr: bool = True) -> str:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -103,12 +106,24 @@ def _decode(raw: bytes, path: Path, number: int) -> str:
         text = text[:-1]
     if number == 1 and text.startswith("\ufeff"):  # a byte-order mark is not part of the sentence
         text = text[1:]
+    if check_cr:
+        check_line_end(text, f"{path}:{number}")
     return text
 
 
-def read_parallel(src_path: PathLike, tgt_path: PathLike) -> list[Pair]:
+def check_line_end(line: str, where: str) -> None:
+    """A carriage return left inside a line (its ``\n`` and one ``\r`` before it taken off) means
+    CR-only line endings: many sentences would read as one. One line naming it, for every reader."""
+    if "\r" in line:
+        raise DataError(
+            f"{where}: a carriage return (CR) inside the line, at column {line.index(chr(13)) + 1}: "
+            "the text has CR-only (old Mac) line endings? convert them to LF, e.g. tr '\\r' '\\n'"
+        )
+
+
+def read_parallel(src_path: PathLike, tgt_path: PathLike, *, check_cr: bool = True) -> list[Pair]:
     """Pairs from two aligned files: line N of ``src_path`` translates line N of ``tgt_path``."""
-    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    src, tgt = read_lines(src_path, check_cr=check_cr), read_lines(tgt_path, check_cr=check_cr)
     if len(src) != len(tgt):
         raise DataError(
             f"line counts differ: {src_path} has {len(src)} lines, {tgt_path} has {len(tgt)}; "

@@ -115,7 +115,7 @@ def load_wmt14(
     """
     check_split_langs(split, src_lang, tgt_lang)
     paths = wmt14_paths(split, data_dir, download)
-    return read_parallel(paths[src_lang], paths[tgt_lang])
+    return read_parallel(paths[src_lang], paths[tgt_lang], check_cr=False)  # crawled text: stray CRs
 
 
 def _lazy(make_rows: Callable[[], Rows]) -> Iterator[Mapping[str, str]]:

@@ -155,7 +155,7 @@ def create_app(
     app = FastAPI(
         title="attnkit", version="1", lifespan=lifespan, responses=errors, docs_url=None, redoc_url=None
     )
-    app.add_middleware(BodyLimit, max_bytes=server.limits.max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=server.limits.max_body_bytes, read_timeout=request_timeout)
     if allowed_hosts is not None:
         app.add_middleware(HostCheck, allowed=frozenset(allowed_hosts))
     add_error_handlers(app)

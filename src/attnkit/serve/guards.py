@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import json
 from collections.abc import Iterable
@@ -62,10 +63,14 @@ class HostCheck:
 
 
 class BodyLimit:
-    """ASGI middleware: a body over ``max_bytes`` (declared or streamed) answers 413 before parsing."""
+    """ASGI middleware: a body over ``max_bytes`` (declared or streamed) answers 413 before parsing,
+    and one that has not arrived whole within ``read_timeout`` seconds of its first read answers 408:
+    a client that sends headers and part of a body, then nothing, holds no task or descriptor for
+    longer than a request may take. The deadline ends with the body's last part (a streamed answer
+    then waits on the connection for as long as it streams)."""
 
-    def __init__(self, app, *, max_bytes: int):
-        self.app, self.max_bytes = app, max_bytes
+    def __init__(self, app, *, max_bytes: int, read_timeout: float | None = None):
+        self.app, self.max_bytes, self.read_timeout = app, max_bytes, read_timeout
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -73,13 +78,24 @@ class BodyLimit:
         declared = dict(scope.get("headers", [])).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             return await self._refuse(send)
-        seen = 0
+        seen, complete, deadline = 0, False, None
 
         async def limited_receive():
-            nonlocal seen
-            message = await receive()
+            nonlocal seen, complete, deadline
+            if complete or self.read_timeout is None:
+                message = await receive()
+            else:
+                loop = asyncio.get_running_loop()
+                deadline = deadline or loop.time() + self.read_timeout
+                try:
+                    message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
+                except asyncio.TimeoutError:
+                    raise StarletteHTTPException(
+                        408, f"the request body did not arrive within {self.read_timeout:g} s"
+                    ) from None
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
+                complete = not message.get("more_body", False)
                 if seen > self.max_bytes:  # FastAPI passes an HTTPException raised while reading through
                     raise StarletteHTTPException(413, self._message())
             return message
