@@ -116,7 +116,7 @@ def check_path_text(value: str, *, what: str) -> None:
 def name_max(path: Path) -> int:
     """The longest name the file system holding ``path`` (its nearest existing folder) allows."""
     folder = path.absolute()
-    while not folder.is_dir() and folder != folder.parent:
+    while not os.path.isdir(folder) and folder != folder.parent:  # isdir: False on a too-long name
         folder = folder.parent
     try:
         return os.pathconf(folder, "PC_NAME_MAX")
