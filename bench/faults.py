@@ -1,4 +1,4 @@
-"""Run the fault suite (tests/test_faults*.py) and count its cases: how many are handled, per file.
+"""Run the fault suite (tests/test_faults*.py and tests/test_guarantees.py) and count its cases: how many are handled, per file.
 
     PYTHONPATH=src python -m bench.faults            # prints a Markdown table for docs/BENCHMARKS.md
 
@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> int:
-    files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_faults*.py"))
+    found = [*(ROOT / "tests").glob("test_faults*.py"), ROOT / "tests" / "test_guarantees.py"]
+    files = sorted(str(p.relative_to(ROOT)) for p in found)
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "faults.xml"
         t0 = time.monotonic()

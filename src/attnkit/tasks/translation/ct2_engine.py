@@ -142,7 +142,7 @@ def exported_model(
 
     try:
         root.mkdir(exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=root))
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-{os.getpid()}-", dir=root))
     except OSError as e:
         raise ConfigError(f"--engine ctranslate2: cannot write its cache {root}: {e.strerror or e}") from None
     try:
@@ -161,7 +161,26 @@ def exported_model(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     log(f"exported {checkpoint} to CTranslate2: {final}")
+    prune_cache(root, keep=final)
     return final
+
+
+def prune_cache(root: Path, *, keep: Path) -> None:
+    """Remove the exports of the checkpoint's earlier contents, and the half-written exports of
+    processes that are gone: the cache holds what is current, not one export per version of a
+    checkpoint_last.pt that training replaces (a server started after every validation would
+    otherwise leave one model's worth of disk each time). A process that loaded an older export has
+    its files open or in memory already."""
+    from ...files import alive
+
+    for entry in root.iterdir():
+        if entry == keep or not entry.is_dir():
+            continue
+        if entry.name.startswith("."):  # .KEY-PID-XXXX: an export under way, or a killed one's
+            pid = entry.name.split("-")[1] if entry.name.count("-") >= 2 else ""
+            if pid.isdigit() and alive(int(pid)):
+                continue
+        shutil.rmtree(entry, ignore_errors=True)
 
 
 def thread_counts(device: torch.device, cores: int, threads: int | None = None) -> tuple[int, int]:

@@ -45,7 +45,6 @@ class TranslationModel:
             raise ConfigError(f"--compile: model {self.name!r}: {e}") from None
 
     @classmethod
-    @classmethod
     def load(cls, name: str, state: dict[str, Any], device: str) -> TranslationModel:
         model = model_from_checkpoint(state)
         tokenizer = SubwordTokenizer.from_state_dict(state["tokenizer"])
