@@ -28,7 +28,7 @@ paste "$RUN/examples.de" "$RUN/examples.en" | sed 's/\t/\n    -> /'
 
 echo "== attention =="
 # An in-domain sentence first (Multi30k is image captions): its cross-attention follows the words.
-attnkit attention --checkpoint "$CKPT" --text "Ein Mann fährt mit dem Fahrrad eine Straße entlang." --out "$RUN/attention.png"
+attnkit attention --checkpoint "$CKPT" --text "Ein Mann fährt mit dem Fahrrad eine Straße entlang." --output "$RUN/attention.png"
 # The seeds' sentence, far outside the captions' domain: the model's output and attention go astray.
-attnkit attention --checkpoint "$CKPT" --text "Kannst du mir helfen, diesen Satz zu übersetzen?" --out "$RUN/attention_seeds.png"
-attnkit plot-positional --d-model 512 --max-len 128 --out "$RUN/positional_encoding.png"
+attnkit attention --checkpoint "$CKPT" --text "Kannst du mir helfen, diesen Satz zu übersetzen?" --output "$RUN/attention_seeds.png"
+attnkit plot-positional --d-model 512 --max-len 128 --output "$RUN/positional_encoding.png"

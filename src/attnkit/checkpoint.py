@@ -35,7 +35,15 @@ from torch import Tensor, nn
 from torch.overrides import TorchFunctionMode
 
 from .errors import CheckpointError, ConfigError
-from .files import atomic_copy, atomic_write, describe_os_error, os_error_in
+from .files import (
+    ZIP_MAGIC,
+    atomic_copy,
+    atomic_write,
+    check_output_path,
+    describe_os_error,
+    os_error_in,
+    starts_with,
+)
 from .model.registry import ARCHS
 
 if TYPE_CHECKING:
@@ -65,6 +73,30 @@ def save_checkpoint(state: dict[str, Any], path: str | Path) -> Path:
             raise
         raise CheckpointError(f"cannot write checkpoint {path}: {describe_os_error(cause)}") from None
     return path
+
+
+def is_attnkit_checkpoint(path: Path) -> bool:
+    """Whether ``path`` holds an attnkit checkpoint (its header read; the tensors are not loaded)."""
+    if not starts_with(path, ZIP_MAGIC):
+        return False
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # anything torch cannot read is not one
+        return False
+    return isinstance(state, dict) and state.get("format") == FORMAT
+
+
+def check_checkpoint_output(path: str | Path, *, force: bool, what: str = "--output") -> Path:
+    """An output checkpoint's path, checked now: an existing file is replaced only with ``--force``,
+    and only if it is an attnkit checkpoint (:func:`attnkit.files.check_output_path`)."""
+    return check_output_path(
+        path,
+        what=what,
+        make_folders=True,
+        force=force,
+        replaceable=is_attnkit_checkpoint,
+        kind="an attnkit checkpoint",
+    )
 
 
 def copy_checkpoint(src: str | Path, dst: str | Path) -> Path:

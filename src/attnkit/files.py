@@ -16,7 +16,7 @@ import shutil
 import stat
 import tempfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
@@ -30,6 +30,8 @@ def check_output_path(
     what: str = "output",
     make_folders: bool = False,
     force: bool | None = None,
+    replaceable: Callable[[Path], bool] | None = None,
+    kind: str = "",
 ) -> Path:
     """Fail now, with a one-line :class:`ConfigError`, if ``path`` cannot be written later.
 
@@ -40,14 +42,15 @@ def check_output_path(
 
     What an existing file at ``path`` may be: a text or picture output (``force`` None) replaces
     a file as ``>`` would, but never an archive (an attnkit checkpoint is a zip file: a slip of
-    ``--output model.pt`` must not cost a model); a checkpoint output (``force`` True or False)
-    replaces one only with ``--force``, and only an attnkit checkpoint.
+    ``--output model.pt`` must not cost a model); an output with a ``--force`` flag (``force`` True
+    or False) replaces one only with it, and only a file ``replaceable`` accepts (``kind``: what
+    that is, for the message): :func:`attnkit.checkpoint.check_checkpoint_output`.
     """
     path = Path(path)
     if path.is_dir():
         raise ConfigError(f"{what} {path} is a folder; give a file path")
     if _is_regular(path):
-        _check_replaceable_file(path, what=what, force=force)
+        _check_replaceable_file(path, what=what, force=force, replaceable=replaceable, kind=kind)
     folder = path.parent
     while make_folders and not folder.exists() and folder != folder.parent:
         folder = folder.parent
@@ -87,8 +90,10 @@ def temporary_stem(path: Path) -> str:
 _TEMPORARY_NAME_ROOM = 200  # of NAME_MAX's 255 bytes: the rest for ".PID.XXXXXXXX.probe" and the like
 
 
-def _check_replaceable_file(path: Path, *, what: str, force: bool | None) -> None:
-    archive = _starts_with(path, ZIP_MAGIC)
+def _check_replaceable_file(
+    path: Path, *, what: str, force: bool | None, replaceable: Callable[[Path], bool] | None, kind: str
+) -> None:
+    archive = starts_with(path, ZIP_MAGIC)
     if force is None and archive:
         raise ConfigError(
             f"{what} {path} is an archive (an attnkit checkpoint is one): this command writes text or "
@@ -96,34 +101,19 @@ def _check_replaceable_file(path: Path, *, what: str, force: bool | None) -> Non
         )
     if force is False:
         raise ConfigError(f"{what} {path} already exists (pass --force to replace it)")
-    if force and not (archive and is_attnkit_checkpoint(path)):
-        raise ConfigError(
-            f"{what} {path} is not an attnkit checkpoint; --force replaces only a checkpoint: move it away"
-        )
+    if force and replaceable is not None and not replaceable(path):
+        raise ConfigError(f"{what} {path} is not {kind}; --force replaces only that: move it away")
 
 
 ZIP_MAGIC = b"PK\x03\x04"  # how a zip archive, and so a torch.save file, starts
 
 
-def _starts_with(path: Path, magic: bytes) -> bool:
+def starts_with(path: Path, magic: bytes) -> bool:
     try:
         with open(path, "rb") as f:
             return f.read(len(magic)) == magic
     except OSError:
         return False
-
-
-def is_attnkit_checkpoint(path: Path) -> bool:
-    """Whether ``path`` holds an attnkit checkpoint (its header read; the tensors are not loaded)."""
-    import torch
-
-    from .checkpoint import FORMAT
-
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:  # anything torch cannot read is not one
-        return False
-    return isinstance(state, dict) and state.get("format") == FORMAT
 
 
 def _is_regular(path: Path) -> bool:
@@ -232,7 +222,7 @@ def listing(path: Path) -> dict[str, tuple[int, int]]:
 
 
 def check_new_folder(
-    path: str | os.PathLike, *, overwrite: bool, owned: tuple[str, ...], command: str, what: str = "--out"
+    path: str | os.PathLike, *, overwrite: bool, owned: tuple[str, ...], command: str, what: str = "--output"
 ) -> tuple[Path, dict[str, tuple[int, int]]]:
     """Fail now, with a one-line :class:`ConfigError`, unless :func:`write_folder` may replace ``path``;
     else ``path`` and what it holds now (``write_folder`` replaces it only if that is unchanged).
@@ -331,7 +321,7 @@ def write_folder(
     before: dict[str, tuple[int, int]] | None = None,
     *,
     command: str = "",
-    what: str = "--out",
+    what: str = "--output",
 ) -> Iterator[Path]:
     """Yield a new empty folder beside ``path``; on a clean exit it becomes ``path``, its files listed
     in :data:`FILE_LIST`.

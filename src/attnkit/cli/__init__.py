@@ -9,6 +9,7 @@ with code 2; no traceback.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import io
 import os
@@ -73,10 +74,55 @@ def build_parser() -> Parser:
     parser = Parser(
         prog="attnkit", description="Attention and the Transformer for sequence-to-sequence work."
     )
+    parser.add_argument(
+        "--version",
+        action=Version,
+        help="print attnkit's version and a one-line check of the install (torch build, threads, "
+        "optional engines) and exit",
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for command in commands():
         command.add_parser(sub)
     return parser
+
+
+class Version(argparse.Action):
+    """``attnkit --version``: the version, then what this install can run, in one line."""
+
+    def __init__(self, option_strings, dest, help=None):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(install_report())  # stdout, as argparse's own version action writes
+        parser.exit(0)
+
+
+def install_report() -> str:
+    """``attnkit 0.1.0: Python 3.11.7, torch 2.13.0+cpu (CPU, 2 threads), extras: serve, export``."""
+    import importlib.util
+    import platform
+
+    import torch
+
+    from .. import __version__
+
+    if torch.cuda.is_available():
+        device = f"CUDA {torch.version.cuda}, {torch.cuda.get_device_name(0)}"
+    elif getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        device = "Apple MPS"
+    else:
+        device = "CPU" + (f"; a CUDA {torch.version.cuda} build, no GPU seen" if torch.version.cuda else "")
+    extras = {
+        "serve": ("fastapi", "uvicorn"),
+        "export": ("ctranslate2", "transformers", "safetensors"),
+        "hf": ("datasets",),
+        "tensorboard": ("tensorboard",),
+    }
+    have = [name for name, mods in extras.items() if all(importlib.util.find_spec(m) for m in mods)]
+    return (
+        f"attnkit {__version__}: Python {platform.python_version()}, torch {torch.__version__} "
+        f"({device}, {torch.get_num_threads()} threads), extras: {', '.join(have) or 'none'}"
+    )
 
 
 def _one_line(message: object) -> str:
@@ -103,8 +149,8 @@ def parse(argv: list[str] | None = None, parser: Parser | None = None):
     args, extra = parser.parse_known_args(argv)
     if extra and hasattr(args, "overrides") and all("=" in e and not e.startswith("-") for e in extra):
         args.overrides = [*args.overrides, *extra]
-    elif extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    elif extra:  # named by the command's own parser, which knows its flags (did you mean ...)
+        subparser(parser, args.command).error(f"unrecognized arguments: {' '.join(extra)}")
     return args
 
 

@@ -13,19 +13,24 @@ import importlib
 from pathlib import Path
 
 from ..errors import ConfigError
-from .common import device, int_at_most
+from .common import DEVICE_NAMES, device, int_at_most, old_names
 
 NAME = "attention"
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help="plot attention heatmaps for one sentence")
-    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--checkpoint", required=True, help="the checkpoint whose attention to draw")
     p.add_argument("--text", help="the input text (a task that reads text)")
     p.add_argument("--image", help="the input image (a task that reads images)")
-    p.add_argument(
+    old_names(
+        p.add_argument(
+            "--output",
+            "--out",
+            dest="out",
+            help="where the task's pictures go: a PNG, with any further files beside it named after it",
+        ),
         "--out",
-        help="where the task's pictures go: a PNG, with any further files beside it named after it",
     )
     p.add_argument(
         "--html",
@@ -38,8 +43,13 @@ def add_parser(sub) -> None:
         help="raw weights, or followed down to the input tokens through the layers with the residual "
         "counted (Abnar and Zuidema, 2020): rollout or flow (default raw)",
     )
-    p.add_argument("--beam", type=int_at_most(256), default=4)
-    p.add_argument("--device", type=device, default="auto")
+    p.add_argument(
+        "--beam",
+        type=int_at_most(256),
+        default=4,
+        help="beam size of the search whose output is drawn (default 4)",
+    )
+    p.add_argument("--device", type=device, default="auto", help=f"{DEVICE_NAMES} (default auto)")
 
 
 def run(args) -> None:

@@ -23,7 +23,7 @@ def add_parser(sub) -> None:
         NAME,
         help="score a checkpoint on a split or on files: BLEU, chrF and TER, perplexity, or accuracy and F1",
     )
-    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--checkpoint", required=True, help="the checkpoint to evaluate (any task's)")
     p.add_argument(
         "--split",
         help="split name of the training corpus (multi30k, wmt14, hf; default: its data.test_split)",

@@ -9,7 +9,7 @@ QUANTIZATIONS = ("int8", "int8_float32", "int16", "float16", "bfloat16", "float3
 
 def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help="export a Transformer checkpoint to CTranslate2 or Hugging Face")
-    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--checkpoint", required=True, help="the checkpoint to export (never changed)")
     p.add_argument("--format", required=True, choices=FORMATS, help="ctranslate2 or huggingface")
     p.add_argument("--output", required=True, help="the folder to write (must not exist unless --force)")
     p.add_argument(

@@ -66,7 +66,7 @@ def scored_data(args, out: Path, state: dict | None = None) -> Scored:
     saved = state.get("experiment")
     if not (isinstance(saved, dict) and saved) and not files:
         raise ConfigError(f"{args.checkpoint} holds no experiment config (no validation split): give files")
-    check_output_path(out / "heads.json", what="--out", make_folders=True)
+    check_output_path(out / "heads.json", what="--output", make_folders=True)
     out.mkdir(parents=True, exist_ok=True)
     if isinstance(saved, dict) and saved:
         cfg = ExperimentConfig.from_saved(saved)

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .common import DEVICE_NAMES, device
+from .common import DEVICE_NAMES, device, old_names
 from .head_data import Progress, add_data_flags, say, scored_data
 
 NAME = "heads"
@@ -26,8 +26,17 @@ def add_parser(sub) -> None:
         help="score every attention head of a checkpoint: gradient importance, the validation metric "
         "without it, confidence and entropy",
     )
-    p.add_argument("--checkpoint", required=True)
-    p.add_argument("--out", required=True, help="output folder (made): heads.csv, heads.json, heads.png")
+    p.add_argument("--checkpoint", required=True, help="the checkpoint whose heads to score")
+    old_names(
+        p.add_argument(
+            "--output",
+            "--out",
+            dest="out",
+            required=True,
+            help="output folder (made): heads.csv, heads.json, heads.png",
+        ),
+        "--out",
+    )
     add_data_flags(p)
     p.add_argument(
         "--no-metric",

@@ -34,13 +34,13 @@ INPUT_FLAGS = frozenset(
     {"--checkpoint", "--checkpoints", "--config", "--resume", "--input", "--src", "--ref"}
     | {"--prefix-file", "--image", "--data-dir", "--dataset", "--glossary", "source"}
 )
-OUTPUT_FLAGS = frozenset({"--output", "--out", "--hyp-output", "--confusion", "--html"})
+OUTPUT_FLAGS = frozenset({"--output", "--hyp-output", "--confusion", "--html"})
 # (command, flag) pairs whose output is a folder swapped in whole, or written into
 FOLDER_OUTPUTS = {
     ("export", "--output"): ROLE_OUTPUT_FOLDER,
     ("prepare", "--output"): ROLE_OUTPUT_FOLDER,
-    ("make-shapes", "--out"): ROLE_OUTPUT_FOLDER,
-    ("import-captions", "--out"): ROLE_OUTPUT_FOLDER,
+    ("make-shapes", "--output"): ROLE_OUTPUT_FOLDER,
+    ("import-captions", "--output"): ROLE_OUTPUT_FOLDER,
     ("train", "--output-dir"): ROLE_RUN_FOLDER,
 }
 

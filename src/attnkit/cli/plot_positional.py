@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import ConfigError
-from .common import int_at_most
+from .common import int_at_most, old_names
 
 NAME = "plot-positional"
 # The (max_len, d_model) table is built in float64 before it is drawn on a 1000 x 600 pixel image:
@@ -15,7 +15,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help="draw the sinusoidal positional encodings")
     p.add_argument("--d-model", type=int_at_most(MAX_SIDE), default=512, help=f"at most {MAX_SIDE}")
     p.add_argument("--max-len", type=int_at_most(MAX_SIDE), default=128, help=f"at most {MAX_SIDE}")
-    p.add_argument("--out", required=True, help="PNG file")
+    old_names(p.add_argument("--output", "--out", dest="out", required=True, help="PNG file"), "--out")
 
 
 def run(args) -> None:
@@ -25,6 +25,6 @@ def run(args) -> None:
 
     if not args.out.lower().endswith(".png"):
         raise ConfigError(f"--out {args.out}: the figure is a PNG image; give a path ending in .png")
-    check_output_path(args.out, what="--out", make_folders=True)
+    check_output_path(args.out, what="--output", make_folders=True)
     out = plot_positional_encoding(sinusoidal_encoding(args.max_len, args.d_model), args.out)
     print(f"wrote {out}")

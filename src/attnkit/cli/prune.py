@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
     from ..bounds import Bound
 
     p = sub.add_parser(NAME, help="remove the least important attention heads of a checkpoint")
-    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--checkpoint", required=True, help="the checkpoint to prune (never changed)")
     p.add_argument("--output", required=True, help="the pruned checkpoint (its curve is written beside it)")
     p.add_argument(
         "--fraction",
@@ -46,14 +46,13 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> None:
-    from ..checkpoint import load_checkpoint, save_checkpoint
-    from ..files import check_output_path
+    from ..checkpoint import check_checkpoint_output, load_checkpoint, save_checkpoint
     from ..heads import prune_heads, removed_heads
 
     if args.fraction is None and args.floor is None:
         raise ConfigError("give --fraction, --floor or both: when to stop pruning")
     output = Path(args.output)
-    check_output_path(output, what="--output", make_folders=True, force=args.force)
+    check_checkpoint_output(output, force=args.force)
     state = load_checkpoint(args.checkpoint)
     if state["model_config"].get("pruned_heads"):
         raise ConfigError(f"{args.checkpoint} is pruned already: prune the checkpoint it came from")

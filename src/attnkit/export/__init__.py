@@ -110,10 +110,9 @@ def import_checkpoint(fmt: str, source: str | Path, output: str | Path, *, force
     file ``output``."""
     if fmt not in IMPORT_FORMATS:
         raise ConfigError(f"unknown import format {fmt!r} (choose from {', '.join(IMPORT_FORMATS)})")
-    from ..files import check_output_path
+    from ..checkpoint import check_checkpoint_output, save_checkpoint
 
-    output = check_output_path(output, what="--output", make_folders=True, force=force)
-    from ..checkpoint import save_checkpoint
+    output = check_checkpoint_output(output, force=force)
     from .hub import model_folder
     from .marian_import import import_marian
 

@@ -75,8 +75,6 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
     train, valid = _encoded(cfg, task, prepared, records, valid_records, tokenizer, model_cfg)
     del records  # the text is encoded: a rank keeps only the arrays
     data_fingerprint = fingerprint(train)
-    if resume_state is not None:  # before the sampler's position is read into another corpus's plan
-        check_same_data(resume_state.get("data_fingerprint"), data_fingerprint, str(resume))
     sampler = TokenBatchSampler(
         train.lengths,
         t.max_tokens,
@@ -104,7 +102,8 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
         weight_decay=t.weight_decay,
         fused=True,  # one kernel over all parameters, on CPU and GPU alike
     )
-    if resume_state is not None:
+    if resume_state is not None:  # the config checked first (_model): a changed key is named as such
+        check_same_data(resume_state.get("data_fingerprint"), data_fingerprint, str(resume))
         optimizer.load_state_dict(resume_state["optimizer"])
         sampler.load_state_dict(resume_state["sampler"])
     d_model = getattr(model_cfg, "d_model", getattr(model_cfg, "hidden_size", 512))

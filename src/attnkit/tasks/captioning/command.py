@@ -12,7 +12,15 @@ from __future__ import annotations
 
 import sys
 
-from ...cli.common import add_compile_flag, add_search_flags, announcer, check_compile, device, search_options
+from ...cli.common import (
+    DEVICE_NAMES,
+    add_compile_flag,
+    add_search_flags,
+    announcer,
+    check_compile,
+    device,
+    search_options,
+)
 
 NAME = "caption"
 
@@ -24,7 +32,7 @@ def add_parser(sub) -> None:
     p.add_argument("--checkpoint", required=True, help="a captioner checkpoint")
     p.add_argument("--image", required=True, nargs="+", help="image file(s): PNG, JPEG, ...")
     add_search_flags(p, SEARCH)
-    p.add_argument("--device", type=device, default="auto")
+    p.add_argument("--device", type=device, default="auto", help=f"{DEVICE_NAMES} (default auto)")
     add_compile_flag(p)
 
 

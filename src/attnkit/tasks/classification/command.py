@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ...cli.common import device, positive_int, read_input
+from ...cli.common import DEVICE_NAMES, device, positive_int, read_input
 
 NAME = "classify"
 
@@ -16,7 +16,7 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--top-k", type=positive_int, default=1, help="the K most probable labels per line, tab-separated"
     )
-    p.add_argument("--device", type=device, default="auto")
+    p.add_argument("--device", type=device, default="auto", help=f"{DEVICE_NAMES} (default auto)")
 
 
 def run(args) -> None:

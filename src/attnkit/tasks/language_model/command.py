@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 
 from ...cli.common import (
+    DEVICE_NAMES,
     add_compile_flag,
     add_search_flags,
     announcer,
@@ -30,7 +31,7 @@ def add_parser(sub) -> None:
     src.add_argument("--prompt", help="one prompt (may be empty: generate from nothing)")
     src.add_argument("--input", help="a file of prompts, one per line ('-' for stdin)")
     add_search_flags(p, SEARCH, aliases={"nbest": "--num-samples", "max_len_b": "--max-new-tokens"})
-    p.add_argument("--device", type=device, default="auto")
+    p.add_argument("--device", type=device, default="auto", help=f"{DEVICE_NAMES} (default auto)")
     add_compile_flag(p)
 
 

@@ -22,7 +22,7 @@ def run(args, state) -> None:
         if out.suffix.lower() != ".png":
             raise ConfigError(f"--out {out}: the figures are PNG images; give a path ending in .png")
         for path in (out, self_attention_path(out, "encoder_self"), self_attention_path(out, "decoder_self")):
-            check_output_path(path, what="--out", make_folders=True)
+            check_output_path(path, what="--output", make_folders=True)
     if args.html:
         check_output_path(args.html, what="--html")
     translator = Translator.from_state(state, device=args.device, path=args.checkpoint)
