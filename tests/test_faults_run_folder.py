@@ -162,3 +162,9 @@ def test_resume_trims_metrics_rows_past_the_resumed_step(tmp_path):
     with (folder / "metrics.csv").open(newline="") as f:
         kept = [(r["step"], r["val_loss"]) for r in csv.DictReader(f)]
     assert kept == [("1", ""), ("2", ""), ("2", "3.1")]
+
+
+def test_a_finished_run_leaves_no_pid_in_its_lock(tmp_path):
+    with RunFolder(tmp_path / "run", resume=False, overwrite=False):
+        assert (tmp_path / "run" / ".lock").read_text().strip() == str(os.getpid())
+    assert (tmp_path / "run" / ".lock").read_bytes() == b""

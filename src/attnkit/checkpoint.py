@@ -86,13 +86,15 @@ def is_attnkit_checkpoint(path: Path) -> bool:
     return isinstance(state, dict) and state.get("format") == FORMAT
 
 
-def check_checkpoint_output(path: str | Path, *, force: bool, what: str = "--output") -> Path:
+def check_checkpoint_output(
+    path: str | Path, *, force: bool, what: str = "--output", make_folders: bool = False
+) -> Path:
     """An output checkpoint's path, checked now: an existing file is replaced only with ``--force``,
     and only if it is an attnkit checkpoint (:func:`attnkit.files.check_output_path`)."""
     return check_output_path(
         path,
         what=what,
-        make_folders=True,
+        make_folders=make_folders,
         force=force,
         replaceable=is_attnkit_checkpoint,
         kind="an attnkit checkpoint",

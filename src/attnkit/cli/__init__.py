@@ -32,8 +32,8 @@ from . import (
     serve,
     train,
 )
-from .common import EXIT_USAGE, Parser
-from .paths import check_paths, subparser
+from .common import EXIT_USAGE, Parser, old_names
+from .paths import check_paths, commands_of, subparser
 
 COMMANDS: list[Any] = [
     prepare,
@@ -83,7 +83,21 @@ def build_parser() -> Parser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for command in commands():
         command.add_parser(sub)
+    for _, command_parser in commands_of(parser):
+        keep_out_as_old_name(command_parser)
     return parser
+
+
+def keep_out_as_old_name(parser: argparse.ArgumentParser) -> None:
+    """``--out`` still names ``--output`` wherever it named it before: as the old flag of five
+    commands, or as the prefix argparse once expanded (flags are no longer abbreviated)."""
+    taken = parser._option_string_actions
+    action = taken.get("--output")
+    if action is None or "--out" in taken:
+        return
+    action.option_strings.append("--out")
+    taken["--out"] = action
+    old_names(action, *getattr(action, "old_names", ()), "--out")
 
 
 class Version(argparse.Action):

@@ -52,7 +52,7 @@ def run(args) -> None:
     if args.fraction is None and args.floor is None:
         raise ConfigError("give --fraction, --floor or both: when to stop pruning")
     output = Path(args.output)
-    check_checkpoint_output(output, force=args.force)
+    check_checkpoint_output(output, force=args.force, make_folders=True)
     state = load_checkpoint(args.checkpoint)
     if state["model_config"].get("pruned_heads"):
         raise ConfigError(f"{args.checkpoint} is pruned already: prune the checkpoint it came from")

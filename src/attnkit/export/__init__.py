@@ -112,7 +112,7 @@ def import_checkpoint(fmt: str, source: str | Path, output: str | Path, *, force
         raise ConfigError(f"unknown import format {fmt!r} (choose from {', '.join(IMPORT_FORMATS)})")
     from ..checkpoint import check_checkpoint_output, save_checkpoint
 
-    output = check_checkpoint_output(output, force=force)
+    output = check_checkpoint_output(output, force=force, make_folders=True)
     from .hub import model_folder
     from .marian_import import import_marian
 

@@ -128,6 +128,7 @@ class RunFolder:
         if failed and self._set_aside:
             self._put_back()
         fd, self._lock_fd = self._lock_fd, None
+        os.ftruncate(fd, 0)  # no pid of a finished run left in it (the file stays: unlinking races)
         os.close(fd)  # drops the flock
         if failed and self._created and {p.name for p in self.path.iterdir()} <= {LOCK}:
             shutil.rmtree(self.path, ignore_errors=True)  # a run that failed its checks leaves no folder
