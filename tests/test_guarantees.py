@@ -141,6 +141,23 @@ def test_a_folder_output_that_holds_an_input_is_refused(tmp_path):
     assert ckpt.read_bytes() == before
 
 
+def test_a_terminal_or_a_link_loop_is_no_input_to_protect(tmp_path):
+    ckpt = write_checkpoint(tmp_path / "model.pt", make_tokenizer(0))
+    code, out, err = cli(
+        "translate",
+        "--checkpoint",
+        ckpt,
+        "--output",
+        "/dev/stdout",
+        stdin=b"Ein Hund.\n",
+    )
+    assert code == 0 and "same file" not in err, err
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    code, _, err = cli("export", "--checkpoint", loop, "--format", "ctranslate2", "--output", tmp_path / "o")
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
 def test_every_path_flag_has_a_role(tmp_path):
     """A flag whose value is a file or folder must be known here, or the rules above miss it."""
     pathlike = ("file", "folder", "checkpoint", "path", "image", "dir")
@@ -251,6 +268,18 @@ def test_the_checksum_is_the_same_in_every_process_and_order(tmp_path):
         state | {"arch": "transformer", "model_config": {}, "model": {}, "tokenizer": {}}, tmp_path / "s.pt"
     )
     load_checkpoint(tmp_path / "s.pt")
+
+
+def test_the_shape_check_loads_as_the_model_does(tmp_path):
+    """An older checkpoint's tied output layer (no output_proj.weight) loads: the check runs the
+    model's own load path, upgrade hooks included."""
+    from attnkit.checkpoint import check_shapes, model_from_checkpoint
+
+    state = load_checkpoint(write_checkpoint(tmp_path / "model.pt", make_tokenizer(0)))
+    assert state["model_config"]["tie_output"]
+    older = {**state, "model": {k: v for k, v in state["model"].items() if k != "output_proj.weight"}}
+    check_shapes(older)
+    model_from_checkpoint(older)
 
 
 def test_a_config_that_does_not_fit_its_weights_allocates_nothing(tmp_path, monkeypatch):
@@ -385,6 +414,10 @@ def test_cr_only_line_endings_are_one_line(tmp_path, where):
     assert_user_error(code, err, "carriage return", "cr.txt:1" if where == "--input" else "stdin line 1")
     code, out, err = cli("translate", "--checkpoint", ckpt, stdin=b"Ein Hund.\r\nZwei.\r\n")
     assert code == 0 and out.count("\n") == 2, err
+    crawled = tmp_path / "crawled.txt"  # a stray CR deep inside a line of LF-ended text is text
+    crawled.write_bytes(b"Ein Hund.\nZwei\rKatzen.\nDrei.\n")
+    code, out, err = cli("translate", "--checkpoint", ckpt, "--input", crawled)
+    assert code == 0 and out.count("\n") == 3, err
 
 
 def test_arriving_lines_are_whole_however_the_reads_cut_them():

@@ -293,30 +293,24 @@ class _ShapesOnly(TorchFunctionMode):
 
 
 def check_shapes(state: dict[str, Any]) -> None:
-    """Raise :class:`CheckpointError` unless ``state["model_config"]`` builds a model whose parameters
-    and buffers have the names and shapes of ``state["model"]`` (built on the meta device)."""
+    """Raise :class:`CheckpointError` unless ``state["model"]`` loads into the model that
+    ``state["model_config"]`` builds, both on the meta device: the model's own load path (an older
+    checkpoint's packed or tied weights upgraded by its hooks), no memory."""
     try:
         with torch.device("meta"), _ShapesOnly():
             shape_model = build_model(state["arch"], state["model_config"])
     except ConfigError as e:
         raise CheckpointError(f"checkpoint has an incompatible model config: {e}") from None
-    expected = {name: tuple(t.shape) for name, t in shape_model.state_dict().items()}
     weights = state["model"]
-    if not isinstance(weights, dict):
+    if not isinstance(weights, dict) or not all(isinstance(t, Tensor) for t in weights.values()):
         raise CheckpointError("checkpoint weights are not a table of tensors")
-    missing = sorted(set(expected) - set(weights))
-    if missing:
-        raise CheckpointError(
-            f"checkpoint weights do not fit its model config: {missing[0]} is missing"
-            + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
-        )
-    for name, shape in expected.items():
-        got = tuple(getattr(weights[name], "shape", ()))
-        if got != shape:
-            raise CheckpointError(
-                f"checkpoint weights do not fit its model config: {name} is {list(got)}, the config "
-                f"makes it {list(shape)}"
-            )
+    shapes = {name: torch.empty(t.shape, dtype=t.dtype, device="meta") for name, t in weights.items()}
+    try:
+        shape_model.load_state_dict(shapes, assign=True)
+    except RuntimeError as e:
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        detail = lines[1] if len(lines) > 1 else lines[0] if lines else "shapes differ"
+        raise CheckpointError(f"checkpoint weights do not fit its model config: {detail}") from None
 
 
 def unwrap(model: nn.Module) -> nn.Module:

@@ -7,7 +7,8 @@ thread, Python's own included: under them ``1e-310 > 0`` is False, so a request'
 (valid: above the schema's exclusive minimum) would be refused as 0. Hence two scopes:
 
 - :func:`denormals_flushed` around the loops that only compute (the training loop, a Translator's
-  batches, the server's decoding thread); never process-wide;
+  batches, the server's decoding thread), and :func:`flush_kernel_threads` for torch's own
+  threads, which run nothing but kernels; never on a thread that runs Python code of its own;
 - :func:`ieee_arithmetic` around the checks that compare user values (:mod:`attnkit.bounds`,
   the sampling settings), so a check says the same inside a flushed loop as outside it.
 """
@@ -56,6 +57,18 @@ def ieee_arithmetic() -> Iterator[None]:
         yield
     finally:
         _set(True)
+
+
+def flush_kernel_threads() -> None:
+    """Start torch's intra-op threads (OpenMP) with denormals flushed, then give this thread IEEE
+    arithmetic back. A new thread takes its flags from the thread that starts it and the pool's
+    threads only run kernels, so the multi-threaded products of the loops above are flushed too,
+    while Python's arithmetic on this thread is not. Called once, where a command starts."""
+    import torch
+
+    if torch.get_num_threads() > 1:
+        with denormals_flushed():
+            torch.ones(1 << 17).mul_(2.0)  # an elementwise op large enough to run on the pool
 
 
 def flush_for_this_thread() -> None:

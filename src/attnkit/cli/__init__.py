@@ -17,6 +17,7 @@ import sys
 import warnings
 from typing import Any
 
+from ..denormals import flush_kernel_threads
 from ..errors import AttnkitError, Stopped
 from ..tasks import tasks
 from . import (
@@ -95,7 +96,7 @@ def keep_out_as_old_name(parser: argparse.ArgumentParser) -> None:
     action = taken.get("--output")
     if action is None or "--out" in taken:
         return
-    action.option_strings.append("--out")
+    action.option_strings = [*action.option_strings, "--out"]
     taken["--out"] = action
     old_names(action, *getattr(action, "old_names", ()), "--out")
 
@@ -183,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.formatwarning = lambda msg, category, *a, **k: f"attnkit: warning: {_one_line(msg)}\n"
     try:
         check_paths(args.command, subparser(parser, args.command), args)  # every command's paths, one place
+        flush_kernel_threads()  # torch's threads only; this one keeps IEEE arithmetic
         run(args)
     except BrokenPipeError:  # `attnkit translate | head`: the reader left; not an error to report
         _silence_stdout()

@@ -217,8 +217,8 @@ def read_input(path: str | None) -> list[str]:
         raise DataError(f"stdin: not valid UTF-8 (byte offset {e.start})") from None
     lines = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n") if text else []
     lines = [line.removesuffix("\r") for line in lines]  # as read_lines does for --input
-    for number, line in enumerate(lines, start=1):
-        check_line_end(line, f"stdin line {number}")
+    if lines:
+        check_line_end(lines[0], "stdin line 1")
     return lines
 
 

@@ -125,17 +125,20 @@ def name_max(path: Path) -> int:
 
 
 def _same_file(a: Path, b: Path) -> bool:
+    """The same regular file or folder (a terminal or /dev/stdout on both sides is no data to lose)."""
     try:
+        if not all(os.path.isfile(p) or os.path.isdir(p) for p in (a, b)):
+            return False
         return os.path.samefile(a, b)
-    except OSError:  # one of them does not exist (or cannot be read): not the same file
-        return a.absolute() == b.absolute()
+    except (OSError, ValueError):  # one of them cannot be read: not the same file
+        return False
 
 
 def _inside(path: Path, folder: Path) -> bool:
     """Whether ``path`` is ``folder`` or lies under it (links followed)."""
     try:
         return path.resolve().is_relative_to(folder.resolve())
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python before 3.13)
         return False
 
 

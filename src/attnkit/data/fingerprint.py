@@ -4,10 +4,10 @@ A resume continues the saved sampler position in the saved batch plan; on other 
 files changed under the same paths, 400 pairs become 100) that position points into another
 corpus's plan and the "exact" resume trains on a different order without a word. The checkpoint
 therefore keeps a fingerprint of the encoded training examples (the token ids and lengths the
-sampler and the loss see, whatever corpus, file format or prepared store they came from), and
-:func:`check_same_data` refuses a resume whose examples differ. Hashing the examples rather than
-the files lets ``data.data_dir`` move (a resume may change it) and covers Hugging Face datasets,
-prepared stores and subword sampling's best segmentations alike.
+sampler and the loss see), and :func:`check_same_data` refuses a resume whose examples differ.
+Hashing the examples rather than the files lets ``data.data_dir`` move (a resume may change it) and
+covers files, Hugging Face datasets and prepared stores alike; a store is hashed by its flat arrays
+(fast), so a run resumes on the kind of source it started on.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ def fingerprint(encoded: Encoded) -> dict[str, Any]:
 
 
 def _update(h: Any, value: Any) -> None:
+    if isinstance(value, np.generic):  # a numpy scalar as the Python number it holds (its repr varies)
+        value = value.item()
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu().numpy()
     if isinstance(value, np.ndarray):
@@ -61,9 +63,10 @@ def check_same_data(saved: Any, now: dict[str, Any], path: str) -> None:
         return  # written before fingerprints: nothing to compare
     if saved["sha256"] == now["sha256"]:
         return
+    then = saved.get("examples")
     count = (
-        f"{saved.get('examples', '?'):,} training examples then, {now['examples']:,} now"
-        if saved.get("examples") != now["examples"]
+        f"{then:,} training examples then, {now['examples']:,} now"
+        if isinstance(then, int) and then != now["examples"]
         else f"the same {now['examples']:,} examples in number, other in content"
     )
     raise ConfigError(

@@ -60,8 +60,8 @@ def stream(spec: Any, limit: int = 0) -> Iterator[Pair]:
     files = spec_files(spec)
     if isinstance(spec, c.TsvSpec):
         pairs: Iterator[Pair] = iter_tsv(files[0])
-    elif len(files) == 2:
-        pairs = iter_parallel(files[0], files[1])
+    elif len(files) == 2:  # WMT14's files as published: stray CRs (data.readers.iter_lines)
+        pairs = iter_parallel(files[0], files[1], check_cr=not isinstance(spec, c.Wmt14Spec))
     else:
         pairs = iter(spec.load())
     return itertools.islice(pairs, limit or None)

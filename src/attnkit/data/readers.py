@@ -46,8 +46,8 @@ def read_lines(path: PathLike, *, check_cr: bool = True) -> list[str]:
 def iter_lines(path: PathLike, *, check_cr: bool = True) -> Iterator[str]:
     """The lines of :func:`read_lines`, one at a time: corpora of millions of lines stream through.
 
-    ``check_cr``: a carriage return inside a line is an error (:func:`check_line_end`); off for
-    web-crawled corpora, whose LF-ended lines may hold a stray one."""
+    ``check_cr``: a carriage return inside the first line is an error (:func:`check_line_end`); off
+    for WMT14's web-crawled files, read as they were published."""
     path = Path(path)
     if not path.exists():
         raise DataError(f"no such file: {path}")
@@ -64,10 +64,11 @@ def iter_lines(path: PathLike, *, check_cr: bool = True) -> Iterator[str]:
         raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from exc
 
 
-def iter_parallel(src_path: PathLike, tgt_path: PathLike) -> Iterator[Pair]:
+def iter_parallel(src_path: PathLike, tgt_path: PathLike, *, check_cr: bool = True) -> Iterator[Pair]:
     """The pairs of :func:`read_parallel`, one at a time; unequal line counts fail when found."""
     n = 0
-    for n, pair in enumerate(itertools.zip_longest(iter_lines(src_path), iter_lines(tgt_path)), start=1):
+    lines = iter_lines(src_path, check_cr=check_cr), iter_lines(tgt_path, check_cr=check_cr)
+    for n, pair in enumerate(itertools.zip_longest(*lines), start=1):
         if pair[0] is None or pair[1] is None:
             short = src_path if pair[0] is None else tgt_path
             raise DataError(
@@ -106,14 +107,16 @@ def _decode(raw: bytes, path: Path, number: int, check_cr: bool = True) -> str:
         text = text[:-1]
     if number == 1 and text.startswith("\ufeff"):  # a byte-order mark is not part of the sentence
         text = text[1:]
-    if check_cr:
+    if check_cr and number == 1:
         check_line_end(text, f"{path}:{number}")
     return text
 
 
 def check_line_end(line: str, where: str) -> None:
-    """A carriage return left inside a line (its ``\n`` and one ``\r`` before it taken off) means
-    CR-only line endings: many sentences would read as one. One line naming it, for every reader."""
+    """A carriage return left inside the first line (its ``\n`` and one ``\r`` before it taken off)
+    means CR-only line endings: many sentences would read as one. One line naming it, for every
+    reader (files and standard input). Only the first line is looked at: CR-only text always shows
+    one there, while a crawled corpus may hold a stray CR deep inside a line it means as one."""
     if "\r" in line:
         raise DataError(
             f"{where}: a carriage return (CR) inside the line, at column {line.index(chr(13)) + 1}: "

@@ -37,8 +37,12 @@ def _proto(serialized: bytes):
 def convertible(proto: bytes) -> bool:
     """Whether :func:`fast_tokenizer` encodes as this model does: not when it has user-defined
     symbols (``tokenizer.user_symbols``), which SentencePiece cuts out of the normalized text with the
-    spaces around them kept as pieces, and a ``tokenizers`` added token cannot."""
-    return not any(p.type == USER_DEFINED for p in _proto(proto).pieces)
+    spaces around them kept as pieces, and a ``tokenizers`` added token cannot; nor when byte
+    fallback spells an unknown ``<`` as bytes (the pipeline's :data:`LT` would become other bytes)."""
+    m = _proto(proto)
+    if m.trainer_spec.byte_fallback and not any(p.piece == "<" for p in m.pieces):
+        return False  # "<" as bytes <0x3C>: the pipeline's LT would fall back to other bytes
+    return not any(p.type == USER_DEFINED for p in m.pieces)
 
 
 def fast_tokenizer(proto: bytes):

@@ -171,10 +171,17 @@ def prune_cache(root: Path, *, keep: Path) -> None:
     checkpoint_last.pt that training replaces (a server started after every validation would
     otherwise leave one model's worth of disk each time). A process that loaded an older export has
     its files open or in memory already."""
+    import time
+
     from ...files import alive
 
     for entry in root.iterdir():
         if entry == keep or not entry.is_dir():
+            continue
+        try:
+            if time.time() - entry.stat().st_mtime < 60:  # just made: another process may be opening it
+                continue
+        except OSError:
             continue
         if entry.name.startswith("."):  # .KEY-PID-XXXX: an export under way, or a killed one's
             pid = entry.name.split("-")[1] if entry.name.count("-") >= 2 else ""
