@@ -460,3 +460,25 @@ def test_a_body_that_stops_arriving_answers_408(tmp_path):
         assert answer.startswith(b"HTTP/1.1 408"), answer
         assert b"did not arrive within 2 s" in answer
         assert time.monotonic() - start < 15
+
+
+def test_the_decoder_self_attention_picture_labels_its_keys_as_what_the_decoder_read(tmp_path, monkeypatch):
+    """Columns are the decoder's inputs (<s>, then the translation one piece behind), rows what each
+    position outputs: each row's weight lies on or left of its diagonal, as the causal mask says."""
+    import attnkit.plotting
+
+    drawn = {}
+
+    def capture(weights, keys, queries, out_path, *, title=None):
+        drawn[Path(out_path).name] = (weights, list(keys), list(queries))
+        return Path(out_path)
+
+    monkeypatch.setattr(attnkit.plotting, "plot_attention", capture)
+    ckpt = write_checkpoint(tmp_path / "model.pt", make_tokenizer(0))
+    code, _, err = cli(
+        "attention", "--checkpoint", ckpt, "--text", "Ein Hund", "--output", tmp_path / "map.png"
+    )
+    assert code == 0, err
+    weights, keys, queries = drawn["map_decoder_self.png"]
+    assert keys == ["<s>", *queries[:-1]] and queries[-1] == "</s>"
+    assert torch.triu(weights[..., :, :], diagonal=1).abs().max() == 0  # nothing after what it read

@@ -66,13 +66,23 @@ def _write_pngs(translator, args) -> None:
         maps.cross, maps.src_pieces, maps.tgt_pieces, out, title="cross-attention (target x source)"
     )
     print(f"wrote {out}")
-    for name, weights, labels in (
-        ("encoder_self", maps.encoder_self, maps.src_pieces),
-        ("decoder_self", maps.decoder_self, maps.tgt_pieces),
+    # The decoder's keys are what it read, <s> and the translation so far, one position behind the
+    # pieces each row outputs: labelling both axes with the outputs would show each row attending to
+    # itself or the future, which a causal mask never allows.
+    decoder_inputs = ["<s>", *maps.tgt_pieces[:-1]]
+    for name, weights, keys, queries, title in (
+        ("encoder_self", maps.encoder_self, maps.src_pieces, maps.src_pieces, "encoder self-attention"),
+        (
+            "decoder_self",
+            maps.decoder_self,
+            decoder_inputs,
+            maps.tgt_pieces,
+            "decoder self-attention (rows: the piece each position outputs; columns: what it read)",
+        ),
     ):
         if weights is not None:
             path = self_attention_path(out, name)
-            plot_attention(weights, labels, labels, path, title=name.replace("_", " ") + "-attention")
+            plot_attention(weights, keys, queries, path, title=title)
             print(f"wrote {path}")
 
 
