@@ -23,6 +23,7 @@ from ..tasks import tasks
 from . import (
     attention,
     average,
+    configs,
     evaluate,
     export,
     heads,
@@ -48,6 +49,7 @@ COMMANDS: list[Any] = [
     serve,
     export,
     import_,
+    configs,
 ]
 
 

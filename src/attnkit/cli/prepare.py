@@ -19,7 +19,9 @@ def add_parser(sub) -> None:
         description="Tokenize the config's corpora into a folder that `attnkit train` reads with "
         "data.prepared=FOLDER (no text is loaded or tokenized when the run starts).",
     )
-    p.add_argument("--config", required=True, help="the YAML config the run will train with")
+    p.add_argument(
+        "--config", required=True, help="the YAML config the run will train with (a file or a shipped name)"
+    )
     p.add_argument(
         "overrides", nargs="*", help="section.key=value overrides, e.g. tokenizer.vocab_size=32000"
     )

@@ -15,7 +15,11 @@ def add_parser(sub) -> None:
     p = sub.add_parser(
         NAME, help="train a model from a config file", description="Train (or resume) a model."
     )
-    p.add_argument("--config", required=True, help="YAML config file (see configs/)")
+    p.add_argument(
+        "--config",
+        required=True,
+        help="YAML config file, or the name of a shipped one (attnkit configs lists them)",
+    )
     p.add_argument("overrides", nargs="*", help="section.key=value overrides, e.g. train.max_steps=100")
     p.add_argument(
         "--data-dir",
@@ -37,7 +41,9 @@ def run(args) -> None:
         except UnicodeEncodeError:
             raise ConfigError(f"{name} {text!r} is not valid UTF-8 text") from None
     if _is_blank(args.config):
-        raise ConfigError(f"{args.config} is empty; write at least one section (see configs/)")
+        raise ConfigError(
+            f"{args.config} is empty; write at least one section (attnkit configs lists examples)"
+        )
     overrides = list(args.overrides)
     if args.data_dir:
         overrides.append(f"data.data_dir={args.data_dir}")

@@ -289,22 +289,13 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 
 def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> ExperimentConfig:
-    """Read a YAML config (or start from defaults when path is None) and apply overrides."""
+    """Read a YAML config (a file, or a shipped config's name: :mod:`attnkit.train.shipped`; or start
+    from defaults when path is None) and apply overrides."""
     values: dict[str, Any] = {}
-    if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"config file not found: {path}")
-        try:
-            values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            raise ConfigError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', None) or e}") from None
-        except UnicodeDecodeError:
-            raise ConfigError(f"{path}: not a UTF-8 text file") from None
-        if not isinstance(values, dict):
-            raise ConfigError(f"{path}: a config must be a mapping of sections")
+    if path is not None:  # a file, or a shipped config's name; its extends: chain beneath it
+        from .shipped import read_values, resolve
+
+        values = read_values(resolve(path))
     for text in overrides:
         keys, value = parse_override(text)
         if keys in (["output_dir"], ["task"]):
