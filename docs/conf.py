@@ -19,6 +19,7 @@ sys.path.insert(0, str(HERE.parent / "src"))
 
 project = "attnkit"
 author = "the attnkit authors"
+copyright = "2026, the attnkit authors"  # the footer says whose, not "Copyright ©" alone
 extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
