@@ -1,4 +1,5 @@
-"""Run the fault suite (tests/test_faults*.py and tests/test_guarantees.py) and count its cases: how many are handled, per file.
+"""Run the fault suite (tests/test_faults*.py and tests/test_guarantees.py) and count its cases: how
+many are handled, per file.
 
     PYTHONPATH=src python -m bench.faults            # prints a Markdown table for docs/BENCHMARKS.md
 
