@@ -13,7 +13,7 @@ import importlib
 from pathlib import Path
 
 from ..errors import ConfigError
-from .common import DEVICE_NAMES, device, int_at_most, old_names
+from .common import DEVICE_NAMES, device, int_at_most
 
 NAME = "attention"
 
@@ -23,14 +23,10 @@ def add_parser(sub) -> None:
     p.add_argument("--checkpoint", required=True, help="the checkpoint whose attention to draw")
     p.add_argument("--text", help="the input text (a task that reads text)")
     p.add_argument("--image", help="the input image (a task that reads images)")
-    old_names(
-        p.add_argument(
-            "--output",
-            "--out",
-            dest="out",
-            help="where the task's pictures go: a PNG, with any further files beside it named after it",
-        ),
-        "--out",
+    p.add_argument(
+        "--output",
+        dest="out",
+        help="where the task's pictures go: a PNG, with any further files beside it named after it",
     )
     p.add_argument(
         "--html",

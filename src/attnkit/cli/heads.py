@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .common import DEVICE_NAMES, device, old_names
+from .common import DEVICE_NAMES, device
 from .head_data import Progress, add_data_flags, say, scored_data
 
 NAME = "heads"
@@ -27,15 +27,11 @@ def add_parser(sub) -> None:
         "without it, confidence and entropy",
     )
     p.add_argument("--checkpoint", required=True, help="the checkpoint whose heads to score")
-    old_names(
-        p.add_argument(
-            "--output",
-            "--out",
-            dest="out",
-            required=True,
-            help="output folder (made): heads.csv, heads.json, heads.png",
-        ),
-        "--out",
+    p.add_argument(
+        "--output",
+        dest="out",
+        required=True,
+        help="output folder (made): heads.csv, heads.json, heads.png",
     )
     add_data_flags(p)
     p.add_argument(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import ConfigError
-from .common import int_at_most, old_names
+from .common import int_at_most
 
 NAME = "plot-positional"
 # The (max_len, d_model) table is built in float64 before it is drawn on a 1000 x 600 pixel image:
@@ -15,7 +15,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help="draw the sinusoidal positional encodings")
     p.add_argument("--d-model", type=int_at_most(MAX_SIDE), default=512, help=f"at most {MAX_SIDE}")
     p.add_argument("--max-len", type=int_at_most(MAX_SIDE), default=128, help=f"at most {MAX_SIDE}")
-    old_names(p.add_argument("--output", "--out", dest="out", required=True, help="PNG file"), "--out")
+    p.add_argument("--output", dest="out", required=True, help="PNG file")
 
 
 def run(args) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from ...cli.common import int_at_most, non_negative_int, old_names
+from ...cli.common import int_at_most, non_negative_int
 
 NAME = "import-captions"
 
@@ -36,15 +36,11 @@ def add_parser(sub) -> None:
         NAME, help="write a Hugging Face image-caption dataset as the captioner's TSV + images"
     )
     p.add_argument("--dataset", required=True, help="a hub name, or a folder written by save_to_disk")
-    old_names(
-        p.add_argument(
-            "--output",
-            "--out",
-            dest="out",
-            required=True,
-            help="folder to write (images/, train.tsv, valid.tsv, test.tsv)",
-        ),
-        "--out",
+    p.add_argument(
+        "--output",
+        dest="out",
+        required=True,
+        help="folder to write (images/, train.tsv, valid.tsv, test.tsv)",
     )
     p.add_argument("--image-field", default="image", help="the image column (default image)")
     p.add_argument(

@@ -9,22 +9,18 @@ when complete.
 
 from __future__ import annotations
 
-from ...cli.common import int_at_most, non_negative_int, old_names, positive_int
+from ...cli.common import int_at_most, non_negative_int, positive_int
 
 NAME = "make-shapes"
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser(NAME, help="write the generated shapes captioning corpus (images + captions)")
-    old_names(
-        p.add_argument(
-            "--output",
-            "--out",
-            dest="out",
-            required=True,
-            help="folder to write (images/, train.tsv, valid.tsv, test.tsv)",
-        ),
-        "--out",
+    p.add_argument(
+        "--output",
+        dest="out",
+        required=True,
+        help="folder to write (images/, train.tsv, valid.tsv, test.tsv)",
     )
     p.add_argument("--train", type=positive_int, default=3000, help="training images (default 3000)")
     p.add_argument("--valid", type=positive_int, default=200, help="validation images (default 200)")
