@@ -47,7 +47,7 @@ def test_the_core_never_names_a_task():
 
 def test_data_model_and_tasks_never_import_the_training_loop():
     """Each config section lives with the code that reads it: data/, model/ and tasks/ read the
-    experiment through ``attnkit.config.Experiment`` and never import train/ (TYPE_CHECKING included)."""
+    experiment through ``attnkit.experiment.Experiment`` and never import train/ (TYPE_CHECKING included)."""
     found = []
     for path in python_files("data", "model", "tasks"):
         package = ["attnkit", *path.relative_to(SRC).parent.parts]  # the module's own package

@@ -47,7 +47,7 @@ from .files import (
 from .model.registry import ARCHS
 
 if TYPE_CHECKING:
-    from .config import Experiment
+    from .experiment import Experiment
 
 FORMAT = "attnkit-checkpoint-1"
 

@@ -9,15 +9,9 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from .errors import ConfigError
-
-if TYPE_CHECKING:
-    from .data.config import DataConfig
-    from .data.tokenizer import Vocabulary
-    from .data.tokenizer_config import TokenizerConfig
-    from .model.config import ModelConfig
 
 C = TypeVar("C", bound="ConfigBase")
 
@@ -95,21 +89,3 @@ class ConfigBase:
 
     def replace(self: C, **changes: Any) -> C:
         return self.from_dict({**self.to_dict(), **changes})
-
-
-class Experiment(Protocol):
-    """What the data and the tasks read of an experiment (``attnkit.train.config.ExperimentConfig``
-    is one): each section is read where it lives, and ``train``/``valid`` only through the keys a
-    task uses (``train.seed``, ``train.bidirectional_epochs``, ``train.init_from``, ``valid.*``)."""
-
-    data: DataConfig
-    tokenizer: TokenizerConfig
-    train: Any
-    valid: Any
-    model: dict[str, Any]
-    task: str | None
-
-    @property
-    def arch(self) -> str: ...
-
-    def model_config(self, vocab: Vocabulary, data_fields: dict[str, Any] | None = None) -> ModelConfig: ...

@@ -18,7 +18,7 @@ from .encoded import Encoded
 from .store import Pairs
 
 if TYPE_CHECKING:
-    from ..config import Experiment
+    from ..experiment import Experiment
     from .tokenizer import SubwordTokenizer
 
 Pair = tuple[list[int], list[int]]  # (source ids, target ids) of one training example

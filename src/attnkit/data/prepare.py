@@ -34,7 +34,7 @@ from .store import id_dtype, offsets_of
 from .tokenizer import SubwordTokenizer
 
 if TYPE_CHECKING:
-    from ..config import Experiment
+    from ..experiment import Experiment
 
 CHUNK = 10_000  # pairs per worker task: large enough to amortise the transfer, small enough to stream
 

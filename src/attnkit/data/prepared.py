@@ -39,7 +39,7 @@ from .store import PairStore, Side
 from .tokenizer import SubwordTokenizer
 
 if TYPE_CHECKING:
-    from ..config import Experiment
+    from ..experiment import Experiment
 
 FORMAT, VERSION, MANIFEST = "attnkit-prepared", 1, "manifest.json"
 # Settings a run applies when it starts (or that only say where files are): free to differ from the

@@ -20,7 +20,7 @@ from .store import Pairs
 from .tokenizer import SubwordTokenizer
 
 if TYPE_CHECKING:
-    from ..config import Experiment
+    from ..experiment import Experiment
 
 Pair = tuple[list[int], list[int]]  # (source ids, target ids) of one training example
 NOT_PREPARED = "tokenizer.sample_nbest re-segments the text each epoch; prepared data holds token ids"

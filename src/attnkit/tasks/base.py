@@ -30,7 +30,7 @@ from ..loss import LossOutput, label_smoothed_cross_entropy
 from ..precision import autocast
 
 if TYPE_CHECKING:
-    from ..config import Experiment
+    from ..experiment import Experiment
 
 
 class Task(Protocol):

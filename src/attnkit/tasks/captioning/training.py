@@ -34,7 +34,7 @@ from .images import as_floats
 from .scoring import evaluate
 
 if TYPE_CHECKING:
-    from ...config import Experiment
+    from ...experiment import Experiment
 
 
 @dataclass

@@ -31,8 +31,8 @@ from .scoring import evaluate
 from .translator import Translator
 
 if TYPE_CHECKING:
-    from ...config import Experiment
     from ...data.config import DataConfig
+    from ...experiment import Experiment
 
 
 class TranslationTask(SplitTask):
