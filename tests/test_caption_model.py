@@ -16,7 +16,7 @@ from attnkit.errors import CheckpointError, ConfigError
 from attnkit.model.captioner import CaptionTransformer, grid_positions
 from attnkit.model.config import CaptionerConfig
 from attnkit.model.transformer import TargetDecoder, Transformer
-from attnkit.tasks import task_of_arch
+from attnkit.plugin import task_of_arch
 from attnkit.tasks.captioning import Captioner
 from attnkit.tasks.captioning.captioner import SEARCH
 from attnkit.tasks.captioning.images import as_floats

@@ -155,8 +155,8 @@ def test_the_server_captions_an_uploaded_image_and_answers_bad_ones_with_one_lin
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
+    from attnkit.plugin.http import Limits
     from attnkit.serve.app import create_app
-    from attnkit.serve.schemas import Limits
     from attnkit.serve.tasks import load_models
 
     root, ckpt = run

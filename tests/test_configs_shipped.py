@@ -60,7 +60,7 @@ def test_the_wheel_holds_the_configs_the_page_and_the_type_hints(tmp_path):
     (wheel,) = tmp_path.glob("attnkit-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     wanted = ["attnkit/py.typed"]
-    for folder in ("configs", "serve/static", "tasks/translation/static", "tasks/captioning/static"):
+    for folder in ("configs", "page/static", "tasks/translation/static", "tasks/captioning/static"):
         wanted += [f"attnkit/{p.relative_to(PACKAGE).as_posix()}" for p in (PACKAGE / folder).iterdir()]
     assert not [name for name in wanted if name not in names]
     metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))

@@ -25,8 +25,9 @@ pytest.importorskip("fastapi", reason="attnkit serve needs the serve extra: pip 
 from fastapi.testclient import TestClient  # noqa: E402
 
 from attnkit.decoding import SearchOptions
+from attnkit.plugin.http import Call
 from attnkit.serve.app import create_app  # noqa: E402
-from attnkit.serve.decoder import Call, ProcessDecoder, WorkerSpec  # noqa: E402
+from attnkit.serve.decoder import ProcessDecoder, WorkerSpec  # noqa: E402
 from attnkit.serve.tasks import load_models, release_weights  # noqa: E402
 from fault_helpers import make_tokenizer, write_checkpoint  # noqa: E402
 from serve_helpers import SRC, free_port  # noqa: E402

@@ -4,7 +4,7 @@ An edge A -> B means module A imports module B (``import B``, ``from B import x`
 ``from B import x`` where ``B.x`` is itself a module counts as A -> B.x). Imports inside functions
 count too: a lazy import hides a cycle from Python, not from a reader. Edges to a parent package
 (whose ``__init__`` runs first) do not count, or every package re-exporting its modules would be a
-cycle. ``if TYPE_CHECKING:`` imports are skipped: they never run.
+cycle. ``if TYPE_CHECKING:`` imports count as well: a reader (and the type checker) follows them.
 """
 
 from __future__ import annotations
@@ -21,24 +21,13 @@ def module_name(path: Path, src: Path = SRC) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _type_checking_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
-    while node in parents:
-        node = parents[node]
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            return True
-    return False
-
-
 def imports_of(path: Path, modules: set[str], src: Path = SRC) -> set[str]:
     """The modules among ``modules`` that ``path`` imports."""
     name = module_name(path, src)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     found = set()
     for node in ast.walk(tree):
-        if _type_checking_only(node, parents):
-            continue
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

@@ -120,8 +120,8 @@ def test_architecture_names_are_compared_only_in_the_registries():
 def test_every_model_arch_has_exactly_one_built_in_task():
     """A config without ``task:`` finds its arch's task; a plugin may share an arch (by name only)."""
     from attnkit.model.registry import ARCHS
-    from attnkit.tasks import task_of_arch, tasks
-    from attnkit.tasks.registry import BUILT_IN
+    from attnkit.plugin import task_of_arch, tasks
+    from attnkit.plugin.registry import BUILT_IN
 
     archs = [arch for task in tasks() if task.name in BUILT_IN for arch in task.archs]
     assert sorted(archs) == sorted(ARCHS) and len(set(archs)) == len(archs)

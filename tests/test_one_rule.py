@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from attnkit.cli import parse
-from attnkit.cli.common import device as cli_device
 from attnkit.data.batching import collate, pad_sequences
 from attnkit.data.pieces import words
 from attnkit.decoding import check_nbest
 from attnkit.device import check_device_name, resolve_device
 from attnkit.errors import ConfigError
+from attnkit.plugin.flags import device as cli_device
 from attnkit.train import load_config
 
 NAMES = ["auto", "cpu", "cuda", "cuda:1", "mps"]

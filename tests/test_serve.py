@@ -22,8 +22,8 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from attnkit.checkpoint import save_checkpoint  # noqa: E402
 from attnkit.errors import CheckpointError  # noqa: E402
+from attnkit.plugin.http import Limits  # noqa: E402
 from attnkit.serve.app import create_app  # noqa: E402
-from attnkit.serve.schemas import Limits  # noqa: E402
 from attnkit.serve.tasks import load_models, model_name  # noqa: E402
 from attnkit.tasks.translation import Translator  # noqa: E402
 from attnkit.tasks.translation.attention_payload import word_level, words  # noqa: E402

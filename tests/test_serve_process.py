@@ -19,8 +19,9 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from attnkit.decoding import SearchOptions
 from attnkit.errors import ConfigError  # noqa: E402
+from attnkit.plugin.http import Call
 from attnkit.serve.app import create_app  # noqa: E402
-from attnkit.serve.decoder import Call, ProcessDecoder, WorkerSpec  # noqa: E402
+from attnkit.serve.decoder import ProcessDecoder, WorkerSpec  # noqa: E402
 from attnkit.serve.tasks import load_models, release_weights  # noqa: E402
 from serve_helpers import tiny_checkpoint  # noqa: E402
 

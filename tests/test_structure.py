@@ -1,5 +1,5 @@
 """The shape of the code: short functions, and a core that asks the task registry instead of naming
-tasks (``attnkit.tasks.registry``)."""
+tasks (``attnkit.plugin.registry``)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import ast
 from pathlib import Path
 
 import pytest
+
+from test_imports import import_graph
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "attnkit"
 CORE = ["cli", "train", "serve", "export", "checkpoint.py"]
@@ -62,7 +64,7 @@ def test_data_model_and_tasks_never_import_the_training_loop():
 
 
 # Where a built-in task may be named outside its own package: its registration and the model registry.
-REGISTRATIONS = {"tasks/registry.py", "model/registry.py"}
+REGISTRATIONS = {"plugin/registry.py", "model/registry.py"}
 PAGE_AND_CODE = {".py", ".js", ".html", ".css"}
 
 
@@ -96,9 +98,9 @@ def _names_it(path: Path, package: str, words: set[str]) -> bool:
 @pytest.mark.slow
 def test_each_built_in_task_is_named_only_where_it_registers():
     """Everything about a task lives in its package: outside it, only its registration and the model
-    registry name it (``attnkit.tasks.registry``), so a fifth task adds a package, not core edits."""
-    from attnkit.tasks import tasks
-    from attnkit.tasks.registry import BUILT_IN
+    registry name it (``attnkit.plugin.registry``), so a fifth task adds a package, not core edits."""
+    from attnkit.plugin import tasks
+    from attnkit.plugin.registry import BUILT_IN
 
     found = {}
     for task in tasks():
@@ -137,3 +139,72 @@ def test_bidirectional_training_and_subword_sampling_each_have_one_home():
                 if isinstance(node, ast.Attribute) and node.attr in keys:
                     found.append(f"{rel}:{node.lineno} reads {node.attr} (its home is {home})")
     assert not found, "\n".join(found)
+
+
+# The layers, from the ground up: a module imports its own layer and those below it, never one above
+# (function-level and TYPE_CHECKING imports included). The plugin interface sits under the core that
+# asks it (cli, serve, train, export) and the tasks that implement it, and imports neither; a task
+# may import export/ (translation's CTranslate2 engine exports the checkpoint it serves).
+LAYERS = [
+    {"attnkit", "errors", "bounds", "denormals", "device", "precision", "files", "quantize"}
+    | {"text_scores", "loss", "fast", "config", "positional"},
+    {"attention"},
+    {"model", "heads"},
+    {"decoding", "plotting", "checkpoint", "data", "experiment", "linear_loss"},
+    {"plugin"},
+    {"page", "export", "train", "serve"},
+    {"cli", "tasks"},
+]
+# What a task package never imports, beside another task: the core's internals.
+NOT_FOR_TASKS = {"cli", "serve", "train"}
+
+
+def _layer(module: str) -> tuple[int, str]:
+    top = module.split(".")[1] if "." in module else "attnkit"
+    return next(i for i, layer in enumerate(LAYERS) if top in layer), top
+
+
+def test_every_package_has_a_layer():
+    placed = set().union(*LAYERS)
+    unplaced = {m.split(".")[1] for m in import_graph() if "." in m} - placed
+    assert not unplaced, f"give these a layer in LAYERS: {sorted(unplaced)}"
+
+
+def test_no_import_runs_up_a_layer():
+    upward = []
+    for module, targets in import_graph().items():
+        (rank, top) = _layer(module)
+        for target in targets:
+            (to, other) = _layer(target)
+            if to > rank:
+                upward.append(f"{module} (layer {rank}) imports {target} (layer {to})")
+            if top == "tasks" and other in NOT_FOR_TASKS:
+                upward.append(f"{module} imports {target}: a task builds on attnkit.plugin, not {other}/")
+            if top == "tasks" and other == "tasks" and module.split(".")[2:3] != target.split(".")[2:3]:
+                upward.append(f"{module} imports {target}: a task never imports another")
+            if top != "tasks" and other == "tasks":
+                upward.append(f"{module} imports {target}: the core finds tasks through attnkit.plugin")
+    assert not upward, "\n".join(sorted(upward))
+
+
+# Modules past 350 lines, each at most as long as it is now: the list only shrinks.
+LONG_MODULES = {
+    "train/trainer.py": 399,
+    "data/tokenizer.py": 381,
+    "serve/batcher.py": 372,
+    "decoding/beam.py": 365,
+    "files.py": 364,
+    "tasks/translation/ct2_engine.py": 354,
+}
+
+
+def test_no_module_is_over_350_lines():
+    long = {}
+    for path in python_files("."):
+        n = len(path.read_text(encoding="utf-8").splitlines())
+        rel = str(path.relative_to(SRC))
+        if n > LONG_MODULES.get(rel, 350):
+            long[rel] = n
+    assert not long, f"over 350 lines (or longer than LONG_MODULES allows): {long}"
+    gone = {rel for rel in LONG_MODULES if not (SRC / rel).is_file()}
+    assert not gone, f"remove from LONG_MODULES: {gone}"

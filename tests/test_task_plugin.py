@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from attnkit.tasks import registry, task_named
+from attnkit.plugin import registry, task_named
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "examples" / "attnkit-reverse"
@@ -118,7 +118,7 @@ def test_a_plugin_that_fails_or_clashes_is_one_line_and_the_others_keep_working(
 
 def test_a_config_names_its_task_and_a_checkpoint_without_one_keeps_its_arch_s(tmp_path):
     from attnkit.errors import ConfigError
-    from attnkit.tasks import task_for, task_of
+    from attnkit.plugin import task_for, task_of
     from attnkit.train.config import load_config
 
     assert task_for(None, "transformer").name == "translate"

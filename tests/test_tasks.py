@@ -6,9 +6,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from attnkit.data.encoded import Encoded
 from attnkit.data.readers import LabelledExample
 from attnkit.model import ClassifierConfig, LMConfig, TransformerClassifier, TransformerLM
-from attnkit.tasks import Encoded
 from attnkit.tasks.classification import ClassifierTask
 from attnkit.tasks.language_model import LanguageModelTask, score_texts
 

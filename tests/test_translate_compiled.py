@@ -91,7 +91,8 @@ def test_cli_compile_refusals_are_one_line(capsys, monkeypatch, runs, extra, fra
 def test_a_served_compiled_model_decodes_whole_batches(runs):
     # serve --compile on a GPU: requests decode as whole batches through the compiled step (joining
     # a running search needs growing caches), with the eager answers.
-    from attnkit.serve.decoder import Call, functions
+    from attnkit.plugin.http import Call
+    from attnkit.serve.decoder import functions
     from attnkit.serve.tasks import load_models
 
     (served,) = load_models([str(runs.ckpt)], device="cpu")

@@ -1,5 +1,5 @@
 """Declared ranges of numeric options. Each option's :class:`Bound` says its type and range once, and
-its checks come from it: the command line's argument types (``attnkit.cli.common.bounded``), the search
+its checks come from it: the command line's argument types (``attnkit.plugin.flags.bounded``), the search
 options (``attnkit.decoding.options.BOUNDS``) and the HTTP schema that states them.
 
 Every bound is finite: an integer that fits where it goes, a float that is a number.

@@ -272,3 +272,8 @@ def plot_pruning_curve(
     ax.set(xlabel="heads pruned (%)", ylabel=metric, title=f"{metric} as heads are pruned")
     ax.grid(alpha=0.3)
     return _save(fig, out_path)
+
+
+def self_attention_path(out: Path, name: str) -> Path:
+    """Where a picture beside ``out`` goes: ``map.png`` -> ``map_NAME.png`` (a task's further maps)."""
+    return out.with_name(f"{out.stem}_{name}{out.suffix}")

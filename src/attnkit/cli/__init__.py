@@ -19,7 +19,7 @@ from typing import Any
 
 from ..denormals import flush_kernel_threads
 from ..errors import AttnkitError, Stopped
-from ..tasks import tasks
+from ..plugin import tasks
 from . import (
     attention,
     average,

@@ -10,10 +10,9 @@ What each task draws is said in its own ``attention_command`` module.
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 
 from ..errors import ConfigError
-from .common import DEVICE_NAMES, device, int_at_most
+from ..plugin.flags import DEVICE_NAMES, device, int_at_most
 
 NAME = "attention"
 
@@ -50,7 +49,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> None:
     from ..checkpoint import load_checkpoint
-    from ..tasks import task_of, tasks
+    from ..plugin import task_of, tasks
 
     state = load_checkpoint(args.checkpoint)
     task = task_of(state, args.checkpoint)
@@ -67,7 +66,3 @@ def run(args) -> None:
         raise ConfigError(f"--method {args.method} is for {takers}; {task.noun} draws raw weights")
     module, _, function = task.attention.partition(":")
     getattr(importlib.import_module(module), function)(args, state)
-
-
-def self_attention_path(out: Path, name: str) -> Path:
-    return out.with_name(f"{out.stem}_{name}{out.suffix}")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, DataError
-from .common import positive_int
+from ..plugin.flags import positive_int
 
 FILE_FLAGS = ("--src", "--ref", "--input")  # read by the tasks whose evaluate_flags name them
 
@@ -48,8 +48,8 @@ def scored_data(args, out: Path, state: dict | None = None) -> Scored:
     from ..checkpoint import load_checkpoint
     from ..files import check_output_path
     from ..heads import attention_heads
-    from ..tasks import task_of, tasks
-    from ..tasks.base import batches
+    from ..plugin import task_of, tasks
+    from ..plugin.training import batches
     from ..train.config import ExperimentConfig
 
     state = load_checkpoint(args.checkpoint) if state is None else state
@@ -94,7 +94,7 @@ def scored_data(args, out: Path, state: dict | None = None) -> Scored:
 def _records(args, state: dict, task, cfg) -> tuple[list, str]:
     """The raw records and what they are: files, a named split, or the validation split."""
     from ..data.corpus import ParallelFilesSpec, load_corpus
-    from .evaluate import records_to_score
+    from ..plugin.evaluation import records_to_score
 
     if args.src:
         return load_corpus(ParallelFilesSpec(args.src, args.ref)), f"{args.src} -> {args.ref}"

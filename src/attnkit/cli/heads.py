@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .common import DEVICE_NAMES, device
+from ..plugin.flags import DEVICE_NAMES, device
 from .head_data import Progress, add_data_flags, say, scored_data
 
 NAME = "heads"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import ConfigError
-from .common import int_at_most
+from ..plugin.flags import int_at_most
 
 NAME = "plot-positional"
 # The (max_len, d_model) table is built in float64 before it is drawn on a 1000 x 600 pixel image:

@@ -7,7 +7,7 @@ import sys
 import time
 
 from ..errors import ConfigError
-from .common import int_at_most
+from ..plugin.flags import int_at_most
 
 NAME = "prepare"
 
@@ -37,7 +37,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> None:
     from ..data.prepare import prepare
-    from ..tasks import task_for
+    from ..plugin import task_for
     from ..train import load_config
 
     cores = os.cpu_count() or 1

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .common import DEVICE_NAMES, bounded, device
+from ..plugin.flags import DEVICE_NAMES, bounded, device
 from .head_data import Progress, add_data_flags, scored_data
 
 NAME = "prune"

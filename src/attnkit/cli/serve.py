@@ -7,7 +7,7 @@ import os
 import sys
 
 from ..bounds import Bound
-from .common import bounded, device, positive_int
+from ..plugin.flags import bounded, device, positive_int
 
 MILLISECONDS = Bound(float, 0.0, 60_000.0)  # a batcher's wait: up to a minute
 
@@ -165,8 +165,8 @@ def run(args) -> None:
     try:
         import uvicorn
 
+        from ..plugin.http import Limits
         from ..serve.app import create_app
-        from ..serve.schemas import Limits
     except ImportError as e:
         raise ConfigError(
             f"attnkit serve needs the serve extra: pip install 'attnkit[serve]' ({e})"

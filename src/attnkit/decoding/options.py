@@ -1,7 +1,7 @@
 """How to search, as one object: checked once where it is made, then passed down whole.
 
-The command line (``attnkit.cli.common.add_search_flags``), the HTTP schema
-(``attnkit.serve.schemas``) and the Python API (``Translator.translate(text, options)``) each build
+The command line (``attnkit.plugin.flags.add_search_flags``), the HTTP schema
+(``attnkit.plugin.http``) and the Python API (``Translator.translate(text, options)``) each build
 a :class:`SearchOptions`; a test keeps the three in step, field by field, with the same names and
 defaults. :func:`search` then picks the strategy (greedy, beam or sampling) in one place, for every
 caller. A forced prefix is not an option: it belongs to its sentence, and is passed beside them.
@@ -29,7 +29,7 @@ MAX_BEAM = 256  # a beam's rows and candidates are allocated at once
 
 
 # The one declaration of every numeric option's range: SearchOptions checks it, the HTTP schema
-# states it (attnkit.serve.schemas), and the command line's errors quote it.
+# states it (attnkit.plugin.http), and the command line's errors quote it.
 BOUNDS = {
     "beam": Bound(int, 1, MAX_BEAM),
     "nbest": Bound(int, 1, 1000),

@@ -21,7 +21,7 @@ from ..errors import CheckpointError, ConfigError
 from ..model.config import LMConfig
 from ..model.lm import TransformerLM
 from ..model.transformer import Transformer
-from ..tasks import task_of
+from ..plugin import task_of
 from .output import MARKER, check_replaceable, write_then_swap
 
 __all__ = ["MARKER", "export_checkpoint", "import_checkpoint", "load_for_export"]

@@ -2,7 +2,3 @@
 
 Needs the ``serve`` extra (FastAPI, uvicorn): ``pip install 'attnkit[serve]'``.
 """
-
-from .page import render_page
-
-__all__ = ["render_page"]

@@ -22,19 +22,19 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 
-from ..tasks import endpoint_task, task_named, tasks
-from .decoder import Call, DecoderUnavailable, ProcessDecoder, ThreadDecoder
-from .errors import ServeError, add_error_handlers
+from ..page import render_page
+from ..plugin import ServedModel, ServesText, endpoint_task, task_named, tasks
+from ..plugin.http import Call, ErrorResponse, Limits, ServeError
+from .decoder import DecoderUnavailable, ProcessDecoder, ThreadDecoder
+from .errors import add_error_handlers
 from .guards import BodyLimit, HostCheck
-from .page import render_docs, render_page
-from .schemas import ErrorResponse, Limits
+from .page import render_docs
 from .stream import HEADERS, EventFeed, late, sse_events
-from .tasks import ServedModel
 
 
 class Server:
     """What a task's routes ask of the app (``TaskInfo.routes``): the loaded models, the limits of a
-    request, and the decoder that runs a :class:`~.decoder.Call`."""
+    request, and the decoder that runs a :class:`~attnkit.plugin.http.Call`."""
 
     def __init__(self, models: list[ServedModel], limits: Limits, request_timeout: float):
         self.models, self.limits, self.request_timeout = models, limits, request_timeout
@@ -66,18 +66,17 @@ class Server:
         if beam > self.limits.max_beam:
             raise ServeError(422, f"beam {beam} is over the limit of {self.limits.max_beam}")
 
-    def check_sentence(self, model: Any, text: str, i: int) -> int:
+    def check_sentence(self, model: ServesText, text: str, i: int) -> int:
         """The sentence's subword count, after checking it against the limits (a model without
         ``max_src_tokens`` reads a prefix of a longer text)."""
         limits = self.limits
         if len(text) > limits.max_chars:
             raise ServeError(413, f"sentence {i} has {len(text)} characters; the limit is {limits.max_chars}")
         n = model.count_tokens(text)
-        if n > getattr(model, "max_src_tokens", n):
+        most = getattr(model, "max_src_tokens", n)
+        if n > most:
             raise ServeError(
-                422,
-                f"sentence {i} has {n} subword tokens; model {model.name!r} takes at most "
-                f"{model.max_src_tokens}",
+                422, f"sentence {i} has {n} subword tokens; model {model.name!r} takes at most {most}"
             )
         return n
 

@@ -31,28 +31,16 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from typing import Any
 
 from ..errors import AttnkitError, ConfigError
 from ..files import die_with_parent
+from ..plugin.http import Call
 from .batcher import Batcher, BatchFn, BatchStats, Stream
 from .worker import DecoderUnavailable, Worker, WorkerSpec, added
 
 __all__ = ["Call", "DecoderUnavailable", "ProcessDecoder", "ThreadDecoder", "WorkerSpec", "functions"]
-
-
-@dataclass(frozen=True)
-class Call:
-    """What a request asks of a model. Equal calls may share one batched model call."""
-
-    model: str
-    op: str  # an operation of the model's task (its served model's ``operation``)
-    options: tuple[tuple[str, Any], ...] = ()  # sorted (name, value) pairs: hashable
-
-    @classmethod
-    def of(cls, model: str, op: str, **options: Any) -> Call:
-        return cls(model, op, tuple(sorted(options.items())))
 
 
 OnEvent = Callable[[Any], None]

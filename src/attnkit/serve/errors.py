@@ -14,15 +14,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import AttnkitError
+from ..plugin.http import ServeError
 from .worker import DecodingLost
-
-
-class ServeError(Exception):
-    """A request the server refuses: its status and the line it answers."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status, self.message = status, message
 
 
 def status_and_line(e: Exception, where: str) -> tuple[int, str]:

@@ -10,35 +10,20 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from ..checkpoint import load_checkpoint
 from ..errors import CheckpointError, ConfigError
 from ..files import describe_os_error
-from ..tasks import task_of
+from ..plugin import ServedModel, TaskInfo, task_of
+from ..plugin.served import missing_members
 
 __all__ = [
-    "ServedModel",
     "load_models",
     "model_name",
     "read_checkpoints",
     "release_weights",
 ]
-
-
-@runtime_checkable
-class ServedModel(Protocol):
-    """A loaded checkpoint as the server sees it."""
-
-    name: str
-    task: str  # its TaskInfo's name
-    arch: str
-
-    def describe(self) -> dict[str, Any]: ...
-
-    def release(self) -> None:
-        """Free the weights; what requests are checked against (tokenizer, config, labels) stays."""
-        ...
 
 
 def model_name(spec: str) -> tuple[str, Path]:
@@ -93,10 +78,20 @@ def load_models(
         state = load_checkpoint(path, data=blob)  # the bytes read at start, never the file now
         engine_options: dict[str, Any] = dict(engine=engine, threads=threads, load_engine=load_engine)
         engine_options.update(compile=compile, path=path, blob=blob, announce=_announcer(name))
-        models.append(task_of(state, path).serve(name, state, device, **engine_options))
+        models.append(_served(task_of(state, path), name, state, device, engine_options))
     if not models:
         raise ConfigError("no checkpoint to serve: give --checkpoint PATH")
     return models
+
+
+def _served(task: TaskInfo, name: str, state: dict, device: str, engine: dict[str, Any]) -> ServedModel:
+    """The task's served model, which must have every member of :class:`ServedModel` (a plugin's
+    that lacks one is refused at load, naming it, rather than failing on its first request)."""
+    model = task.serve(name, state, device, **engine)
+    missing = missing_members(model)
+    if missing:
+        raise ConfigError(f"task {task.name!r} serves a {type(model).__name__} without {', '.join(missing)}")
+    return model
 
 
 def release_weights(models: list[ServedModel]) -> None:

@@ -2,7 +2,7 @@
 
 :class:`~.decoder.ProcessDecoder` holds one :class:`Worker` per ``--workers``. The child runs a
 :class:`~.decoder.ThreadDecoder` over its own copy of the models and ignores SIGINT/SIGTERM (the
-server decides when decoding stops); requests cross the pipe as :class:`~.decoder.Call` objects and
+server decides when decoding stops); requests cross the pipe as :class:`~attnkit.plugin.http.Call` objects and
 answers come back pickled, after the events a streamed call sends as it decodes (each handed to the
 request's ``on_event`` as it arrives). A request given up on is cancelled in the child too. What the
 child runs is passed in (``decoder.decoding_process``), so this module does not import the decoders.

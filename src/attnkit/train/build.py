@@ -18,13 +18,14 @@ from torch import nn
 from ..checkpoint import build_model, load_checkpoint, model_from_checkpoint
 from ..data import bidirectional, subword_sampling
 from ..data.batching import TokenBatchSampler
+from ..data.encoded import Encoded
 from ..data.fingerprint import check_same_data, fingerprint
 from ..data.prepared import Prepared, open_prepared
 from ..data.tokenizer import SubwordTokenizer
 from ..device import resolve_device
 from ..errors import CheckpointError, ConfigError, DataError
+from ..plugin import Task, task_for
 from ..precision import amp_dtype, resolve_precision
-from ..tasks import Encoded, Task, task_for
 from . import distributed as ddp
 from . import finetune
 from .config import ExperimentConfig

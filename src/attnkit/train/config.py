@@ -259,7 +259,7 @@ class ExperimentConfig:
             raise ConfigError(f"model.arch = {arch!r}: must be one of {', '.join(ARCHS)}")
         task = values.get("task")
         if task is not None:
-            from ..tasks import task_for
+            from ..plugin import task_for
 
             task_for(str(task), arch)  # a registered task that takes this arch, else one line
         output_dir = str(values.get("output_dir", "runs/experiment"))

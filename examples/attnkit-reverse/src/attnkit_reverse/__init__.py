@@ -8,7 +8,7 @@ gets ``attnkit train`` and ``attnkit evaluate`` (``task: reverse`` in a config),
 pyproject.toml alone.
 """
 
-from attnkit.tasks.base import TaskInfo
+from attnkit.plugin.info import TaskInfo
 
 from .reverser import Reverser
 from .served import ReverserServed

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from attnkit.cli.common import device, read_input
+from attnkit.plugin.flags import device, read_input
 
 NAME = "reverse"
 

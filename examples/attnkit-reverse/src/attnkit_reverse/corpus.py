@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from attnkit.cli.common import int_at_most, non_negative_int
 from attnkit.errors import ConfigError
+from attnkit.plugin.flags import int_at_most, non_negative_int
 
 NAME = "make-reversal"
 LETTERS = "abcdefghijkl"

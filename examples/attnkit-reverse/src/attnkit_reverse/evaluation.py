@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from attnkit.cli.evaluate import test_data
 from attnkit.data.corpus import load_corpus
+from attnkit.plugin.evaluation import test_data
 
 from .reverser import Reverser
 

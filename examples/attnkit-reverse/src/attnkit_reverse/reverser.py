@@ -7,7 +7,7 @@ from pathlib import Path
 from attnkit.checkpoint import load_checkpoint, model_from_checkpoint
 from attnkit.data.tokenizer import SubwordTokenizer
 from attnkit.decoding import SearchOptions
-from attnkit.tasks import expect_task
+from attnkit.plugin import expect_task
 from attnkit.tasks.translation import Translator
 
 GREEDY = SearchOptions(beam=1, length_penalty=0.0, max_len_a=1.0, max_len_b=2)  # as long as the input

@@ -7,8 +7,7 @@ from typing import Any
 from fastapi import FastAPI
 from pydantic import Field
 
-from attnkit.serve.decoder import Call
-from attnkit.serve.schemas import Request
+from attnkit.plugin.http import Call, Request
 
 
 class ReverseRequest(Request):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from attnkit.tasks.base import parameter_count
+from attnkit.plugin.served import parameter_count
 
 from .reverser import Reverser
 

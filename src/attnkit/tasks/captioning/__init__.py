@@ -7,7 +7,7 @@ a Hugging Face image-caption dataset in the same format: :mod:`.hf_import`; the 
 :mod:`.served`.
 """
 
-from ..base import TaskInfo
+from ...plugin.info import TaskInfo
 from .attention_maps import CaptionAttention, caption_attention, region_mass
 from .captioner import Caption, Captioner
 from .corpus import CaptionRecord, ImageSet, load_captions

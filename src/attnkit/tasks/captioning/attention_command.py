@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...cli.attention import self_attention_path
 from ...errors import ConfigError
+from ...plotting import self_attention_path
 
 
 def run(args, state) -> None:
@@ -63,7 +63,7 @@ def _write_caption_html(captioner, state, args) -> None:
 
     from ...decoding import SearchOptions
     from ...files import atomic_write
-    from ...serve.page import render_page
+    from ...page import render_page
     from . import CaptionerServed, read_image
     from .captioner import SEARCH
 

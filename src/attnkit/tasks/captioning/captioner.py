@@ -29,7 +29,7 @@ from ...device import resolve_device
 from ...errors import ConfigError
 from ...model.captioner import CaptionTransformer
 from ...model.interface import IncrementalDecoder
-from ..base import as_list
+from ...plugin.served import as_list
 from .images import ImageSource, as_floats, read_image
 
 # A captioner's search unless asked otherwise, on the command line, the server and in Python: beam 4,
@@ -79,7 +79,7 @@ class Captioner:
 
     @classmethod
     def from_state(cls, state: dict, *, device: str = "auto", path: str | Path = "checkpoint") -> Captioner:
-        from .. import expect_task  # the registry imports this module
+        from ...plugin import expect_task  # the registry imports this module
 
         expect_task(state, "caption", path)
         model = model_from_checkpoint(state)

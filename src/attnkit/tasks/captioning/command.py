@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from ...cli.common import (
+from ...plugin.flags import (
     DEVICE_NAMES,
     add_compile_flag,
     add_search_flags,

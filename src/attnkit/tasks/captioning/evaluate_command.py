@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...cli.evaluate import open_wrapper, test_data
+from ...plugin.evaluation import open_wrapper, test_data
 
 
 def run(args, state: dict) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from ...cli.common import int_at_most, non_negative_int
+from ...plugin.flags import int_at_most, non_negative_int
 
 NAME = "import-captions"
 

@@ -9,7 +9,7 @@ when complete.
 
 from __future__ import annotations
 
-from ...cli.common import int_at_most, non_negative_int, positive_int
+from ...plugin.flags import int_at_most, non_negative_int, positive_int
 
 NAME = "make-shapes"
 

@@ -9,9 +9,7 @@ from fastapi import FastAPI, Query
 from fastapi import Request as HTTPRequest
 from pydantic import ConfigDict, Field
 
-from ...serve.decoder import Call
-from ...serve.errors import ServeError
-from ...serve.schemas import Searched
+from ...plugin.http import Call, Searched, ServeError
 from .captioner import SEARCH
 from .served import CaptionerServed
 

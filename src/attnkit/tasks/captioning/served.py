@@ -7,7 +7,7 @@ from typing import Any
 from ...attention.rollout import through_encoder
 from ...data.pieces import words
 from ...decoding.options import SearchOptions
-from ..base import parameter_count
+from ...plugin.served import parameter_count
 from .attention_maps import attention_of, encoder_attention
 from .captioner import Captioner
 

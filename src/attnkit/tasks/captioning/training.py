@@ -21,13 +21,14 @@ from torch import Tensor
 
 from ...data.batching import pad_sequences
 from ...data.config import DataConfig
+from ...data.encoded import Encoded
 from ...data.examples import train_text_tokenizer
 from ...data.tokenizer import SubwordTokenizer
 from ...errors import DataError
 from ...linear_loss import output_loss
 from ...loss import LossOutput, label_smoothed_cross_entropy
 from ...model.config import CaptionerConfig
-from ..base import Encoded, SplitTask, mean_loss
+from ...plugin.training import SplitTask, mean_loss
 from .captioner import Captioner
 from .corpus import CaptionRecord, ImageSet, check_split, load_captions, references
 from .images import as_floats
@@ -76,7 +77,7 @@ class CaptionExamples(Sequence[Example]):
 
 
 class CaptionTask(SplitTask):
-    """Keeps :class:`attnkit.tasks.base.Task`: records are :class:`~.corpus.CaptionRecord`."""
+    """Keeps :class:`attnkit.plugin.Task`: records are :class:`~.corpus.CaptionRecord`."""
 
     records = "pairs"  # image<TAB>caption lines, read as a tsv corpus of pairs
     metric = "bleu"

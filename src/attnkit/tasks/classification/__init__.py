@@ -5,7 +5,7 @@ word's pooling weight); metrics and the one evaluation: :mod:`.scoring`; the see
 :mod:`.highlight`; the server's model: :mod:`.served`.
 """
 
-from ..base import TaskInfo
+from ...plugin.info import TaskInfo
 from .classifier import Classifier, WordWeights
 from .inputs import classifier_pieces, example_text
 from .scoring import ClassificationReport, classification_report, evaluate_examples, plot_confusion_matrix

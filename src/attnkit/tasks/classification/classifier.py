@@ -23,7 +23,7 @@ from ...data.tokenizer import SubwordTokenizer
 from ...device import resolve_device
 from ...errors import CheckpointError, ConfigError
 from ...model.classifier import TransformerClassifier
-from ..base import as_list
+from ...plugin.served import as_list
 from .highlight import merge_subwords
 from .inputs import Text, encode_inputs
 from .scoring import ClassificationReport, evaluate_examples
@@ -64,7 +64,7 @@ class Classifier:
     @classmethod
     def from_state(cls, state: dict, *, device: str = "auto", path: str | Path = "checkpoint") -> Classifier:
         """From a loaded checkpoint (:func:`attnkit.checkpoint.load_checkpoint`)."""
-        from .. import expect_task  # the registry imports this module
+        from ...plugin import expect_task  # the registry imports this module
 
         expect_task(state, "classify", path)
         if not isinstance(state.get("labels"), list):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ...cli.common import DEVICE_NAMES, device, positive_int, read_input
+from ...plugin.flags import DEVICE_NAMES, device, positive_int, read_input
 
 NAME = "classify"
 

@@ -8,9 +8,7 @@ from typing import Annotated, Any
 from fastapi import FastAPI
 from pydantic import Field, WithJsonSchema, create_model
 
-from ...serve.decoder import Call
-from ...serve.errors import ServeError
-from ...serve.schemas import Request
+from ...plugin.http import Call, Request, ServeError
 from .served import ClassifierServed
 
 # Something to classify: the schema says not blank, the handler refuses a blank one by its index.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..base import parameter_count
+from ...plugin.served import parameter_count
 from .classifier import Classifier
 from .inputs import input_room
 

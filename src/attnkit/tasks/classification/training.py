@@ -21,12 +21,13 @@ from torch import Tensor
 
 from ...data.batching import pad_sequences
 from ...data.config import DataConfig
+from ...data.encoded import Encoded
 from ...data.examples import load_records, train_text_tokenizer
 from ...data.readers import LabelledExample, label_set
 from ...data.tokenizer import SubwordTokenizer
 from ...errors import DataError
 from ...loss import LossOutput, label_smoothed_cross_entropy
-from ..base import Encoded, SplitTask
+from ...plugin.training import SplitTask
 from .inputs import classifier_pieces, example_text
 from .scoring import NO_PAD, evaluate_examples
 
@@ -51,7 +52,7 @@ class ClassifierBatch:
 class ClassifierTask(SplitTask):
     """Cross entropy over labelled texts; metric macro-F1, higher is better.
 
-    Keeps :class:`attnkit.tasks.base.Task`. ``labels``: the classes, when known before the training
+    Keeps :class:`attnkit.plugin.Task`. ``labels``: the classes, when known before the training
     split is read (tests, resuming); else :meth:`load` of the training split sets them.
     """
 

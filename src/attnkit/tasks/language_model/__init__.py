@@ -5,7 +5,7 @@ scoring, self-attention); metrics and the one evaluation: :mod:`.scoring`; the s
 :mod:`.served`.
 """
 
-from ..base import TaskInfo
+from ...plugin.info import TaskInfo
 from .generator import Generation, LanguageModel, start_from_prompt
 from .scoring import LMScores, lm_scores, score_texts
 from .served import LanguageModelServed

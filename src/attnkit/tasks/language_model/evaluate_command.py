@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...cli.evaluate import open_wrapper, records_to_score
+from ...plugin.evaluation import open_wrapper, records_to_score
 
 
 def run(args, state: dict) -> None:

@@ -32,7 +32,7 @@ from ...device import resolve_device
 from ...errors import DataError
 from ...model import interface
 from ...model.interface import DecoderState
-from ..base import as_list
+from ...plugin.served import as_list
 from .scoring import LMScores, score_texts, text_ids
 
 # A language model's search unless asked otherwise, on the command line, the server and in Python:
@@ -102,7 +102,7 @@ class LanguageModel:
         cls, state: dict, *, device: str = "auto", path: str | Path = "checkpoint"
     ) -> LanguageModel:
         """From a loaded checkpoint (:func:`attnkit.checkpoint.load_checkpoint`)."""
-        from .. import expect_task  # the registry imports this module
+        from ...plugin import expect_task  # the registry imports this module
 
         expect_task(state, "generate", path)
         return cls(model_from_checkpoint(state), SubwordTokenizer.from_state_dict(state["tokenizer"]), device)

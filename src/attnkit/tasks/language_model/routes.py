@@ -9,9 +9,7 @@ from fastapi import FastAPI
 from pydantic import Field
 
 from ...decoding.sampling import seeded_generator
-from ...serve.decoder import Call
-from ...serve.errors import ServeError
-from ...serve.schemas import Request, Searched
+from ...plugin.http import Call, Request, Searched, ServeError
 from .generator import SEARCH
 from .served import LanguageModelServed
 

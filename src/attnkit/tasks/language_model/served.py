@@ -12,7 +12,7 @@ from ...decoding import Greedy, Sampling, SearchOptions, decode_step
 from ...decoding.controls import prepare
 from ...decoding.sampling import seeded_generator
 from ...model.config import LMConfig
-from ..base import parameter_count
+from ...plugin.served import parameter_count
 from .generator import Generation, LanguageModel, start_from_prompt
 
 OnToken = Callable[[dict[str, Any]], None]

@@ -17,12 +17,13 @@ from typing import ClassVar
 from torch import Tensor
 
 from ...data.batching import collate_lm
+from ...data.encoded import Encoded
 from ...data.examples import train_text_tokenizer
 from ...data.tokenizer import SubwordTokenizer
 from ...errors import DataError
 from ...linear_loss import output_loss
 from ...loss import LossOutput, label_smoothed_cross_entropy
-from ..base import Encoded, SplitTask
+from ...plugin.training import SplitTask
 from .scoring import score_texts
 
 

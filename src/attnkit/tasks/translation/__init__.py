@@ -4,7 +4,7 @@ training: :class:`TranslationTask`; inference: :class:`Translator` (greedy, beam
 attention maps); metrics and the one evaluation: :mod:`.scoring`; the server's model: :mod:`.served`.
 """
 
-from ..base import TaskInfo
+from ...plugin.info import TaskInfo
 from .attention_maps import AttentionMaps, attention_maps
 from .ct2_served import load_served
 from .scoring import Evaluation, Scores, corpus_scores, evaluate

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...cli.attention import self_attention_path
 from ...errors import ConfigError
+from ...plotting import self_attention_path
 
 
 def run(args, state) -> None:
@@ -33,7 +33,7 @@ def run(args, state) -> None:
 
 
 def _write_html(translator, args) -> None:
-    from ...serve.page import render_page
+    from ...page import render_page
     from .attention_payload import attention_payload
 
     if not args.text.strip():

@@ -15,7 +15,8 @@ import select
 import stat
 import sys
 
-from ...cli.common import (
+from ...errors import ConfigError, DataError
+from ...plugin.flags import (
     add_compile_flag,
     add_decoding_flags,
     add_search_flags,
@@ -24,7 +25,6 @@ from ...cli.common import (
     read_input,
     search_options,
 )
-from ...errors import ConfigError, DataError
 
 NAME = "translate"
 

@@ -125,7 +125,7 @@ def exported_model(
     if blob is None:
         blob = checkpoint.read_bytes()
     from ...checkpoint import load_checkpoint
-    from .. import expect_task
+    from ...plugin import expect_task
 
     expect_task(load_checkpoint(checkpoint, data=blob), "translate", checkpoint)  # before any export
     root = cache_root(checkpoint)

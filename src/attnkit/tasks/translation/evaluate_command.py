@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ...cli.evaluate import open_wrapper, test_data
 from ...errors import ConfigError, DataError
+from ...plugin.evaluation import open_wrapper, test_data
 
 
 def run(args, state: dict) -> None:

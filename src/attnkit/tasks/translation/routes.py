@@ -10,9 +10,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, WithJsonSchema
 
-from ...serve.decoder import Call
-from ...serve.errors import ServeError
-from ...serve.schemas import Limits, Request, Searched
+from ...plugin.http import Call, Limits, Request, Searched, ServeError
 from .served import TranslationModel
 
 

@@ -11,7 +11,7 @@ from ...data.tokenizer import SubwordTokenizer
 from ...decoding.options import SearchOptions
 from ...errors import ConfigError
 from ...fast import packed_linears
-from ..base import parameter_count
+from ...plugin.served import parameter_count
 from .stream import TranslationStream
 from .translator import Translation, TranslationEngine, Translator
 

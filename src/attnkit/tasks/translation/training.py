@@ -19,6 +19,7 @@ import torch
 from ...data import bidirectional, subword_sampling
 from ...data.batching import Batch, collate
 from ...data.corpus import load_corpus
+from ...data.encoded import Encoded
 from ...data.examples import load_records, train_tokenizer
 from ...data.mix import mix_entries, tag_ids, tags_of, weighted_epochs
 from ...data.pairs import Counts, dropped_note, encode_pairs, select
@@ -26,7 +27,7 @@ from ...data.store import PairStore, Subset
 from ...data.tokenizer import SubwordTokenizer
 from ...linear_loss import output_loss
 from ...loss import LossOutput, label_smoothed_cross_entropy
-from ..base import Encoded, SplitTask, mean_loss
+from ...plugin.training import SplitTask, mean_loss
 from .scoring import evaluate
 from .translator import Translator
 
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
 
 class TranslationTask(SplitTask):
-    """Keeps :class:`attnkit.tasks.base.Task`; ``subword_sampling`` and ``bidirectional`` apply here."""
+    """Keeps :class:`attnkit.plugin.Task`; ``subword_sampling`` and ``bidirectional`` apply here."""
 
     records = "pairs"
     metric = "bleu"

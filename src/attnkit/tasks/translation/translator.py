@@ -135,7 +135,7 @@ class Translator:
     ) -> Translator:
         """Checkpoints that share a tokenizer, decoded as one :class:`~attnkit.decoding.ensemble.Ensemble`
         (each model with its own caches); a single path gives the plain model."""
-        from .. import expect_task  # the registry imports this module
+        from ...plugin import expect_task  # the registry imports this module
 
         if len(paths) == 1:
             return cls.from_checkpoint(paths[0], device=device, quantize=quantize)
@@ -167,7 +167,7 @@ class Translator:
         path: str | Path = "checkpoint",
     ) -> Translator:
         """From a checkpoint already loaded with :func:`attnkit.checkpoint.load_checkpoint`."""
-        from .. import expect_task  # the registry imports this module
+        from ...plugin import expect_task  # the registry imports this module
 
         expect_task(state, "translate", path)
         model = model_from_checkpoint(state)

@@ -1,5 +1,5 @@
 """The registry of tasks: every task, built-in or not, registers through the entry-point group
-``attnkit.tasks`` (``name = "package.module:TASK"``, a :class:`~.base.TaskInfo`).
+``attnkit.tasks`` (``name = "package.module:TASK"``, a :class:`~.info.TaskInfo`).
 
 A plugin is a package installed beside attnkit whose ``pyproject.toml`` names its TaskInfo in that
 group; the commands, the trainer and the server then find it here, as they find translation. A
@@ -12,7 +12,7 @@ from __future__ import annotations
 import warnings
 from importlib import metadata
 
-from .base import TaskInfo
+from .info import TaskInfo
 
 GROUP = "attnkit.tasks"
 # The built-in tasks, as attnkit's own pyproject.toml registers them: what a source tree that was

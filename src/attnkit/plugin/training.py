@@ -1,17 +1,9 @@
-"""What a task is: the training object the loop calls, and the one record of everything else.
-
-A task (translation, language modelling, classification) lives in one package of
-:mod:`attnkit.tasks`: its training object (reads its splits, encodes records into examples, batches
-them, computes a batch's loss and validation metrics), its inference wrapper, its metrics and its one
-evaluation function (used by the trainer's validation and by ``attnkit evaluate`` alike), and the
-object the server serves. :class:`TaskInfo` names these parts, and :mod:`attnkit.tasks` maps every
-``model.arch`` to its task: the trainer, the server and the commands ask that map, nothing else.
-"""
+"""What the training loop asks of a task (:class:`Task`), the defaults most tasks share
+(:class:`SplitTask`), and the validation helpers a task's ``validate`` builds on."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -187,65 +179,3 @@ def mean_loss(
             out = task.loss(model, batch, tokenizer, epsilon=0.0)
         nll, tokens = nll + out.nll.item(), tokens + int(out.n_tokens)
     return nll / max(tokens, 1)
-
-
-@dataclass(frozen=True)
-class TaskInfo:
-    """One task's parts, as the rest of attnkit finds them (through :mod:`.registry`).
-
-    name: the task's name, as ``task:`` in a config and the server's API say it ("translate").
-    noun: what a model of the task is called in messages ("a translation model").
-    archs: the ``model.arch`` values whose models this task trains and serves; a config without
-    ``task:`` takes the first registered task that lists its arch.
-    records: the kind of record it reads ("pairs", "text", "labelled").
-    training: the trainer's task object, built from ``(Experiment, amp)``, amp the autocast dtype.
-    open: the inference wrapper from a loaded checkpoint: ``open(state, device=..., path=...)``.
-    serve: the server's model from ``(name, state, device)``.
-    endpoints: the server endpoints (``/v1/NAME``) that answer for this task.
-    routes: ``"module:function"``, the function that adds those endpoints to the app
-    (``function(app, server)``, :class:`attnkit.serve.app.Server`); imported only by the server.
-    commands: the task's command-line verbs, verb -> ``"module"`` holding ``add_parser`` and ``run``.
-    evaluate: ``"module:function"``, what ``attnkit evaluate`` runs: ``function(args, state)``.
-    evaluate_flags: the flags of ``attnkit evaluate`` that only some tasks read which it reads
-    (``--src``, ``--ref``, ``--hyp-output``, ``--lowercase``, ``--input``, ``--confusion``).
-    attention: ``"module:function"``, what ``attnkit attention`` runs: ``function(args, state)``.
-    attention_flags: what it reads and writes beyond ``--out``: ``--text`` or ``--image``, ``--html``.
-    page: the package whose ``static/`` holds the task's panel of the attention page (``panel.js``,
-    which calls ``registerPanel``; ``input.html`` and ``view.html`` where it has them), or None.
-    """
-
-    name: str
-    noun: str
-    archs: tuple[str, ...]
-    records: str
-    training: Callable[..., Task]
-    open: Callable[..., Any]
-    serve: Callable[[str, dict[str, Any], str], Any]
-    endpoints: tuple[str, ...]
-    routes: str | None = None
-    commands: Mapping[str, str] = field(default_factory=dict)
-    evaluate: str | None = None
-    evaluate_flags: tuple[str, ...] = ()
-    attention: str | None = None
-    attention_flags: tuple[str, ...] = ("--text",)
-    page: str | None = None
-
-    def command_names(self) -> tuple[str, ...]:
-        return tuple(self.commands)
-
-
-def as_list(inputs: Any, one: tuple[type, ...] = (str,)) -> list:
-    """The one shape every task's wrapper takes: one input (an instance of ``one``) or a sequence of
-    them, as a list. Results are always a list, one per input, in order."""
-    if isinstance(inputs, one):
-        return [inputs]
-    if isinstance(inputs, (str, bytes)):  # a string where another kind belongs: never its characters
-        raise ConfigError(
-            f"expected {' or '.join(t.__name__ for t in one)} or a list of them, got {inputs!r:.60}"
-        )
-    return list(inputs)
-
-
-def parameter_count(model) -> int:
-    """Parameters of a served model, each shared tensor once (tied embeddings count once)."""
-    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())

@@ -1,5 +1,6 @@
-"""What every endpoint's bodies share (each task's own are in its ``routes`` module), and the limits
-a request must keep.
+"""What a task's endpoints build on: the bodies every endpoint shares (each task's own are in its
+``routes`` module), the limits a request must keep, the :class:`Call` a route hands to the server's
+decoding, and the :class:`ServeError` it raises to refuse a request.
 
 Requests are strict (a string where a number belongs is refused, not converted) and closed
 (an unknown field is an error that names it): a typo never silently falls back to a default. The
@@ -17,6 +18,28 @@ from pydantic.fields import FieldInfo
 
 from ..decoding.options import _DEFAULTS as SEARCH_DEFAULTS
 from ..decoding.options import BOUNDS, HELP, SearchOptions
+
+
+class ServeError(Exception):
+    """A request the server refuses: its status and the line it answers."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+@dataclass(frozen=True)
+class Call:
+    """What a request asks of a model. Equal calls may share one batched model call."""
+
+    model: str
+    op: str  # an operation of the model's task (its served model's ``operation``)
+    options: tuple[tuple[str, Any], ...] = ()  # sorted (name, value) pairs: hashable
+
+    @classmethod
+    def of(cls, model: str, op: str, **options: Any) -> Call:
+        return cls(model, op, tuple(sorted(options.items())))
+
 
 SEARCH_FIELDS = tuple(SEARCH_DEFAULTS)  # every field of SearchOptions, in order
 _SEARCH = SearchOptions()  # its defaults
