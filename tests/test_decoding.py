@@ -125,9 +125,9 @@ def test_beam_wider_than_half_the_vocabulary_decodes(beam):
 @pytest.mark.parametrize("beams", [1, 4])
 def test_ranking_by_vocabulary_blocks_equals_plain_topk(monkeypatch, beams):
     """The block shortcut finds exactly the C best extensions that one top-k over all tokens finds."""
-    from attnkit.decoding import beam as beam_module
+    from attnkit.decoding import topk
 
-    assert [beam_module.block_size(V) for V in (4000, 1024, 8000, 4099, 500)] == [50, 64, 64, None, None]
+    assert [topk.block_size(V) for V in (4000, 1024, 8000, 4099, 500)] == [50, 64, 64, None, None]
     g = torch.Generator().manual_seed(0)
     for trial in range(40):
         B, V = 1 + trial % 9, (4000, 1024, 8000, 4096)[trial % 4]
@@ -138,10 +138,10 @@ def test_ranking_by_vocabulary_blocks_equals_plain_topk(monkeypatch, beams):
         if trial % 7 == 0:
             logp[:, 5:] = float("-inf")  # rows at their length limit: only a few tokens possible
         C = min(8, beams * V)
-        blocks = beam_module.top_extensions(scores, logp, C)
+        blocks = topk.top_extensions(scores, logp, C)
         with monkeypatch.context() as m:
-            m.setattr(beam_module, "block_size", lambda V: None)
-            plain = beam_module.top_extensions(scores, logp, C)
+            m.setattr(topk, "block_size", lambda V: None)
+            plain = topk.top_extensions(scores, logp, C)
         assert torch.equal(blocks[0], plain[0])
         finite = torch.isfinite(plain[0])  # impossible (-inf) candidates may be any of their ties
         assert torch.equal(blocks[1][finite], plain[1][finite])
@@ -149,14 +149,14 @@ def test_ranking_by_vocabulary_blocks_equals_plain_topk(monkeypatch, beams):
 
 
 def test_beam_search_over_a_large_vocabulary_is_unchanged_by_the_block_ranking(monkeypatch):
-    from attnkit.decoding import beam as beam_module
+    from attnkit.decoding import topk
 
     model = make_model("transformer", src_vocab_size=30, tgt_vocab_size=1200)
     src = random_tokens(5, 6, vocab=30, seed=4)
     src[1, 4:] = 0
-    assert beam_module.block_size(1200) == 60
+    assert topk.block_size(1200) == 60
     fast = beam_search(model, src, beam_size=4, nbest=3)
-    monkeypatch.setattr(beam_module, "block_size", lambda V: None)
+    monkeypatch.setattr(topk, "block_size", lambda V: None)
     plain = beam_search(model, src, beam_size=4, nbest=3)
 
     def outputs(results):

@@ -68,7 +68,7 @@ def test_a_worker_whose_parent_died_before_it_began_to_watch_exits(tmp_path):
     """The race a killed ``prepare`` can hit: the parent dies between forking a worker and the worker's
     first look, so the worker's parent is already init. The pid it watches comes from the parent."""
     gone = 999_999_999  # no such process: the parent is already gone when the worker looks
-    code = "from attnkit.files import die_with_parent; import time; "
+    code = "from attnkit.processes import die_with_parent; import time; "
     code += f"die_with_parent({gone}, 0.05); time.sleep(60)"
     done = subprocess.run([sys.executable, "-c", code], timeout=30, capture_output=True)
     assert done.returncode == 1

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from attnkit.cli import main
-from attnkit.files import atomic_write, remove_stale_partials, write_folder
+from attnkit.files import atomic_write
+from attnkit.folders import remove_stale_partials, write_folder
 from test_faults_crash import pids
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -158,7 +159,7 @@ def complete(out: Path) -> bool:
     marker's checksums say, a checkpoint whose tensors pass their CRCs."""
     from attnkit.checkpoint import load_checkpoint
     from attnkit.export.output import MARKER, damaged
-    from attnkit.files import FILE_LIST, listing
+    from attnkit.folders import FILE_LIST, listing
 
     if out.is_file():
         load_checkpoint(out)  # raises on a damaged file

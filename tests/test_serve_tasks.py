@@ -138,3 +138,32 @@ def test_wrong_task_and_bad_requests_name_the_problem(client, path, body, status
     r = client.post(path, json=body)
     assert r.status_code == status, r.text
     assert fragment in r.json()["error"]
+
+
+def test_a_served_object_without_a_member_of_the_protocol_is_refused_at_load(ckpts, monkeypatch):
+    """``ServedModel`` lists what the server calls: a task whose ``serve`` makes an object lacking one
+    of them (here ``operation``) fails at load in one line naming it, not at its first request."""
+    import dataclasses
+
+    from attnkit import plugin
+    from attnkit.errors import ConfigError
+    from attnkit.plugin.served import ServedModel
+
+    class NoOperation:
+        name, task, arch = "lm", "generate", "lm"
+
+        def describe(self) -> dict:
+            return {}
+
+        def release(self) -> None:
+            pass
+
+    lm, _ = ckpts
+    (served,) = load_models([f"lm={lm}"], device="cpu")
+    assert isinstance(served, ServedModel)  # the real one has every member
+    generate = plugin.task_named("generate")
+    broken = dataclasses.replace(generate, serve=lambda *a, **k: NoOperation())
+    monkeypatch.setattr("attnkit.serve.tasks.task_of", lambda state, path="": broken)
+    assert not isinstance(NoOperation(), ServedModel)
+    with pytest.raises(ConfigError, match=r"serves a NoOperation without operation$"):
+        load_models([f"lm={lm}"], device="cpu")

@@ -3,7 +3,7 @@
 A crash, a kill or a full disk in the middle of a write leaves the old file (if any) untouched and
 no half-written new one; the temporary file is removed on every error the process survives. Output
 paths are checked before the slow work that produces their content, so a typo costs seconds.
-A folder of outputs is written the same way (:func:`write_folder`): beside the target, then swapped in.
+A folder of outputs is written the same way: :mod:`attnkit.folders`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import glob
 import os
-import re
 import shutil
 import stat
 import tempfile
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import IO
 
 from .errors import ConfigError
+from .processes import alive
 
 
 def check_output_path(
@@ -204,161 +204,3 @@ def describe_os_error(exc: OSError) -> str:
     if exc.errno == errno.ENOSPC:
         return "no space left on device"
     return (exc.strerror or str(exc)).lower()
-
-
-FILE_LIST = ".attnkit-files"  # every file a folder-writing command wrote, one relative path a line
-
-
-def listing(path: Path) -> dict[str, tuple[int, int]]:
-    """Every file under ``path`` (recursively): relative path -> (size, modification time in ns)."""
-    if not path.is_dir():
-        return {}
-    found = {}
-    for p in sorted(path.rglob("*")):
-        if p.is_file() or p.is_symlink():
-            st = p.lstat()
-            found[p.relative_to(path).as_posix()] = (st.st_size, st.st_mtime_ns)
-    return found
-
-
-def check_new_folder(
-    path: str | os.PathLike, *, overwrite: bool, owned: tuple[str, ...], command: str, what: str = "--output"
-) -> tuple[Path, dict[str, tuple[int, int]]]:
-    """Fail now, with a one-line :class:`ConfigError`, unless :func:`write_folder` may replace ``path``;
-    else ``path`` and what it holds now (``write_folder`` replaces it only if that is unchanged).
-
-    ``path`` must be absent or an empty folder; with ``overwrite``, a folder holding only files
-    ``attnkit command`` wrote: those its file list names (:data:`FILE_LIST`), or, in a folder written
-    before there was one, relative paths the ``owned`` regular expressions match whole. Anything
-    else is the user's.
-    """
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"{what} {path} is a file, not a folder")
-    held = listing(path)
-    if (held or (path.is_dir() and any(path.iterdir()))) and not overwrite:
-        raise ConfigError(
-            f"{what} {path} is not empty: choose another folder, or pass --overwrite to replace it"
-        )
-    if (path / FILE_LIST).is_file():
-        written = set((path / FILE_LIST).read_text(encoding="utf-8").splitlines()) | {FILE_LIST}
-        foreign = [name for name in held if name not in written]
-    else:
-        foreign = [name for name in held if not _owned(name, owned)]
-    if foreign:
-        raise ConfigError(
-            f"{what} {path} holds files attnkit {command} did not write ({', '.join(foreign[:3])}); "
-            "choose another folder"
-        )
-    return path, held
-
-
-def _owned(name: str, owned: tuple[str, ...]) -> bool:
-    """Whether a relative path is one the command writes (``images/train_00001.png``)."""
-    return any(re.fullmatch(pattern, name) for pattern in owned)
-
-
-def check_unchanged(path: Path, before: dict[str, tuple[int, int]], *, what: str, command: str) -> None:
-    """``path`` holds what it held when checked: else a ConfigError, and nothing is replaced (a file
-    someone wrote there while ``attnkit command`` ran is the user's)."""
-    now = listing(path)
-    changed = sorted(set(now) ^ set(before) | {n for n in now.keys() & before.keys() if now[n] != before[n]})
-    if changed:
-        raise ConfigError(
-            f"{what} {path} changed while attnkit {command} ran ({', '.join(changed[:3])}); nothing was "
-            "replaced: run it again"
-        )
-
-
-def remove_stale_partials(path: Path) -> None:
-    """Clean what a killed run left beside ``path`` (its process gone, so no live run owns it).
-
-    ``.NAME.old-PID``, the earlier folder that :func:`swap_in` had moved aside: put back when the run
-    died before its new folder took the name (nothing at ``path``), deleted when it died after.
-    ``.NAME.partial-PID``, an unfinished output: nothing in it was ever the user's.
-    """
-    for suffix in ("old", "partial"):
-        for found in path.parent.glob(f"{glob.escape(temporary_stem(path))}{suffix}-*"):
-            pid = found.name.rsplit("-", 1)[-1]
-            if not pid.isdigit() or alive(int(pid)):
-                continue
-            if suffix == "old" and not path.exists():
-                found.rename(path)  # killed mid-swap: the earlier folder comes back
-            else:
-                shutil.rmtree(found, ignore_errors=True)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        return True
-    return True
-
-
-def die_with_parent(parent: int, every_s: float = 0.5) -> None:
-    """In a worker process: exit once ``parent`` (the pid of the process that started it, read there)
-    is gone, however it went (kill -9 included): a killed ``prepare`` or ``serve`` leaves no workers
-    behind. The pid comes from the parent because one killed before the worker got here has already
-    been replaced by init. A thread watches it (the kernel's PR_SET_PDEATHSIG would follow the
-    starting thread, not the process)."""
-    import threading
-    import time
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(every_s)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="attnkit-parent-watch", daemon=True).start()
-
-
-@contextmanager
-def write_folder(
-    path: str | os.PathLike,
-    before: dict[str, tuple[int, int]] | None = None,
-    *,
-    command: str = "",
-    what: str = "--output",
-) -> Iterator[Path]:
-    """Yield a new empty folder beside ``path``; on a clean exit it becomes ``path``, its files listed
-    in :data:`FILE_LIST`.
-
-    A folder already at ``path`` is renamed aside only then, and deleted once the new one is in
-    place (put back if the swap fails); with ``before`` (what :func:`check_new_folder` found), only if
-    it still holds exactly that. On any exception the new folder is removed and ``path`` is
-    untouched: nothing the user had goes before the new work is known to have succeeded. Check
-    ``path`` with :func:`check_new_folder` first.
-    """
-    path = Path(path).resolve()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_partials(path)
-    tmp = path.with_name(f"{temporary_stem(path)}partial-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
-        yield tmp
-        with open(tmp / FILE_LIST, "w", encoding="utf-8") as f:
-            f.write("".join(f"{name}\n" for name in listing(tmp)))
-        if before is not None:
-            check_unchanged(path, before, what=what, command=command)
-        swap_in(tmp, path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def swap_in(new: Path, path: Path) -> None:
-    """Rename the finished folder ``new`` to ``path``; a folder already there is moved aside first and
-    deleted only once ``new`` is in place (put back if the rename fails)."""
-    old = path.with_name(f"{temporary_stem(path)}old-{os.getpid()}")
-    if path.exists():
-        path.rename(old)
-    try:
-        new.rename(path)
-    except OSError:
-        if old.exists():
-            old.rename(path)  # the earlier folder comes back
-        raise
-    shutil.rmtree(old, ignore_errors=True)

@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ConfigError, DataError
-from ..files import check_unchanged, die_with_parent, listing, remove_stale_partials, swap_in, temporary_stem
+from ..files import temporary_stem
+from ..folders import check_unchanged, listing, remove_stale_partials, swap_in
+from ..processes import die_with_parent
 from . import corpus as c
 from . import subword_sampling
 from .examples import train_pair_tokenizer

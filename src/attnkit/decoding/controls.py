@@ -86,15 +86,6 @@ def check_count(name: str, value: object) -> int:
     return int(value)
 
 
-def check_lengths(min_length: int, max_len_a: float, max_len_b: int) -> None:
-    """The length settings: min_length and max_len_b integers >= 0, max_len_a a finite number >= 0."""
-    check_count("min_length", min_length)
-    check_count("max_len_b", max_len_b)
-    a = max_len_a
-    if isinstance(a, bool) or not isinstance(a, (int, float)) or not 0 <= a < math.inf:
-        raise ConfigError(f"max_len_a must be a finite number >= 0, got {a!r}")
-
-
 def forced_table(prefixes: list[list[int]], limits: Tensor, *, banned: tuple[int, ...]) -> Tensor | None:
     """Each sequence's forced tokens, right-padded with FREE: (N, P), or None when no prefix has any.
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..files import alive
+from ..processes import alive
 
 try:
     import fcntl

@@ -28,49 +28,11 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Hashable
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
-BatchFn = Callable[[list[Any]], list[Any]]
-
-
-class Stream(Protocol):
-    """A decoder that items join and leave between steps; tags are the caller's names for items."""
-
-    def __len__(self) -> int:
-        """Items in flight."""
-        ...
-
-    def add(self, items: list[tuple[Hashable, Any]]) -> list[tuple[Hashable, Any]]:
-        """Start (tag, item) pairs; returns (tag, result) for those finished at once (empty input)."""
-        ...
-
-    def step(self) -> list[tuple[Hashable, Any]]:
-        """One decoding step for every item in flight; returns (tag, result) for those finished."""
-        ...
-
-
-def settle(future: Future, value: Any = None, error: BaseException | None = None) -> None:
-    """Resolve ``future`` unless it was cancelled meanwhile (a request given up on): a cancelled
-    future must not stop the thread that answers the others."""
-    try:
-        future.set_exception(error) if error is not None else future.set_result(value)
-    except InvalidStateError:
-        pass
-
-
-@dataclass(eq=False)  # compared and hashed by identity: its items are tagged (job, index)
-class Job:
-    key: Hashable  # jobs with equal keys may share a call; equal keys must mean equal ``run``
-    items: list[Any]
-    cost: int  # source tokens, for the batch budget
-    run: BatchFn | None  # batch jobs: the batched function
-    stream: Callable[[], Stream] | None = None  # stream jobs: makes the stream of this key
-    future: Future = field(default_factory=Future)
-    results: list[Any] = field(default_factory=list)  # stream jobs: filled as items finish
-    waiting: int = 0  # stream jobs: items not finished yet
-    held_at: int = 0  # the worker's decode_steps when the job was taken from the queue
+from .jobs import BatchFn, BatchStats, Job, Stream, settle
 
 
 @dataclass
@@ -83,16 +45,6 @@ class _Live:
     @property
     def cost(self) -> int:
         return sum(j.cost for j in self.jobs)
-
-
-@dataclass
-class BatchStats:
-    model_calls: int = 0  # calls of a batch function, and groups of jobs joining a stream
-    decode_steps: int = 0  # steps of streams
-    jobs: int = 0  # jobs answered
-    items: int = 0  # items (sentences) answered
-    largest_batch_jobs: int = 0
-    cancelled: int = 0  # jobs given up on before they were answered (Batcher.cancel)
 
 
 class Batcher:

@@ -35,9 +35,10 @@ from dataclasses import fields, replace
 from typing import Any
 
 from ..errors import AttnkitError, ConfigError
-from ..files import die_with_parent
 from ..plugin.http import Call
-from .batcher import Batcher, BatchFn, BatchStats, Stream
+from ..processes import die_with_parent
+from .batcher import Batcher
+from .jobs import BatchFn, BatchStats, Stream
 from .worker import DecoderUnavailable, Worker, WorkerSpec, added
 
 __all__ = ["Call", "DecoderUnavailable", "ProcessDecoder", "ThreadDecoder", "WorkerSpec", "functions"]

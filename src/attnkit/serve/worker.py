@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..errors import ConfigError
-from .batcher import BatchStats, settle
+from .jobs import BatchStats, settle
 
 
 @dataclass(frozen=True)

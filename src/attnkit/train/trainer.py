@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import shlex
-import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,7 +27,6 @@ from torch.nn.parallel import DistributedDataParallel
 
 from .. import fast
 from ..checkpoint import save_checkpoint, unwrap
-from ..config import ConfigBase
 from ..denormals import denormals_flushed
 from ..errors import ConfigError, Stopped
 from ..files import atomic_write
@@ -45,11 +42,12 @@ from .ema import average_parameters, weight_average
 from .metrics_csv import Window
 from .progress import Progress
 from .result import TrainResult
-from .rng_state import restore_rng, rng_state
+from .rng_state import rng_state
 from .run_folder import RESOLVED_CONFIG, RunFolder
 from .schedule import lr_at
 from .signals import StopSignals, agreed_signal
 from .tensorboard_log import require_tensorboard
+from .trainer_state import checkpoint_state, restore, stopped_line
 from .update import Update
 
 
@@ -83,7 +81,7 @@ class Trainer:
         )
         self.grad_norm: float | None = None
         if setup.resume_state is not None:
-            self._restore(setup.resume_state)
+            restore(self, setup.resume_state)
         self.train_model: nn.Module = self.model
         self.task_loss: Callable[..., LossOutput] = self.task.loss
         if self.cfg.train.compile:
@@ -132,49 +130,6 @@ class Trainer:
 
     def elapsed(self) -> float:
         return self.elapsed_before + (time.monotonic() - self.t0)
-
-    def _restore(self, state: dict) -> None:
-        self.step = state["step"]
-        metrics = state["metrics"]
-        if metrics.get("metric", self.metric) == self.metric:  # valid.metric may change on --resume
-            self.best_score = metrics.get("best_score", metrics.get("best_bleu"))  # older checkpoints: BLEU
-        self.bad_validations = metrics["bad_validations"]
-        self.elapsed_before = metrics["elapsed_s"]
-        self.pending_validation = metrics.get("pending_validation", False)
-        if self.scaler and "grad_scaler" in state:  # the loss scale it had reached, not a fresh one
-            self.scaler.load_state_dict(state["grad_scaler"])
-        restore_rng(state, self.dist.rank)
-        self.info(f"resumed from step {self.step} (epoch {self.epoch})")
-
-    def _state(self, rngs: list[dict]) -> dict:
-        """The checkpoint; ``rngs``: every rank's random streams, rank 0's first."""
-        model = unwrap(self.model)
-        assert isinstance(model.config, ConfigBase)  # every model keeps its config dataclass
-        return {
-            **self.task.checkpoint_fields(),  # e.g. a classifier's label names
-            "arch": self.cfg.arch,
-            **({"task": self.cfg.task} if self.cfg.task else {}),  # else the arch's task
-            "model_config": model.config.to_dict(),
-            "tokenizer": self.s.tokenizer.state_dict(),
-            "experiment": self.cfg.to_dict(),
-            **(self.ema.state(model) if self.ema else {"model": model.state_dict()}),
-            "optimizer": self.s.optimizer.state_dict(),
-            **({"grad_scaler": self.scaler.state_dict()} if self.scaler else {}),
-            "step": self.step,
-            "epoch": self.epoch,
-            "sampler": self.s.sampler.state_dict(),  # the same position on every rank
-            "data_fingerprint": self.s.data_fingerprint,  # what that position indexes
-            "world_size": self.dist.world_size,
-            "rng": rngs[0],
-            **({"rng_ranks": rngs} if len(rngs) > 1 else {}),
-            "metrics": {
-                "metric": self.metric,
-                "best_score": self.best_score,
-                "bad_validations": self.bad_validations,
-                "elapsed_s": self.elapsed(),
-                "pending_validation": False,
-            },
-        }
 
     # -- one optimizer step --------------------------------------------------------------------
     def _next_batches(self, it: Iterator[list[int]]) -> tuple[list[list[int]], Iterator[list[int]], bool]:
@@ -348,18 +303,12 @@ class Trainer:
         last = self.out / "checkpoint_last.pt"
         message = ""
         if self.dist.is_main:
-            state = self._state(rngs)
+            state = checkpoint_state(self, rngs)
             state["metrics"]["pending_validation"] = self.pending_validation
             save_checkpoint(state, last)
             if self.folder is not None:
                 self.folder.first_checkpoint_written()
-            config, resume = (shlex.quote(str(path)) for path in (self.out / RESOLVED_CONFIG, last))
-            command = f"attnkit train --config {config} --resume {resume}"
-            under = f" (under torchrun, {self.dist.world_size} processes)" if self.dist.enabled else ""
-            message = (
-                f"stopped by {signal.Signals(signum).name} at step {self.step} (epoch {self.epoch}); "
-                f"saved {last}; resume with: {command}{under}"
-            )
+            message = stopped_line(self, signum, last)
         ddp.barrier(self.dist)  # the checkpoint is on disk before any rank ends
         raise Stopped(message, exit_code=128 + signum)
 
@@ -390,7 +339,7 @@ class Trainer:
                 self._diverged(f"the validation loss is not finite ({metrics['loss']}) at step {self.step}")
             if not all(torch.isfinite(p).all() for p in self.model.parameters()):
                 self._diverged(f"the weights are not finite after step {self.step}")
-            state = self._state(rngs)
+            state = checkpoint_state(self, rngs)
             self.files.save(state, self.step, improved=improved)
             if self.folder is not None:
                 self.folder.first_checkpoint_written()

@@ -18,7 +18,7 @@ from typing import Any
 
 from ...data.readers import _hf_split
 from ...errors import DataError
-from ...files import check_new_folder, write_folder
+from ...folders import check_new_folder, write_folder
 from .shapes import CORPUS_FILES
 
 SPLITS = {"train": "train", "valid": "validation", "test": "test"}

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import ConfigError
-from ...files import check_new_folder, write_folder
+from ...folders import check_new_folder, write_folder
 
 COLOURS = {"red": (220, 40, 40), "green": (30, 160, 60), "blue": (40, 80, 230), "yellow": (235, 200, 30)}
 SHAPES = ("square", "circle", "triangle")
@@ -33,7 +33,7 @@ BACKGROUND = (255, 255, 255)
 SPLITS = ("train", "valid", "test")
 # what make-shapes and import-captions write: --overwrite replaces a folder holding only these
 # What make-shapes and import-captions wrote in a folder from before they listed their files
-# (files.FILE_LIST): relative paths, as regular expressions. Anything else there is the user's.
+# (folders.FILE_LIST): relative paths, as regular expressions. Anything else there is the user's.
 CORPUS_FILES = (
     r"(train|valid|test)\.tsv",
     r"(train|valid|test)\.objects\.jsonl",

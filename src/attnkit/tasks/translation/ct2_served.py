@@ -14,7 +14,8 @@ from typing import Any
 from ...checkpoint import model_from_checkpoint
 from ...data.tokenizer import SubwordTokenizer
 from ...decoding.options import SearchOptions
-from .ct2_engine import CT2Translator, exported_model
+from .ct2_cache import exported_model
+from .ct2_engine import CT2Translator
 from .served import TranslationModel
 from .translator import TranslationEngine, Translator
 
