@@ -421,7 +421,7 @@ def test_cr_only_line_endings_are_one_line(tmp_path, where):
 
 
 def test_arriving_lines_are_whole_however_the_reads_cut_them():
-    from attnkit.tasks.translation.command import arriving_lines
+    from attnkit.tasks.translation.translate_command import arriving_lines
 
     long_line = b"Hund " * 300_000  # 1.5 MB: many reads before its newline
     data = long_line + b"\nzwei\r\ndrei\n\nvier"

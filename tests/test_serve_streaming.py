@@ -13,7 +13,7 @@ import torch
 
 from attnkit.errors import DataError
 from attnkit.tasks.translation import Translator
-from attnkit.tasks.translation.command import arriving_lines
+from attnkit.tasks.translation.translate_command import arriving_lines
 from serve_helpers import SRC, tiny_checkpoint
 
 LINES = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.", "Eine Frau lacht."]

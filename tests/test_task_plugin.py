@@ -89,13 +89,16 @@ def test_a_plugin_that_fails_or_clashes_is_one_line_and_the_others_keep_working(
     (tmp_path / "broken_plugin.py").write_text("raise ImportError('no module named torchvisionx')\n")
     (tmp_path / "clashing_plugin.py").write_text(
         "import dataclasses\nfrom attnkit.tasks import translation\n"
-        "TASK = dataclasses.replace(translation.TASK, commands={})\n"
+        "TASK = dataclasses.replace(translation.TASK, commands=())\n"
         "OTHER = dataclasses.replace(translation.TASK, name='other', endpoints=('other',), "
-        "commands={'train': 'x'})\n"
+        "commands=('train',))\n"
+        "TIDY = dataclasses.replace(translation.TASK, name='tidy', endpoints=(), commands=('tidy',))\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     extra = [("broken", "broken_plugin:TASK"), ("clash", "clashing_plugin:TASK")]
-    fake_entry_points(monkeypatch, *extra, ("other", "clashing_plugin:OTHER"))
+    fake_entry_points(
+        monkeypatch, *extra, ("other", "clashing_plugin:OTHER"), ("tidy", "clashing_plugin:TIDY")
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         loaded = registry.load()
@@ -103,7 +106,7 @@ def test_a_plugin_that_fails_or_clashes_is_one_line_and_the_others_keep_working(
     assert any("broken_plugin:TASK failed to import" in m and "torchvisionx" in m for m in lines), lines
     assert any("clashing_plugin:TASK left out" in m and "task 'translate'" in m for m in lines), lines
     assert all("\n" not in m for m in lines)
-    assert [t.name for t in loaded] == ["translate", "generate", "classify", "caption", "other"]
+    assert [t.name for t in loaded] == ["translate", "generate", "classify", "caption", "other", "tidy"]
     assert task_named("translate").noun == "a translation model"  # the built-in one kept
     # a plugin's command named like a core one is left out with one line; the parser still builds
     from attnkit.cli import build_parser
@@ -112,6 +115,9 @@ def test_a_plugin_that_fails_or_clashes_is_one_line_and_the_others_keep_working(
         warnings.simplefilter("always")
         parser = build_parser()
     assert any("command 'train' is taken" in str(w.message) for w in caught)
+    # a verb is its package's module VERB_command: one without it is left out, naming what is missing
+    said = "task 'tidy': command 'tidy' has no module tidy_command in attnkit.tasks.translation"
+    assert any(said in str(w.message) for w in caught), [str(w.message) for w in caught]
     assert parser.parse_args(["translate", "--checkpoint", "x"]).command == "translate"
     monkeypatch.setattr(registry, "_loaded", None)  # the next test loads the installed ones again
 

@@ -2,7 +2,8 @@
 
 A command module has ``NAME``, ``add_parser(subparsers)`` and ``run(args)``. The commands every task
 shares are here (``COMMANDS``); a task's own verbs (``translate``, ``generate``, ...) come from its
-registration (``TaskInfo.commands``), a plugin's as the built-in tasks'. Every user error (bad flag,
+registration (``TaskInfo.commands``: verb ``make-shapes`` is its package's module
+``make_shapes_command``), a plugin's as the built-in tasks'. Every user error (bad flag,
 config key or value, missing or malformed file, bad checkpoint) prints one line on stderr and exits
 with code 2; no traceback.
 """
@@ -10,7 +11,6 @@ with code 2; no traceback.
 from __future__ import annotations
 
 import argparse
-import importlib
 import io
 import os
 import sys
@@ -58,18 +58,27 @@ def commands() -> list[Any]:
     already taken, or a module that fails to import, is left out with one warning line)."""
     found = list(COMMANDS)
     for task in tasks():
-        for verb, module in task.commands.items():
+        for verb in task.commands:
             if verb in {c.NAME for c in found}:
                 warnings.warn(f"task {task.name!r}: command {verb!r} is taken; left out", stacklevel=2)
                 continue
             try:
-                found.append(importlib.import_module(module))
+                module = task.command_module(verb)
             except Exception as e:
                 warnings.warn(
-                    f"task {task.name!r}: command {verb!r} ({module}) failed to import "
-                    f"({type(e).__name__}: {e}); left out",
+                    f"task {task.name!r}: command {verb!r} failed to import ({type(e).__name__}: {e}); "
+                    "left out",
                     stacklevel=2,
                 )
+                continue
+            if module is None:
+                warnings.warn(
+                    f"task {task.name!r}: command {verb!r} has no module {verb.replace('-', '_')}_command in "
+                    f"{task.package}; left out",
+                    stacklevel=2,
+                )
+                continue
+            found.append(module)
     return found
 
 

@@ -1,5 +1,5 @@
 """``attnkit attention``: every attention of one input, drawn by the checkpoint's task
-(``TaskInfo.attention``; ``TaskInfo.attention_flags`` says whether it reads ``--text`` or
+(its package's ``attention_command.run``; ``TaskInfo.attention_flags`` says whether it reads ``--text`` or
 ``--image`` and whether it writes ``--html``).
 
 ``--out`` draws the task's PNG pictures; ``--html`` writes the server's attention page as one
@@ -8,8 +8,6 @@ What each task draws is said in its own ``attention_command`` module.
 """
 
 from __future__ import annotations
-
-import importlib
 
 from ..errors import ConfigError
 from ..plugin.flags import DEVICE_NAMES, device, int_at_most
@@ -53,7 +51,8 @@ def run(args) -> None:
 
     state = load_checkpoint(args.checkpoint)
     task = task_of(state, args.checkpoint)
-    if task.attention is None:
+    drawing = task.part("attention_command")
+    if drawing is None:
         raise ConfigError(f"{task.noun} has no attention to draw")
     if "--html" not in task.attention_flags and not args.out:
         takers = " and ".join(t.noun for t in tasks() if "--html" in t.attention_flags)
@@ -64,5 +63,4 @@ def run(args) -> None:
     if args.method != "raw" and "--method" not in task.attention_flags:
         takers = " and ".join(t.noun for t in tasks() if "--method" in t.attention_flags)
         raise ConfigError(f"--method {args.method} is for {takers}; {task.noun} draws raw weights")
-    module, _, function = task.attention.partition(":")
-    getattr(importlib.import_module(module), function)(args, state)
+    drawing.run(args, state)

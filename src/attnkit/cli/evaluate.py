@@ -1,14 +1,12 @@
 """``attnkit evaluate``: score a checkpoint on its test split or on files.
 
-The checkpoint's task scores it (``TaskInfo.evaluate``, with the metrics that task defines),
+The checkpoint's task scores it (its package's ``evaluate_command.run``, with the metrics that task defines),
 through its one evaluation function, the one its training validation calls, so ``--split val`` with the
 validation's options prints the validation's number. A flag that only some tasks read
 (``TaskInfo.evaluate_flags``) given for another is one line naming who reads it.
 """
 
 from __future__ import annotations
-
-import importlib
 
 from ..errors import ConfigError
 from ..plugin.evaluation import give
@@ -58,7 +56,7 @@ def run(args) -> None:
     if args.batch_tokens is None:
         valid = (state.get("experiment") or {}).get("valid") or {}
         args.batch_tokens = int(valid.get("batch_tokens", 8000))
-    if task.evaluate is None:
+    evaluation = task.part("evaluate_command")
+    if evaluation is None:
         raise ConfigError(f"{task.noun} has no evaluation")
-    module, _, function = task.evaluate.partition(":")
-    getattr(importlib.import_module(module), function)(args, state)
+    evaluation.run(args, state)

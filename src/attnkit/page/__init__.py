@@ -20,7 +20,7 @@ def _part(name: str, package: str | None = None) -> str:
 
 
 def _panels() -> tuple[str, str, str]:
-    """(input markup, view markup, scripts) of every task that ships a panel (``TaskInfo.page``: its
+    """(input markup, view markup, scripts) of every task that ships a panel (its
     package holds ``static/panel.js``, and ``input.html`` and ``view.html`` where it has them)."""
     from ..plugin import tasks
 
@@ -28,12 +28,12 @@ def _panels() -> tuple[str, str, str]:
     views: list[str] = []
     scripts: list[str] = []
     for task in tasks():
-        if task.page is None:
+        if not task.has_page:
             continue
-        folder = resources.files(task.page).joinpath("static")
+        folder = resources.files(task.package).joinpath("static")
         for name, into in (("input.html", inputs), ("view.html", views), ("panel.js", scripts)):
             if folder.joinpath(name).is_file():
-                into.append(_part(name, task.page))
+                into.append(_part(name, task.package))
     return "".join(inputs), "".join(views), "\n".join(scripts)
 
 

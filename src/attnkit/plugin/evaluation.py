@@ -1,4 +1,4 @@
-"""What a task's evaluation (``TaskInfo.evaluate``, run by ``attnkit evaluate``) builds on: the
+"""What a task's evaluation (its package's ``evaluate_command``, run by ``attnkit evaluate``) builds on: the
 checkpoint's wrapper, the records to score (``--input`` or a split of the training corpus), and the
 line that says what to give instead of a test split."""
 

@@ -1,10 +1,15 @@
 """One task's record: its name, its models' archs, and the parts the rest of attnkit finds through
-the registry (:mod:`.registry`)."""
+the registry (:mod:`.registry`): the objects it names, and the modules of its package found by name.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+import importlib
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from types import ModuleType
 from typing import Any
 
 from .training import Task
@@ -12,7 +17,7 @@ from .training import Task
 
 @dataclass(frozen=True)
 class TaskInfo:
-    """One task's parts, as the rest of attnkit finds them (through :mod:`.registry`).
+    """One task: what it is, and where its parts are.
 
     name: the task's name, as ``task:`` in a config and the server's API say it ("translate").
     noun: what a model of the task is called in messages ("a translation model").
@@ -21,18 +26,22 @@ class TaskInfo:
     records: the kind of record it reads ("pairs", "text", "labelled").
     training: the trainer's task object, built from ``(Experiment, amp)``, amp the autocast dtype.
     open: the inference wrapper from a loaded checkpoint: ``open(state, device=..., path=...)``.
-    serve: the server's model from ``(name, state, device)``.
-    endpoints: the server endpoints (``/v1/NAME``) that answer for this task.
-    routes: ``"module:function"``, the function that adds those endpoints to the app
-    (``function(app, server)``, :class:`attnkit.serve.app.Server`); imported only by the server.
-    commands: the task's command-line verbs, verb -> ``"module"`` holding ``add_parser`` and ``run``.
-    evaluate: ``"module:function"``, what ``attnkit evaluate`` runs: ``function(args, state)``.
+    serve: the server's model from ``(name, state, device, **engine)``, a
+    :class:`~attnkit.plugin.served.ServedModel`.
+    package: the task's package (``__name__`` of the module defining it), where attnkit finds the
+    modules below by their names; each is optional.
+    endpoints: the server endpoints (``/v1/NAME``) that answer for this task, added by the package's
+    ``routes.add_routes(app, server)`` (:class:`attnkit.serve.app.Server`); imported only by the server.
+    commands: the task's command-line verbs; verb ``make-shapes`` is the package's module
+    ``make_shapes_command`` (``NAME``, ``add_parser(subparsers)``, ``run(args)``).
     evaluate_flags: the flags of ``attnkit evaluate`` that only some tasks read which it reads
-    (``--src``, ``--ref``, ``--hyp-output``, ``--lowercase``, ``--input``, ``--confusion``).
-    attention: ``"module:function"``, what ``attnkit attention`` runs: ``function(args, state)``.
-    attention_flags: what it reads and writes beyond ``--out``: ``--text`` or ``--image``, ``--html``.
-    page: the package whose ``static/`` holds the task's panel of the attention page (``panel.js``,
-    which calls ``registerPanel``; ``input.html`` and ``view.html`` where it has them), or None.
+    (``--src``, ``--ref``, ``--hyp-output``, ``--lowercase``, ``--input``, ``--confusion``); what the
+    command runs is the package's ``evaluate_command.run(args, state)``.
+    attention_flags: what ``attnkit attention`` reads and writes beyond ``--output``: ``--text`` or
+    ``--image``, ``--html``, ``--method``; what it runs is the package's
+    ``attention_command.run(args, state)``.
+    The package's ``static/panel.js`` (which calls ``registerPanel``; ``input.html`` and
+    ``view.html`` beside it where it has them) is its panel of the attention page.
     """
 
     name: str
@@ -41,15 +50,28 @@ class TaskInfo:
     records: str
     training: Callable[..., Task]
     open: Callable[..., Any]
-    serve: Callable[[str, dict[str, Any], str], Any]
-    endpoints: tuple[str, ...]
-    routes: str | None = None
-    commands: Mapping[str, str] = field(default_factory=dict)
-    evaluate: str | None = None
+    serve: Callable[..., Any]
+    package: str
+    endpoints: tuple[str, ...] = ()
+    commands: tuple[str, ...] = ()
     evaluate_flags: tuple[str, ...] = ()
-    attention: str | None = None
     attention_flags: tuple[str, ...] = ("--text",)
-    page: str | None = None
 
     def command_names(self) -> tuple[str, ...]:
-        return tuple(self.commands)
+        return self.commands
+
+    def part(self, name: str) -> ModuleType | None:
+        """The package's module ``name`` (``routes``, ``evaluate_command``, ``make_shapes_command``),
+        imported, or None when the package has none: the one place attnkit looks a part up by name."""
+        module = f"{self.package}.{name}"
+        if importlib.util.find_spec(module) is None:
+            return None
+        return importlib.import_module(module)
+
+    def command_module(self, verb: str) -> ModuleType | None:
+        return self.part(verb.replace("-", "_") + "_command")
+
+    @property
+    def has_page(self) -> bool:
+        """Whether the package ships a panel of the attention page (``static/panel.js``)."""
+        return resources.files(self.package).joinpath("static", "panel.js").is_file()

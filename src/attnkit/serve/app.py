@@ -13,7 +13,6 @@ these before its stream begins, and an ``error`` event after (:mod:`.stream`).
 from __future__ import annotations
 
 import asyncio
-import importlib
 import math
 from collections.abc import Callable, Iterable
 from contextlib import asynccontextmanager
@@ -33,8 +32,8 @@ from .stream import HEADERS, EventFeed, late, sse_events
 
 
 class Server:
-    """What a task's routes ask of the app (``TaskInfo.routes``): the loaded models, the limits of a
-    request, and the decoder that runs a :class:`~attnkit.plugin.http.Call`."""
+    """What a task's routes (its package's ``routes.add_routes``) ask of the app: the loaded models,
+    the limits of a request, and the decoder that runs a :class:`~attnkit.plugin.http.Call`."""
 
     def __init__(self, models: list[ServedModel], limits: Limits, request_timeout: float):
         self.models, self.limits, self.request_timeout = models, limits, request_timeout
@@ -140,7 +139,7 @@ def create_app(
     answered nothing for as long is killed and restarted). ``allowed_hosts``: the names the ``Host``
     header may carry (:func:`allowed_host_names`); None accepts any (tests, a caller behind a proxy).
     ``say``: where the shutdown is announced (the command's stderr). Each registered task adds its
-    endpoints (``TaskInfo.routes``)."""
+    endpoints (its package's ``routes.add_routes``)."""
     if request_timeout <= 0:
         raise ValueError(f"request_timeout must be positive, got {request_timeout}")
     server = Server(models, limits or Limits(), request_timeout)
@@ -160,9 +159,9 @@ def create_app(
     add_error_handlers(app)
     _add_core_routes(app, server)
     for task in tasks():
-        if task.routes:
-            module, _, function = task.routes.partition(":")
-            getattr(importlib.import_module(module), function)(app, server)
+        routes = task.part("routes") if task.endpoints else None
+        if routes is not None:
+            routes.add_routes(app, server)
     _state_what_is_served(app, server)
     return app
 

@@ -8,7 +8,7 @@ gets ``attnkit train`` and ``attnkit evaluate`` (``task: reverse`` in a config),
 pyproject.toml alone.
 """
 
-from attnkit.plugin.info import TaskInfo
+from attnkit.plugin import TaskInfo
 
 from .reverser import Reverser
 from .served import ReverserServed
@@ -22,11 +22,11 @@ TASK = TaskInfo(
     training=ReverseTask,
     open=Reverser.from_state,
     serve=ReverserServed.load,
+    # attnkit finds the rest in this package by name: routes.py (the endpoints), reverse_command.py
+    # and make_reversal_command.py (the verbs), evaluate_command.py, static/panel.js (its panel)
+    package=__name__,
     endpoints=("reverse",),
-    routes="attnkit_reverse.routes:add_routes",
-    commands={"reverse": "attnkit_reverse.command", "make-reversal": "attnkit_reverse.corpus"},
-    evaluate="attnkit_reverse.evaluation:run",
-    page="attnkit_reverse",  # static/panel.js and static/input.html: its panel of the attention page
+    commands=("reverse", "make-reversal"),
 )
 
 __all__ = ["TASK", "ReverseTask", "Reverser", "ReverserServed"]

@@ -24,19 +24,12 @@ TASK = TaskInfo(
     records="pairs",
     training=CaptionTask,
     open=Captioner.from_state,
+    package=__name__,
     serve=CaptionerServed.load,
     endpoints=("caption",),
-    routes="attnkit.tasks.captioning.routes:add_routes",
-    evaluate="attnkit.tasks.captioning.evaluate_command:run",
     evaluate_flags=(),
-    attention="attnkit.tasks.captioning.attention_command:run",
     attention_flags=("--image", "--html", "--method"),
-    page="attnkit.tasks.captioning",
-    commands={
-        "caption": "attnkit.tasks.captioning.command",
-        "make-shapes": "attnkit.tasks.captioning.make_shapes_command",
-        "import-captions": "attnkit.tasks.captioning.import_command",
-    },
+    commands=("caption", "make-shapes", "import-captions"),
 )
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""``attnkit attention`` for captioners (``TaskInfo.attention``): ``--image`` with ``--out`` draws seed
+"""``attnkit attention`` for captioners: ``--image`` with ``--out`` draws seed
 002's caption picture, the image with each word's cross-attention over its regions (one panel per
 word), and OUT_heads.png with every layer and head; ``--method rollout`` or ``flow`` follows each word's
 attention down the encoder's layers to the image's regions (:mod:`attnkit.attention.rollout`);

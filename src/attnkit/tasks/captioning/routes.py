@@ -1,5 +1,5 @@
 """The captioner's endpoint: ``POST /v1/caption`` (the body is the image's bytes, the search its
-query), added by the server (``TaskInfo.routes``) to its app."""
+query), added by the server to its app."""
 
 from __future__ import annotations
 

@@ -19,14 +19,12 @@ TASK = TaskInfo(
     records="labelled",
     training=ClassifierTask,
     open=Classifier.from_state,
+    package=__name__,
     serve=ClassifierServed.load,
     endpoints=("classify",),
-    routes="attnkit.tasks.classification.routes:add_routes",
-    evaluate="attnkit.tasks.classification.evaluate_command:run",
     evaluate_flags=("--input", "--confusion"),
-    attention="attnkit.tasks.classification.attention_command:run",
     attention_flags=("--text", "--method"),
-    commands={"classify": "attnkit.tasks.classification.command"},
+    commands=("classify",),
 )
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""``attnkit attention`` for classifiers (``TaskInfo.attention``): ``--out`` writes the seeds' review
+"""``attnkit attention`` for classifiers: ``--out`` writes the seeds' review
 picture (each word shaded by its pooling weight) as OUT.html and OUT.png, and the encoder
 self-attention beside it; ``--method rollout`` or ``flow`` follows both down the encoder's layers to
 the input words (:mod:`attnkit.attention.rollout`)."""

@@ -1,4 +1,4 @@
-"""The classifier's endpoint: ``POST /v1/classify``, added by the server (``TaskInfo.routes``) to its
+"""The classifier's endpoint: ``POST /v1/classify``, added by the server to its
 app."""
 
 from __future__ import annotations

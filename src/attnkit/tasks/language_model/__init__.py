@@ -18,14 +18,12 @@ TASK = TaskInfo(
     records="text",
     training=LanguageModelTask,
     open=LanguageModel.from_state,
+    package=__name__,
     serve=LanguageModelServed.load,
     endpoints=("generate",),
-    routes="attnkit.tasks.language_model.routes:add_routes",
-    evaluate="attnkit.tasks.language_model.evaluate_command:run",
     evaluate_flags=("--input",),
-    attention="attnkit.tasks.language_model.attention_command:run",
     attention_flags=("--text", "--method"),
-    commands={"generate": "attnkit.tasks.language_model.command"},
+    commands=("generate",),
 )
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""``attnkit attention`` for language models (``TaskInfo.attention``): ``--out`` draws the causal
+"""``attnkit attention`` for language models: ``--out`` draws the causal
 self-attention of every layer and head over the text; ``--method rollout`` or ``flow`` one map of
 what each position read of the input pieces through every layer (:mod:`attnkit.attention.rollout`)."""
 

@@ -1,5 +1,5 @@
 """The language model's endpoint: ``POST /v1/generate``, whole or streamed token by token, added by
-the server (``TaskInfo.routes``) to its app."""
+the server to its app."""
 
 from __future__ import annotations
 

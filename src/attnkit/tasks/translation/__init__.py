@@ -20,15 +20,12 @@ TASK = TaskInfo(
     records="pairs",
     training=TranslationTask,
     open=Translator.from_state,
+    package=__name__,
     serve=load_served,
     endpoints=("translate", "attention"),
-    routes="attnkit.tasks.translation.routes:add_routes",
-    evaluate="attnkit.tasks.translation.evaluate_command:run",
     evaluate_flags=("--src", "--ref", "--hyp-output", "--lowercase"),
-    attention="attnkit.tasks.translation.attention_command:run",
     attention_flags=("--text", "--html", "--method"),
-    page="attnkit.tasks.translation",
-    commands={"translate": "attnkit.tasks.translation.command"},
+    commands=("translate",),
 )
 
 __all__ = [

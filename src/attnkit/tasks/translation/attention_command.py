@@ -1,4 +1,4 @@
-"""``attnkit attention`` for translation models (``TaskInfo.attention``): ``--out map.png`` draws PNG
+"""``attnkit attention`` for translation models: ``--out map.png`` draws PNG
 grids of cross-, encoder self- and decoder self-attention (every layer and head); ``--html view.html``
 writes the server's attention page as one self-contained file with the data embedded (opened on
 ``--method``'s view; ``flow`` adds it to the file)."""

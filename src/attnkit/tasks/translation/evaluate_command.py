@@ -1,4 +1,4 @@
-"""``attnkit evaluate`` for this task: what it prints for a checkpoint (``TaskInfo.evaluate``)."""
+"""``attnkit evaluate`` for this task: what it prints for a checkpoint."""
 
 from __future__ import annotations
 

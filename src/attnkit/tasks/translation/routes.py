@@ -1,6 +1,6 @@
 """Translation's endpoints: ``POST /v1/translate`` (a search over one or more sentences) and
 ``POST /v1/attention`` (every attention map of one translation), added by the server
-(``TaskInfo.routes``) to its app."""
+(its package's ``routes.add_routes``) to its app."""
 
 from __future__ import annotations
 
