@@ -122,6 +122,34 @@ def test_a_plugin_that_fails_or_clashes_is_one_line_and_the_others_keep_working(
     monkeypatch.setattr(registry, "_loaded", None)  # the next test loads the installed ones again
 
 
+def test_a_plugin_adds_its_own_flags_to_evaluate_and_another_task_refuses_them(monkeypatch, tmp_path):
+    """A task's ``evaluate_command.add_flags`` puts its flags on the one ``attnkit evaluate``; given for
+    a checkpoint of a task that does not read it, a flag is one line naming who does."""
+    package = tmp_path / "digits_plugin"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "import dataclasses\nfrom attnkit.tasks import translation\n"
+        "TASK = dataclasses.replace(translation.TASK, name='digits', noun='a digit sorter', "
+        "endpoints=(), commands=(), package=__name__)\n"
+    )
+    (package / "evaluate_command.py").write_text(
+        "def add_flags(add):\n    add('--digits', type=int, help='how many digits to sort')\n"
+        "def run(args, state):\n    print(args.digits)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fake_entry_points(monkeypatch, ("digits", "digits_plugin:TASK"))
+    from attnkit.cli import build_parser
+    from attnkit.errors import ConfigError
+    from attnkit.plugin.flags import refuse_other_tasks_flags
+
+    args = build_parser().parse_args(["evaluate", "--checkpoint", "x.pt", "--digits", "7"])
+    assert args.digits == 7 and args.src is None  # its flag beside translation's
+    with pytest.raises(ConfigError, match=r"^--digits is for a digit sorter; give --src and --ref$"):
+        refuse_other_tasks_flags(args, task_named("translate"), "evaluate", "give --src and --ref")
+    refuse_other_tasks_flags(args, task_named("digits"), "evaluate", "")  # its own: taken
+    monkeypatch.setattr(registry, "_loaded", None)
+
+
 def test_a_config_names_its_task_and_a_checkpoint_without_one_keeps_its_arch_s(tmp_path):
     from attnkit.errors import ConfigError
     from attnkit.plugin import task_for, task_of

@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import ConfigError, DataError
 from ..plugin.flags import positive_int
 
-FILE_FLAGS = ("--src", "--ref", "--input")  # read by the tasks whose evaluate_flags name them
+FILE_FLAGS = ("--src", "--ref", "--input")  # read by the tasks whose evaluate adds them
 
 
 @dataclass
@@ -48,15 +48,17 @@ def scored_data(args, out: Path, state: dict | None = None) -> Scored:
     from ..checkpoint import load_checkpoint
     from ..files import check_output_path
     from ..heads import attention_heads
-    from ..plugin import task_of, tasks
+    from ..plugin import task_of
+    from ..plugin.flags import flag_readers
     from ..plugin.training import batches
     from ..train.config import ExperimentConfig
 
     state = load_checkpoint(args.checkpoint) if state is None else state
     info = task_of(state, args.checkpoint)
+    readers = flag_readers("evaluate")  # the files heads reads are the ones evaluate reads
     for flag in FILE_FLAGS:
-        if getattr(args, flag[2:]) and flag not in info.evaluate_flags:
-            takers = " and ".join(t.noun for t in tasks() if flag in t.evaluate_flags)
+        if getattr(args, flag[2:]) and info not in readers.get(flag, []):
+            takers = " and ".join(t.noun for t in readers.get(flag, []))
             raise ConfigError(f"{flag} is for {takers}; {info.noun} scores its own corpus")
     if bool(args.src) != bool(args.ref):
         raise ConfigError("--src and --ref go together")

@@ -16,7 +16,9 @@ def open_wrapper(args, state):
 
 def give(task) -> str:
     """What a task scores instead of its training corpus' test split."""
-    files = [f for f in ("--src", "--input") if f in task.evaluate_flags]
+    from .flags import task_flags
+
+    files = [f for f in ("--src", "--input") if f in task_flags(task, "evaluate")]
     return (
         f"give {files[0]}" + (" and --ref" if files[0] == "--src" else "")
         if files

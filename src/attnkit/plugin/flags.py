@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from typing import Any
 
 from ..bounds import INT_MAX, Bound
 from ..device import DEVICE_NAMES, check_device_name
@@ -186,3 +187,51 @@ def check_compile(args: argparse.Namespace) -> None:
         from ..device import resolve_device
 
         refuse_on_cpu(resolve_device(args.device))
+
+
+# --- a task's own flags of a shared command ------------------------------------------------------
+def task_flags(task: Any, command: str) -> dict[str, dict[str, Any]]:
+    """The flags a task adds to the shared command ``command`` (``evaluate``, ``attention``): what its
+    package's ``COMMAND_command.add_flags(add)`` passes to ``add(flag, **argparse keywords)``."""
+    module = task.part(f"{command}_command")
+    found: dict[str, dict[str, Any]] = {}
+    if module is not None and hasattr(module, "add_flags"):
+        module.add_flags(lambda flag, **keywords: found.setdefault(flag, keywords))
+    return found
+
+
+def flag_readers(command: str) -> dict[str, list[Any]]:
+    """Each task flag of ``command`` -> the registered tasks that read it, in registry order."""
+    from . import tasks
+
+    readers: dict[str, list[Any]] = {}
+    for task in tasks():
+        for flag in task_flags(task, command):
+            readers.setdefault(flag, []).append(task)
+    return readers
+
+
+def add_task_flags(p: argparse.ArgumentParser, command: str) -> None:
+    """Every registered task's flags of ``command``, each added once: a flag several tasks read is one
+    flag (the first task's keywords), whose help says what each of them reads."""
+    from . import tasks
+
+    keywords: dict[str, dict[str, Any]] = {}
+    helps: dict[str, list[str]] = {}
+    for task in tasks():
+        for flag, kw in task_flags(task, command).items():
+            keywords.setdefault(flag, dict(kw))
+            helps.setdefault(flag, []).append(f"{task.noun}: {kw.get('help', '')}")
+    for flag, kw in keywords.items():
+        kw["help"] = helps[flag][0].split(": ", 1)[1] if len(helps[flag]) == 1 else "; ".join(helps[flag])
+        p.add_argument(flag, **kw)
+
+
+def refuse_other_tasks_flags(args: argparse.Namespace, task: Any, command: str, instead: str) -> None:
+    """A task flag of ``command`` given for a checkpoint of a task that does not read it: one line
+    naming who reads it, and ``instead``, what this task takes."""
+    for flag, readers in flag_readers(command).items():
+        value = getattr(args, flag.lstrip("-").replace("-", "_"), None)
+        if value and task not in readers:
+            takers = " and ".join(t.noun for t in readers)
+            raise ConfigError(f"{flag} is for {takers}; {instead}")

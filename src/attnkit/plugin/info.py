@@ -34,9 +34,8 @@ class TaskInfo:
     ``routes.add_routes(app, server)`` (:class:`attnkit.serve.app.Server`); imported only by the server.
     commands: the task's command-line verbs; verb ``make-shapes`` is the package's module
     ``make_shapes_command`` (``NAME``, ``add_parser(subparsers)``, ``run(args)``).
-    evaluate_flags: the flags of ``attnkit evaluate`` that only some tasks read which it reads
-    (``--src``, ``--ref``, ``--hyp-output``, ``--lowercase``, ``--input``, ``--confusion``); what the
-    command runs is the package's ``evaluate_command.run(args, state)``.
+    ``attnkit evaluate`` runs the package's ``evaluate_command.run(args, state)``, with the flags its
+    ``add_flags(add)`` adds (``add(flag, **argparse keywords)``; :func:`~.flags.add_task_flags`).
     attention_flags: what ``attnkit attention`` reads and writes beyond ``--output``: ``--text`` or
     ``--image``, ``--html``, ``--method``; what it runs is the package's
     ``attention_command.run(args, state)``.
@@ -54,7 +53,6 @@ class TaskInfo:
     package: str
     endpoints: tuple[str, ...] = ()
     commands: tuple[str, ...] = ()
-    evaluate_flags: tuple[str, ...] = ()
     attention_flags: tuple[str, ...] = ("--text",)
 
     def command_names(self) -> tuple[str, ...]:

@@ -5,6 +5,11 @@ from __future__ import annotations
 from ...plugin.evaluation import open_wrapper, records_to_score
 
 
+def add_flags(add) -> None:
+    add("--input", help="a label<TAB>text file (instead of --split)")
+    add("--confusion", help="write the confusion matrix to this PNG")
+
+
 def run(args, state: dict) -> None:
     from ...files import check_output_path
     from . import plot_confusion_matrix

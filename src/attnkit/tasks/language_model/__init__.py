@@ -21,7 +21,6 @@ TASK = TaskInfo(
     package=__name__,
     serve=LanguageModelServed.load,
     endpoints=("generate",),
-    evaluate_flags=("--input",),
     attention_flags=("--text", "--method"),
     commands=("generate",),
 )

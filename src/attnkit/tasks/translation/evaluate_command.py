@@ -6,6 +6,18 @@ from ...errors import ConfigError, DataError
 from ...plugin.evaluation import open_wrapper, test_data
 
 
+def add_flags(add) -> None:
+    """What ``attnkit evaluate`` reads for a translation model beside the shared flags."""
+    add("--src", help="source file (instead of the training corpus' test split)")
+    add(
+        "--ref",
+        nargs="+",
+        help="reference file(s) (with --src); several: multi-reference scores, one line each",
+    )
+    add("--lowercase", action="store_true", help="also report lowercased BLEU, labelled as such")
+    add("--hyp-output", help="write the detokenized translations to this file")
+
+
 def run(args, state: dict) -> None:
     from ...data.corpus import ParallelFilesSpec, load_corpus
     from ...files import atomic_write, check_output_path
