@@ -260,11 +260,22 @@ def test_the_static_html_file_shows_the_same_view(driver, ckpt, tmp_path, capsys
 
 def test_html_needs_text_and_an_output(capsys, ckpt, tmp_path):
     assert main(["attention", "--checkpoint", str(ckpt), "--text", "Hallo"]) == 2
-    assert "--out PNG, --html FILE" in capsys.readouterr().err
+    assert "--output PNG, --html FILE" in capsys.readouterr().err
     assert (
         main(["attention", "--checkpoint", str(ckpt), "--text", " ", "--html", str(tmp_path / "x.html")]) == 2
     )
     assert not (tmp_path / "x.html").exists()
+    # each task adds its own flags (attention_command.add_flags): another task's is one line
+    out = str(tmp_path / "x.png")
+    assert (
+        main(["attention", "--checkpoint", str(ckpt), "--text", "Hallo", "--image", out, "--output", out])
+        == 2
+    )
+    said = "--image is for a captioner; a translation model reads --text, --html, --method"
+    assert said in capsys.readouterr().err
+    assert main(["attention", "--checkpoint", str(ckpt), "--output", out]) == 2
+    assert "a translation model needs --text" in capsys.readouterr().err
+    assert not (tmp_path / "x.png").exists()
 
 
 def _hover_region(driver, panel_index: int, gr: int, gc: int, grid: list[int]) -> dict:

@@ -140,13 +140,13 @@ def test_a_plugin_adds_its_own_flags_to_evaluate_and_another_task_refuses_them(m
     fake_entry_points(monkeypatch, ("digits", "digits_plugin:TASK"))
     from attnkit.cli import build_parser
     from attnkit.errors import ConfigError
-    from attnkit.plugin.flags import refuse_other_tasks_flags
+    from attnkit.plugin.flags import check_task_flags
 
     args = build_parser().parse_args(["evaluate", "--checkpoint", "x.pt", "--digits", "7"])
     assert args.digits == 7 and args.src is None  # its flag beside translation's
     with pytest.raises(ConfigError, match=r"^--digits is for a digit sorter; give --src and --ref$"):
-        refuse_other_tasks_flags(args, task_named("translate"), "evaluate", "give --src and --ref")
-    refuse_other_tasks_flags(args, task_named("digits"), "evaluate", "")  # its own: taken
+        check_task_flags(args, task_named("translate"), "evaluate", "give --src and --ref")
+    check_task_flags(args, task_named("digits"), "evaluate", "")  # its own: taken
     monkeypatch.setattr(registry, "_loaded", None)
 
 

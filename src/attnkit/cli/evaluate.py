@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..errors import ConfigError
 from ..plugin.evaluation import give
-from ..plugin.flags import add_decoding_flags, add_task_flags, refuse_other_tasks_flags
+from ..plugin.flags import add_decoding_flags, add_task_flags, check_task_flags
 
 NAME = "evaluate"
 
@@ -39,7 +39,7 @@ def run(args) -> None:
 
     state = load_checkpoint(args.checkpoint)
     task = task_of(state, args.checkpoint)
-    refuse_other_tasks_flags(args, task, NAME, give(task))
+    check_task_flags(args, task, NAME, give(task))
     if args.batch_tokens is None:
         valid = (state.get("experiment") or {}).get("valid") or {}
         args.batch_tokens = int(valid.get("batch_tokens", 8000))

@@ -213,25 +213,46 @@ def flag_readers(command: str) -> dict[str, list[Any]]:
 
 def add_task_flags(p: argparse.ArgumentParser, command: str) -> None:
     """Every registered task's flags of ``command``, each added once: a flag several tasks read is one
-    flag (the first task's keywords), whose help says what each of them reads."""
+    flag (the first task's keywords), whose help says what each of them reads. ``required=True``
+    means required for that task's checkpoints (:func:`check_task_flags`), not for the command."""
     from . import tasks
 
     keywords: dict[str, dict[str, Any]] = {}
-    helps: dict[str, list[str]] = {}
+    helps: dict[str, dict[str, list[str]]] = {}  # flag -> its help -> the tasks that say it
     for task in tasks():
         for flag, kw in task_flags(task, command).items():
-            keywords.setdefault(flag, dict(kw))
-            helps.setdefault(flag, []).append(f"{task.noun}: {kw.get('help', '')}")
+            keywords.setdefault(flag, {k: v for k, v in kw.items() if k != "required"})
+            helps.setdefault(flag, {}).setdefault(kw.get("help", ""), []).append(task.noun)
     for flag, kw in keywords.items():
-        kw["help"] = helps[flag][0].split(": ", 1)[1] if len(helps[flag]) == 1 else "; ".join(helps[flag])
+        said = helps[flag]
+        kw["help"] = (
+            next(iter(said))
+            if len(said) == 1
+            else "; ".join(f"{' and '.join(n)}: {h}" for h, n in said.items())
+        )
         p.add_argument(flag, **kw)
 
 
-def refuse_other_tasks_flags(args: argparse.Namespace, task: Any, command: str, instead: str) -> None:
-    """A task flag of ``command`` given for a checkpoint of a task that does not read it: one line
-    naming who reads it, and ``instead``, what this task takes."""
+def check_task_flags(args: argparse.Namespace, task: Any, command: str, instead: str) -> None:
+    """The task flags of ``command`` against the checkpoint's task: one it requires, missing, is one
+    line naming it; one it does not read, given (not at its default), is one line naming who reads it
+    and ``instead``."""
+    mine = task_flags(task, command)
+    for flag, kw in mine.items():
+        if kw.get("required") and getattr(args, flag.lstrip("-").replace("-", "_"), None) is None:
+            raise ConfigError(f"{task.noun} needs {flag}")
     for flag, readers in flag_readers(command).items():
         value = getattr(args, flag.lstrip("-").replace("-", "_"), None)
-        if value and task not in readers:
+        default = task_flags(readers[0], command)[flag].get("default")
+        if flag not in mine and value not in (None, False, default):
             takers = " and ".join(t.noun for t in readers)
             raise ConfigError(f"{flag} is for {takers}; {instead}")
+
+
+# What ``--method`` of ``attnkit attention`` means, for every task that follows its maps down the layers.
+METHOD_FLAG: dict[str, Any] = dict(
+    choices=("raw", "rollout", "flow"),
+    default="raw",
+    help="raw weights, or followed down to the input tokens through the layers with the residual "
+    "counted (Abnar and Zuidema, 2020): rollout or flow (default raw)",
+)

@@ -36,9 +36,8 @@ class TaskInfo:
     ``make_shapes_command`` (``NAME``, ``add_parser(subparsers)``, ``run(args)``).
     ``attnkit evaluate`` runs the package's ``evaluate_command.run(args, state)``, with the flags its
     ``add_flags(add)`` adds (``add(flag, **argparse keywords)``; :func:`~.flags.add_task_flags`).
-    attention_flags: what ``attnkit attention`` reads and writes beyond ``--output``: ``--text`` or
-    ``--image``, ``--html``, ``--method``; what it runs is the package's
-    ``attention_command.run(args, state)``.
+    ``attnkit attention`` runs the package's ``attention_command.run(args, state)``, with the flags
+    its ``add_flags(add)`` adds (``--text`` or ``--image``, ``--html``, ``--method``).
     The package's ``static/panel.js`` (which calls ``registerPanel``; ``input.html`` and
     ``view.html`` beside it where it has them) is its panel of the attention page.
     """
@@ -53,7 +52,6 @@ class TaskInfo:
     package: str
     endpoints: tuple[str, ...] = ()
     commands: tuple[str, ...] = ()
-    attention_flags: tuple[str, ...] = ("--text",)
 
     def command_names(self) -> tuple[str, ...]:
         return self.commands

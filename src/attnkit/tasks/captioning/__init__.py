@@ -27,7 +27,6 @@ TASK = TaskInfo(
     package=__name__,
     serve=CaptionerServed.load,
     endpoints=("caption",),
-    attention_flags=("--image", "--html", "--method"),
     commands=("caption", "make-shapes", "import-captions"),
 )
 

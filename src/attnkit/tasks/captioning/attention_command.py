@@ -10,6 +10,14 @@ from pathlib import Path
 
 from ...errors import ConfigError
 from ...plotting import self_attention_path
+from ...plugin.flags import METHOD_FLAG
+
+
+def add_flags(add) -> None:
+    """What ``attnkit attention`` reads for a captioner beside the shared flags."""
+    add("--image", required=True, help="the image")
+    add("--html", help="the interactive attention page as one static HTML file")
+    add("--method", **METHOD_FLAG)
 
 
 def run(args, state) -> None:

@@ -22,7 +22,6 @@ TASK = TaskInfo(
     package=__name__,
     serve=ClassifierServed.load,
     endpoints=("classify",),
-    attention_flags=("--text", "--method"),
     commands=("classify",),
 )
 

@@ -7,6 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...plugin.flags import METHOD_FLAG
+
+
+def add_flags(add) -> None:
+    add("--text", required=True, help="the input text")
+    add("--method", **METHOD_FLAG)
+
 
 def run(args, state) -> None:
     from ...attention.rollout import mixing

@@ -21,7 +21,6 @@ TASK = TaskInfo(
     package=__name__,
     serve=LanguageModelServed.load,
     endpoints=("generate",),
-    attention_flags=("--text", "--method"),
     commands=("generate",),
 )
 

@@ -4,6 +4,13 @@ what each position read of the input pieces through every layer (:mod:`attnkit.a
 
 from __future__ import annotations
 
+from ...plugin.flags import METHOD_FLAG
+
+
+def add_flags(add) -> None:
+    add("--text", required=True, help="the input text")
+    add("--method", **METHOD_FLAG)
+
 
 def run(args, state) -> None:
     from ...attention.rollout import mixing

@@ -23,7 +23,6 @@ TASK = TaskInfo(
     package=__name__,
     serve=load_served,
     endpoints=("translate", "attention"),
-    attention_flags=("--text", "--html", "--method"),
     commands=("translate",),
 )
 

@@ -9,6 +9,14 @@ from pathlib import Path
 
 from ...errors import ConfigError
 from ...plotting import self_attention_path
+from ...plugin.flags import METHOD_FLAG
+
+
+def add_flags(add) -> None:
+    """What ``attnkit attention`` reads for a translation model beside the shared flags."""
+    add("--text", required=True, help="the input text")
+    add("--html", help="the interactive attention page as one static HTML file")
+    add("--method", **METHOD_FLAG)
 
 
 def run(args, state) -> None:
