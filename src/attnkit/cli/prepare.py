@@ -38,6 +38,7 @@ def add_parser(sub) -> None:
 def run(args) -> None:
     from ..data.prepare import prepare
     from ..plugin import task_for
+    from ..plugin.training import takes_text_pairs
     from ..train import load_config
 
     cores = os.cpu_count() or 1
@@ -46,7 +47,7 @@ def run(args) -> None:
     overrides = list(args.overrides) + ([f"data.data_dir={args.data_dir}"] if args.data_dir else [])
     cfg = load_config(args.config, overrides)
     task = task_for(cfg.task, cfg.arch)
-    if not getattr(task.training, "prepared", False):  # found now, not when training starts
+    if not takes_text_pairs(task.training):  # found now, not when training starts
         raise ConfigError(
             f"attnkit prepare writes token ids of text pairs; {task.noun} (model.arch {cfg.arch}) does not "
             "train from them: train it from its corpus"

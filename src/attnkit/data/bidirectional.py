@@ -54,7 +54,7 @@ def check(cfg: Experiment) -> None:
 
 def check_tokenizer(cfg: Experiment, reverses: bool, tokenizer: SubwordTokenizer, arch: str) -> None:
     """With the run's tokenizer: a reversed pair is an ordinary example only in one joint vocabulary,
-    and only for a task that says its examples reverse (``Task.bidirectional``)."""
+    and only for a task whose examples are text pairs (``attnkit.plugin.training.TextPairTask``)."""
     if cfg.train.bidirectional_epochs and not (reverses and tokenizer.joint):
         raise ConfigError(
             "train.bidirectional_epochs: training on the reversed pairs needs a translation model and one "

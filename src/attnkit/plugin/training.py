@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -33,9 +33,6 @@ class Task(Protocol):
     metrics: tuple[str, ...]  # every key validate() returns, in the metrics CSV's order
     higher_is_better: bool  # of ``metric``
     encodes_valid: bool  # whether validate() reads the encoded valid split (else only its records)
-    prepared: bool  # whether it trains from data.prepared (attnkit prepare's token ids of text pairs)
-    subword_sampling: bool  # whether tokenizer.sample_nbest can re-segment its examples
-    bidirectional: bool  # whether train.bidirectional_epochs can reverse its examples
 
     def load(self, data: DataConfig, which: str) -> list:
         """The raw records of split ``which``; the training split is read first."""
@@ -57,10 +54,6 @@ class Task(Protocol):
     def train_tokenizer(self, records: list, seed: int) -> SubwordTokenizer: ...
 
     def encode(self, records: list, tokenizer: SubwordTokenizer, max_len: int, *, split: str) -> Encoded: ...
-
-    def encode_store(self, store: PairStore, counts: Counts, max_len: int, *, split: str) -> Encoded:
-        """Examples from pairs encoded beforehand (``attnkit prepare``); translation only."""
-        ...
 
     def epoch_examples(self, encoded: Encoded, tokenizer: SubwordTokenizer, epoch: int) -> Sequence:
         """The examples to train on in ``epoch``: ``encoded.examples``, or a new draw of them."""
@@ -92,6 +85,22 @@ class Task(Protocol):
         ...
 
 
+@runtime_checkable
+class TextPairTask(Task, Protocol):
+    """A task whose examples are pairs of texts (translation): it alone trains from ``data.prepared``
+    (``attnkit prepare``'s token ids of text pairs), re-segments its examples with
+    ``tokenizer.sample_nbest`` and reverses them with ``train.bidirectional_epochs``."""
+
+    def encode_store(self, store: PairStore, counts: Counts, max_len: int, *, split: str) -> Encoded:
+        """Examples from pairs encoded beforehand (``attnkit prepare``); translation only."""
+        ...
+
+
+def takes_text_pairs(task: object) -> bool:
+    """Whether a task (its training object, or that object's class) keeps :class:`TextPairTask`."""
+    return callable(getattr(task, "encode_store", None))
+
+
 class SplitTask:
     """What most tasks share: splits of ``self.records`` records, nothing fixed by or kept from the data,
     and ``valid.metric`` chosen among the task's ``choices`` (``metric``, the default, when unset)."""
@@ -103,9 +112,6 @@ class SplitTask:
     # (a new one, COMET say, is one more entry here and one more key of validate())
     choices: ClassVar[dict[str, bool]] = {"loss": False}
     encodes_valid = True
-    prepared = False
-    subword_sampling = False
-    bidirectional = False
 
     def __init__(self, cfg: Experiment | None = None, amp: torch.dtype | None = None):
         # cfg None: the defaults (a task used outside a run); amp: the autocast dtype (None: fp32)
@@ -142,9 +148,6 @@ class SplitTask:
 
     def epoch_examples(self, encoded: Encoded, tokenizer: SubwordTokenizer, epoch: int) -> Sequence:
         return encoded.examples
-
-    def encode_store(self, store: PairStore, counts: Counts, max_len: int, *, split: str) -> Encoded:
-        raise ConfigError("prepared data holds token ids of text pairs; this task does not train from it")
 
 
 def batches(

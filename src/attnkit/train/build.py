@@ -25,6 +25,7 @@ from ..data.tokenizer import SubwordTokenizer
 from ..device import resolve_device
 from ..errors import CheckpointError, ConfigError, DataError
 from ..plugin import Task, task_for
+from ..plugin.training import TextPairTask, takes_text_pairs
 from ..precision import amp_dtype, resolve_precision
 from . import distributed as ddp
 from . import finetune
@@ -65,7 +66,7 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
     torch.manual_seed(t.seed)
     random.seed(t.seed)
     task: Task = task_for(cfg.task, cfg.arch).training(cfg, amp_dtype(precision))
-    subword_sampling.check(cfg, task.subword_sampling, cfg.arch)
+    subword_sampling.check(cfg, takes_text_pairs(task), cfg.arch)
     bidirectional.check(cfg)
     prepared, tokenizer, records, valid_records = _data(cfg, task, tokens_from, dist)
     _check_tokenizer(cfg, task, tokenizer)
@@ -143,7 +144,7 @@ def _data(cfg: ExperimentConfig, task: Task, tokens_from: dict | None, dist):
 def _check_tokenizer(cfg: ExperimentConfig, task: Task, tokenizer: SubwordTokenizer) -> None:
     """What the tokenizer rules out: bidirectional training without one vocabulary, sampling without
     n-best segmentations."""
-    bidirectional.check_tokenizer(cfg, task.bidirectional, tokenizer, cfg.arch)
+    bidirectional.check_tokenizer(cfg, takes_text_pairs(task), tokenizer, cfg.arch)
     subword_sampling.check_tokenizer(cfg, tokenizer)  # e.g. a BPE tokenizer from a checkpoint
 
 
@@ -151,6 +152,7 @@ def _encoded(cfg: ExperimentConfig, task: Task, prepared, records, valid_records
     """The training and validation examples as token ids, within the model's positions."""
     max_len = min(cfg.data.max_len, model_cfg.max_len - 1)  # bos/eos take one position
     if prepared is not None:
+        assert isinstance(task, TextPairTask)  # _open_prepared refused any other
         train = task.encode_store(prepared.train, prepared.counts("train"), max_len, split="train")
         valid = task.encode_store(prepared.valid, prepared.counts("valid"), max_len, split="valid")
     else:
@@ -249,7 +251,7 @@ def _check_fields(state: dict, task: Task, whose: str, fix: str) -> None:
 
 def _open_prepared(cfg: ExperimentConfig, task: Task, resume_state) -> Prepared:
     """``data.prepared``, checked; a resumed or fine-tuned run must have been trained with its tokenizer."""
-    if not task.prepared:
+    if not takes_text_pairs(task):
         raise ConfigError(
             f"data.prepared: prepared data holds token ids of text pairs, which model.arch {cfg.arch!r} "
             "does not train from; set data.prepared=''"

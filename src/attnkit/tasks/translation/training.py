@@ -37,15 +37,13 @@ if TYPE_CHECKING:
 
 
 class TranslationTask(SplitTask):
-    """Keeps :class:`attnkit.plugin.Task`; ``subword_sampling`` and ``bidirectional`` apply here."""
+    """Keeps :class:`attnkit.plugin.training.TextPairTask`: prepared data, subword sampling and
+    bidirectional training apply here."""
 
     records = "pairs"
     metric = "bleu"
     metrics: tuple[str, ...] = ("loss", "bleu")  # Task.metrics: any length; valid.metric's joins them
     choices: ClassVar[dict[str, bool]] = {"bleu": True, "chrf": True, "ter": False, "loss": False}
-    prepared = True
-    subword_sampling = True
-    bidirectional = True
 
     cfg: Experiment  # always given: tokenizer, epochs and validation settings come from it
 
