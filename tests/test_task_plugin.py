@@ -150,6 +150,41 @@ def test_a_plugin_adds_its_own_flags_to_evaluate_and_another_task_refuses_them(m
     monkeypatch.setattr(registry, "_loaded", None)
 
 
+def test_a_misnamed_validation_metric_is_one_line_before_training_or_at_the_first_validation():
+    """A task's metric names are checked where they are declared: a default metric outside its choices
+    when the task is built, a metric outside what it declares validate reports at build time, and
+    a validate that leaves a declared metric out at the first validation, never a raw KeyError."""
+    from attnkit.errors import ConfigError
+    from attnkit.plugin.training import SplitTask, check_metrics, check_reported
+
+    class Misnamed(SplitTask):
+        metric = "accuracy"
+        metrics = ("loss", "acc")
+        choices = {"loss": False, "acc": True}
+
+    with pytest.raises(
+        ConfigError, match=r"^Misnamed.metric = 'accuracy' is not among its choices \(loss, acc\)"
+    ):
+        Misnamed()
+
+    class Declared(SplitTask):
+        metric = "acc"
+        metrics = ("loss", "acc")
+        choices = {"loss": False, "acc": True}
+
+    task = Declared()
+    check_metrics(task, "digits")  # consistent: taken
+    task.metrics = ("loss",)
+    with pytest.raises(ConfigError, match="its metric 'acc' is not among the metrics its validate reports"):
+        check_metrics(task, "digits")
+    task.metrics = ("loss", "acc")
+    check_reported(task, "digits", {"loss": 1.0, "acc": 0.5})
+    with pytest.raises(
+        ConfigError, match=r"^task 'digits': validate reported loss, accuracy, not its declared"
+    ):
+        check_reported(task, "digits", {"loss": 1.0, "accuracy": 0.5})
+
+
 def test_a_config_names_its_task_and_a_checkpoint_without_one_keeps_its_arch_s(tmp_path):
     from attnkit.errors import ConfigError
     from attnkit.plugin import task_for, task_of

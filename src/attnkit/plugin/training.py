@@ -96,6 +96,28 @@ class TextPairTask(Task, Protocol):
         ...
 
 
+def check_metrics(task: Task, task_name: str) -> None:
+    """A task's declared metrics, checked when the run is built: the metric that picks the best
+    checkpoint must be one that ``validate`` reports (``metrics``), and ``loss`` must be among them."""
+    if task.metric not in task.metrics:
+        raise ConfigError(
+            f"task {task_name!r}: its metric {task.metric!r} is not among the metrics its validate reports "
+            f"({', '.join(task.metrics)}); declare it in metrics or choose one of them"
+        )
+    if "loss" not in task.metrics:
+        raise ConfigError(f"task {task_name!r}: metrics must include 'loss' (got {', '.join(task.metrics)})")
+
+
+def check_reported(task: Task, task_name: str, reported: dict[str, float]) -> None:
+    """What ``validate`` returned holds every declared metric: else one line naming what is missing."""
+    missing = [m for m in task.metrics if m not in reported]
+    if missing:
+        raise ConfigError(
+            f"task {task_name!r}: validate reported {', '.join(reported) or 'nothing'}, not its declared "
+            f"metric(s) {', '.join(missing)}"
+        )
+
+
 def takes_text_pairs(task: object) -> bool:
     """Whether a task (its training object, or that object's class) keeps :class:`TextPairTask`."""
     return callable(getattr(task, "encode_store", None))
@@ -123,6 +145,11 @@ class SplitTask:
                     f"for model.arch {cfg.arch!r}"
                 )
             self.metric = cfg.valid.metric
+        if self.metric not in self.choices:  # a task's own default, misnamed: found before any data is read
+            raise ConfigError(
+                f"{type(self).__name__}.metric = {self.metric!r} is not among its choices "
+                f"({', '.join(self.choices)}): declare it in choices, with whether higher is better"
+            )
         self.higher_is_better = self.choices[self.metric]
         if self.metric not in self.metrics:  # e.g. TER: computed, and written to the CSV, only when chosen
             self.metrics = (*self.metrics, self.metric)

@@ -25,7 +25,7 @@ from ..data.tokenizer import SubwordTokenizer
 from ..device import resolve_device
 from ..errors import CheckpointError, ConfigError, DataError
 from ..plugin import Task, task_for
-from ..plugin.training import TextPairTask, takes_text_pairs
+from ..plugin.training import TextPairTask, check_metrics, takes_text_pairs
 from ..precision import amp_dtype, resolve_precision
 from . import distributed as ddp
 from . import finetune
@@ -65,7 +65,9 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
     tokens_from = resume_state if resume_state is not None else init_state  # the tokenizer's checkpoint
     torch.manual_seed(t.seed)
     random.seed(t.seed)
-    task: Task = task_for(cfg.task, cfg.arch).training(cfg, amp_dtype(precision))
+    info = task_for(cfg.task, cfg.arch)
+    task: Task = info.training(cfg, amp_dtype(precision))
+    check_metrics(task, info.name)  # before any data is read, not at the first validation
     subword_sampling.check(cfg, takes_text_pairs(task), cfg.arch)
     bidirectional.check(cfg)
     prepared, tokenizer, records, valid_records = _data(cfg, task, tokens_from, dist)

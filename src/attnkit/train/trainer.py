@@ -33,6 +33,7 @@ from ..files import atomic_write
 from ..linear_loss import chunked_loss
 from ..loss import LossOutput
 from ..model import count_parameters
+from ..plugin.training import check_reported
 from ..precision import amp_dtype, autocast, grad_scaler
 from . import distributed as ddp
 from .build import Setup, build
@@ -320,6 +321,7 @@ class Trainer:
             s = self.s
             model = average_parameters(self.ema, unwrap(self.model)).eval()  # the average, if kept
             metrics = s.task.validate(model, s.tokenizer, s.valid, s.valid_records, s.device)
+            check_reported(s.task, self.cfg.task or self.cfg.arch, metrics)
             board = self.progress.board
             if board:
                 board.scalars("valid", self.step, metrics)
