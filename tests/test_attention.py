@@ -12,7 +12,7 @@ from attnkit.attention import (
     padding_mask,
     scaled_dot_product_attention,
 )
-from attnkit.decoding.cache import DeferredKVCache
+from attnkit.attention.cache import DeferredKVCache
 
 
 def test_masks_follow_one_convention():

@@ -1,9 +1,10 @@
 """Attention from first principles to multi-head attention; every mask comes from :mod:`.masks`."""
 
+from .cache import KVCache, SlotCache
 from .functional import attention_scores, basic_self_attention, scaled_dot_product_attention
-from .layout import FixedLayout, SlotCache
+from .layout import FixedLayout
 from .masks import causal_mask, combine_masks, padding_mask, real_tokens
-from .multihead import KVCache, MultiHeadAttention
+from .multihead import MultiHeadAttention
 from .positions import RelativePositions, RotaryPositions, attention_positions
 from .recurrent import AdditiveAttention, MultiplicativeAttention
 

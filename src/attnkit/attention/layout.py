@@ -1,7 +1,7 @@
 """The fixed layout: key/value caches of one shape per bucket, written in place, for a decoding step
 that a compiler takes whole (gpt-fast's static cache, kept inside the model).
 
-A growing :class:`~.multihead.KVCache` concatenates every step's keys and values, so each step has
+A growing :class:`~.cache.KVCache` concatenates every step's keys and values, so each step has
 new shapes and a compiler would trace a new graph per position. A :class:`SlotCache` holds buffers
 (R, H, Tb, Dh) allocated once: R rows is the decoder's rows rounded up to a bucket
 (:func:`row_bucket`), Tb the longest position the state will decode, rounded up
@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .multihead import KVCache
+from .cache import SlotCache
 
 MAX_ROW_BUCKET = 256  # rows beyond it round up to a multiple of it
 LENGTH_MULTIPLE = 32
@@ -133,49 +133,3 @@ class FixedLayout:
         self.t += T
         if self.pos is not None:
             self.pos.add_(T)
-
-
-class SlotCache(KVCache):
-    """Self-attention keys and values in buffers (R, H, Tb, Dh) of a :class:`FixedLayout`: ``append``
-    writes the new positions in place at the layout's position and returns the whole buffers (the
-    decoder's mask hides the positions not yet written, so no look-ahead mask is derived here)."""
-
-    fixed = True
-
-    def __init__(self, layout: FixedLayout, layer: int = 0):
-        super().__init__()
-        self.layout, self.layer = layout, layer
-        self._spare: tuple[Tensor, Tensor] | None = None  # (R, H, Tb, Dh) x 2: where select copies to
-
-    def __len__(self) -> int:
-        return self.layout.t
-
-    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Write k, v (R, H, T, Dh) at the layout's position; the whole buffers (R, H, Tb, Dh), which
-        the decoder allocated before the step (never inside a compiled one)."""
-        assert self.k is not None and self.v is not None, "a fixed layout's buffers come before its step"
-        at = self.layout.position(k.device) + torch.arange(k.size(2), device=k.device)  # (T,)
-        self.k.index_copy_(2, at, k)
-        self.v.index_copy_(2, at, v)
-        return self.k, self.v
-
-    def select(self, rows: Tensor) -> None:
-        """Buffer row i takes row ``rows[i]`` (R',); only the positions written so far move. They are
-        copied once into a second pair of buffers that then takes the first's place (a beam search
-        moves rows at every step: the cache's largest cost at large batches); with a pool's fixed
-        addresses, in place while the size stays."""
-        if self.k is None or self.v is None:
-            return
-        rows, t, same_size = rows.to(self.k.device), self.layout.t, rows.numel() == self.k.size(0)
-        if self.layout.pool is not None and same_size:  # a captured graph keeps these addresses
-            self.k[:, :, :t] = self.k[:, :, :t].index_select(0, rows)
-            self.v[:, :, :t] = self.v[:, :, :t].index_select(0, rows)
-            return
-        if self._spare is None or not same_size:
-            self._spare = self.layout.buffers(self.layer, rows.numel(), self.k)
-        k, v = self._spare
-        torch.index_select(self.k[:, :, :t], 0, rows, out=k[:, :, :t])
-        torch.index_select(self.v[:, :, :t], 0, rows, out=v[:, :, :t])
-        keep = self.layout.pool is None and same_size  # the old pair is the next spare
-        self._spare = (self.k, self.v) if keep else None
-        self.k, self.v = k, v

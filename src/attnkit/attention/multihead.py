@@ -1,4 +1,4 @@
-"""Multi-head attention (paper section 3.2.2) with an explicit key/value cache for decoding.
+"""Multi-head attention (paper section 3.2.2), appending to a key/value cache when decoding (:mod:`.cache`).
 
 Legend: B batch, H heads, Tq/Tk query/key length, D d_model, Dh = D / H head size, G query rows
 that share one row of keys (the beams of one sentence in cross-attention).
@@ -9,44 +9,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .cache import KVCache
 from .functional import scaled_dot_product_attention
 from .masks import causal_mask, combine_masks
 from .positions import AttentionPositions
-
-
-class KVCache:
-    """Self-attention keys and values of the positions decoded so far, kept by the caller.
-
-    Each decoding step appends its new keys/values along the time axis; a beam search moves rows
-    (``select``). :class:`attnkit.decoding.cache.DeferredKVCache` does the same with fewer copies.
-    """
-
-    fixed = False  # buffers of a fixed length (attnkit.attention.layout.SlotCache)
-
-    def __init__(self) -> None:
-        self.k: Tensor | None = None  # (B, H, Tk, Dh)
-        self.v: Tensor | None = None
-
-    def __len__(self) -> int:
-        return 0 if self.k is None else self.k.size(2)
-
-    def select(self, rows: Tensor) -> None:
-        """Keep (and reorder) the batch rows ``rows`` (B',): beam search moves hypotheses."""
-        if self.k is not None and self.v is not None:
-            rows = rows.to(self.k.device)
-            self.k, self.v = self.k.index_select(0, rows), self.v.index_select(0, rows)
-
-    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Add the new positions k, v (B, H, T, Dh); returns the whole cache (B, H, Tk + T, Dh)."""
-        if self.k is None or self.v is None:
-            self.k, self.v = k, v
-        else:
-            self.k, self.v = torch.cat([self.k, k], dim=2), torch.cat([self.v, v], dim=2)
-        return self.k, self.v
 
 
 class MultiHeadAttention(nn.Module):

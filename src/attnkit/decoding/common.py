@@ -17,9 +17,9 @@ import torch
 from torch import Tensor
 
 from ..attention import FixedLayout
+from ..attention.cache import DeferredKVCache
 from ..errors import ConfigError
 from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
-from .cache import DeferredKVCache
 from .controls import Controls, force, forced_now
 
 

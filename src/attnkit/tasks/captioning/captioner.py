@@ -18,9 +18,9 @@ from typing import Any, TypeAlias, cast
 import torch
 from torch import Tensor, nn
 
+from ...attention.cache import DeferredKVCache
 from ...checkpoint import load_checkpoint, model_from_checkpoint
 from ...data.tokenizer import SubwordTokenizer
-from ...decoding.cache import DeferredKVCache
 from ...decoding.common import Hypothesis, length_limit
 from ...decoding.compiled import CompiledDecoding, refuse_on_cpu
 from ...decoding.options import SearchOptions, decode

@@ -21,9 +21,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ...attention.cache import DeferredKVCache
 from ...checkpoint import load_checkpoint, model_from_checkpoint
 from ...data.tokenizer import SubwordTokenizer
-from ...decoding.cache import DeferredKVCache
 from ...decoding.common import Layout, length_limit
 from ...decoding.compiled import CompiledDecoding, refuse_on_cpu
 from ...decoding.options import SearchOptions, decode
