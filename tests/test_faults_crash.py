@@ -61,7 +61,7 @@ def test_a_killed_prepare_leaves_no_worker_and_a_rerun_finishes(tmp_path, shared
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert (out / "manifest.json").is_file()
-    assert not list(tmp_path.glob(f".{out.name}.partial-*"))  # the killed run's folder is gone too
+    assert not list(tmp_path.glob(f".{out.name}.attnkit-work.*"))  # the killed run's folder is gone too
 
 
 def test_a_worker_whose_parent_died_before_it_began_to_watch_exits(tmp_path):

@@ -21,7 +21,7 @@ import pytest
 
 from attnkit.cli import main
 from attnkit.files import atomic_write
-from attnkit.folders import remove_stale_partials, write_folder
+from attnkit.folders import LOCK, WORK_TAG, remove_stale_work, write_folder
 from test_faults_crash import pids
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,24 +46,38 @@ def digests(root: Path) -> dict[str, str]:
 # --- the swap's windows, set up as a killed run leaves them ----------------------------------------
 def test_a_run_killed_after_moving_the_earlier_folder_aside_gets_it_back(tmp_path):
     out, pid = tmp_path / "corpus", dead_pid()
-    aside = tmp_path / f".corpus.old-{pid}"
-    aside.mkdir()
-    (aside / "train.tsv").write_text("the user's earlier corpus")
-    (tmp_path / f".corpus.partial-{pid}").mkdir()  # the new one, never moved in
-    remove_stale_partials(out)
+    work = tmp_path / f".corpus{WORK_TAG}{pid}.abc"  # its lock file gone with it: killed early
+    (work / "old").mkdir(parents=True)
+    (work / "old" / "train.tsv").write_text("the user's earlier corpus")
+    (work / "new").mkdir()  # the new one, never moved in
+    remove_stale_work(out)
     assert (out / "train.tsv").read_text() == "the user's earlier corpus"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus"]
 
 
 def test_a_run_killed_after_its_new_folder_took_the_name_leaves_only_it(tmp_path):
-    out, pid = tmp_path / "corpus", dead_pid()
+    out = tmp_path / "corpus"
     out.mkdir()
     (out / "train.tsv").write_text("new")
-    (tmp_path / f".corpus.old-{pid}").mkdir()  # the earlier one, not yet deleted
+    work = tmp_path / f".corpus{WORK_TAG}{os.getpid()}.abc"  # a pid that lives, but a lock nobody holds
+    (work / "old").mkdir(parents=True)  # the earlier one, not yet deleted
+    (work / LOCK).touch()
     with write_folder(out) as tmp:  # the next run cleans it first
         (tmp / "train.tsv").write_text("newer")
     assert (out / "train.tsv").read_text() == "newer"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus"]
+
+
+def test_a_writer_still_at_work_keeps_its_folder(tmp_path):
+    """A work folder whose lock is held is a live writer's: the next writer leaves it be."""
+    from attnkit.folders import locked
+
+    out = tmp_path / "corpus"
+    work = tmp_path / f".corpus{WORK_TAG}{dead_pid()}.abc"
+    (work / "new").mkdir(parents=True)
+    with locked(work / LOCK):
+        assert remove_stale_work(out) == [] and (work / "new").is_dir()
+    assert remove_stale_work(out) == [work] and not work.exists()
 
 
 def test_a_killed_writer_s_temporary_file_goes_and_a_live_one_s_stays(tmp_path):
@@ -78,8 +92,6 @@ def test_a_killed_writer_s_temporary_file_goes_and_a_live_one_s_stays(tmp_path):
 
 
 def test_an_export_killed_mid_swap_gets_the_earlier_export_back(tmp_path):
-    from attnkit.export.output import LOCK, WORK_TAG, remove_stale_work
-
     out = tmp_path / "model.ct2"
     work = tmp_path / f".model.ct2{WORK_TAG}abc"
     (work / "old").mkdir(parents=True)
@@ -235,8 +247,6 @@ def test_a_probe_left_by_a_killed_command_goes_with_the_next_check(tmp_path):
 
 
 def test_an_export_killed_before_it_took_its_lock_leaves_nothing(tmp_path):
-    from attnkit.export.output import WORK_TAG, remove_stale_work
-
     killed = tmp_path / f".model.ct2{WORK_TAG}{dead_pid()}.abc"  # killed before its .lock existed
     killed.mkdir()
     kept = tmp_path / f".model.ct2{WORK_TAG}mine"  # no lock and no export's pid: not provably ours

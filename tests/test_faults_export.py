@@ -141,8 +141,8 @@ def test_work_folders_of_killed_exports_are_removed_by_the_next_one(ckpt, tmp_pa
     killed.send_signal(signal.SIGKILL)
     killed.wait()
     (dead,) = hidden_leftovers(tmp_path)
-    assert dead.startswith(".ct2.attnkit-export.")
-    unrelated = tmp_path / ".ct2.attnkit-export.mine"  # no lock file: not provably ours
+    assert dead.startswith(".ct2.attnkit-work.")
+    unrelated = tmp_path / ".ct2.attnkit-work.mine"  # no lock file: not provably ours
     unrelated.mkdir()
     running = start_export_that_hangs(out)  # an export of the same name removes the killed one's folder
     try:
@@ -151,7 +151,7 @@ def test_work_folders_of_killed_exports_are_removed_by_the_next_one(ckpt, tmp_pa
         code, _, err = export(ckpt, out)
         assert code == 0 and (out / "model.bin").stat().st_size > 100, err
         assert hidden_leftovers(tmp_path) == sorted([unrelated.name, writing])  # in use, or not ours
-        assert (tmp_path / writing / "model" / "model.bin").read_bytes() == b"half"
+        assert (tmp_path / writing / "new" / "model.bin").read_bytes() == b"half"
     finally:
         running.kill()
         running.wait()

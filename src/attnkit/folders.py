@@ -10,14 +10,21 @@ import glob
 import os
 import re
 import shutil
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import ConfigError
-from .files import temporary_stem
 from .processes import alive
 
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; a killed writer's folder is known by its pid alone
+    fcntl = None  # type: ignore[assignment]
+
+WORK_TAG = ".attnkit-work."  # .NAME.attnkit-work.PID.XXXX: a folder being written (or a killed writer's)
+LOCK = ".lock"  # in a work folder: held while it is written
 FILE_LIST = ".attnkit-files"  # every file a folder-writing command wrote, one relative path a line
 
 
@@ -82,22 +89,67 @@ def check_unchanged(path: Path, before: dict[str, tuple[int, int]], *, what: str
         )
 
 
-def remove_stale_partials(path: Path) -> None:
-    """Clean what a killed run left beside ``path`` (its process gone, so no live run owns it).
-
-    ``.NAME.old-PID``, the earlier folder that :func:`swap_in` had moved aside: put back when the run
-    died before its new folder took the name (nothing at ``path``), deleted when it died after.
-    ``.NAME.partial-PID``, an unfinished output: nothing in it was ever the user's.
-    """
-    for suffix in ("old", "partial"):
-        for found in path.parent.glob(f"{glob.escape(temporary_stem(path))}{suffix}-*"):
-            pid = found.name.rsplit("-", 1)[-1]
-            if not pid.isdigit() or alive(int(pid)):
+def remove_stale_work(path: Path) -> list[Path]:
+    """Remove the work folders that killed writers of ``path`` left: ``.NAME.attnkit-work.*`` whose
+    :data:`LOCK` nobody holds (the kernel drops a killed process's ``flock``), or, killed before it
+    took the lock, whose name carries a pid that is gone. One that holds ``old``, the earlier folder
+    its swap had moved aside, gives it back to ``path`` if nothing took its place. A folder whose lock
+    is held belongs to a writer still running and stays. Returns the folders removed."""
+    removed = []
+    prefix = f".{path.name}{WORK_TAG}"
+    for folder in sorted(path.parent.glob(f"{glob.escape(prefix)}*")):
+        if folder.is_symlink() or not folder.is_dir():
+            continue
+        with _unless_held(folder, prefix) as free:
+            if not free:
                 continue
-            if suffix == "old" and not path.exists():
-                found.rename(path)  # killed mid-swap: the earlier folder comes back
-            else:
-                shutil.rmtree(found, ignore_errors=True)
+            if (folder / "old").is_dir() and not path.exists():
+                os.replace(folder / "old", path)  # killed mid-swap: the earlier folder comes back
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
+@contextmanager
+def _unless_held(folder: Path, prefix: str) -> Iterator[bool]:
+    """Whether ``folder`` is a killed writer's: its lock free (held for the block), or, without one,
+    the pid in its name gone. Without ``flock`` (Windows) only the pid tells."""
+    pid = folder.name[len(prefix) :].split(".", 1)[0]
+    try:
+        fd = os.open(folder / LOCK, os.O_RDWR)
+    except OSError:  # no lock: ours only if named by a writer whose process is gone
+        yield pid.isdigit() and not alive(int(pid))
+        return
+    try:
+        if fcntl is None:
+            yield pid.isdigit() and not alive(int(pid))
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: a writer at work right now
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created) for the block (nothing without ``flock``)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def write_file_list(folder: Path) -> None:
+    """:data:`FILE_LIST` in ``folder``: what :func:`check_new_folder` lets a later run replace."""
+    with open(folder / FILE_LIST, "w", encoding="utf-8") as f:
+        f.write("".join(f"{name}\n" for name in listing(folder)))
 
 
 @contextmanager
@@ -107,43 +159,52 @@ def write_folder(
     *,
     command: str = "",
     what: str = "--output",
+    finish: Callable[[Path], None] = write_file_list,
+    make: bool = True,
 ) -> Iterator[Path]:
-    """Yield a new empty folder beside ``path``; on a clean exit it becomes ``path``, its files listed
-    in :data:`FILE_LIST`.
+    """Yield a new folder beside ``path`` (``make``: created empty; else for the writer to create);
+    on a clean exit ``finish`` marks it (default: :data:`FILE_LIST`) and it becomes ``path``. Every
+    folder-writing command writes through this: ``prepare``, ``export``, ``make-shapes``,
+    ``import-captions``.
 
-    A folder already at ``path`` is renamed aside only then, and deleted once the new one is in
-    place (put back if the swap fails); with ``before`` (what :func:`check_new_folder` found), only if
-    it still holds exactly that. On any exception the new folder is removed and ``path`` is
-    untouched: nothing the user had goes before the new work is known to have succeeded. Check
-    ``path`` with :func:`check_new_folder` first.
+    It lives in a work folder ``.NAME.attnkit-work.PID.XXXX`` beside ``path``, whose :data:`LOCK`
+    is held while it is written. A folder already at ``path`` moves into the work folder only at the
+    swap, and is deleted once the new one is in place (put back if the swap fails); with ``before``
+    (what :func:`check_new_folder` found), only if it still holds exactly that. On any exception the
+    work folder is removed and ``path`` is untouched: nothing the user had goes before the new work
+    is known to have succeeded. A writer killed at any point leaves a work folder the next one
+    cleans (:func:`remove_stale_work`). Check ``path`` first (:func:`check_new_folder`).
     """
     path = Path(path).resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_partials(path)
-    tmp = path.with_name(f"{temporary_stem(path)}partial-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
+    remove_stale_work(path)
+    work = Path(tempfile.mkdtemp(prefix=f".{path.name}{WORK_TAG}{os.getpid()}.", dir=path.parent))
     try:
-        yield tmp
-        with open(tmp / FILE_LIST, "w", encoding="utf-8") as f:
-            f.write("".join(f"{name}\n" for name in listing(tmp)))
-        if before is not None:
-            check_unchanged(path, before, what=what, command=command)
-        swap_in(tmp, path)
+        with locked(work / LOCK):
+            new = work / "new"
+            if make:
+                new.mkdir()
+            yield new
+            if not new.is_dir():
+                raise RuntimeError(f"{command or 'the writer'} wrote nothing")
+            finish(new)
+            if before is not None:
+                check_unchanged(path, before, what=what, command=command)
+            _swap(new, path, work / "old")
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
 
 
-def swap_in(new: Path, path: Path) -> None:
-    """Rename the finished folder ``new`` to ``path``; a folder already there is moved aside first and
-    deleted only once ``new`` is in place (put back if the rename fails)."""
-    old = path.with_name(f"{temporary_stem(path)}old-{os.getpid()}")
+def _swap(new: Path, path: Path, old: Path) -> None:
+    """Move ``new`` to ``path``; a folder already at ``path`` goes to ``old`` first (deleted with the
+    work folder once ``new`` is in place) and comes back if the move fails."""
+    moved = False
     if path.exists():
-        path.rename(old)
+        os.replace(path, old)
+        moved = True
     try:
-        new.rename(path)
-    except OSError:
-        if old.exists():
-            old.rename(path)  # the earlier folder comes back
+        os.replace(new, path)
+    except BaseException:
+        if moved:
+            os.replace(old, path)
         raise
-    shutil.rmtree(old, ignore_errors=True)

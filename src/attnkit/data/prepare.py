@@ -9,7 +9,6 @@ import itertools
 import json
 import multiprocessing
 import os
-import shutil
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -21,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ConfigError, DataError
-from ..files import temporary_stem
-from ..folders import check_unchanged, listing, remove_stale_partials, swap_in
+from ..folders import listing, write_folder
 from ..processes import die_with_parent
 from . import corpus as c
 from . import subword_sampling
@@ -182,16 +180,9 @@ def prepare(
     held = listing(out)  # replaced only if it still holds this when the new folder is complete
     subword_sampling.check_prepare(cfg)
     corpora = training_corpora(cfg)
-    remove_stale_partials(out)  # a killed run's unfinished folder
-    tmp = out.with_name(f"{temporary_stem(out)}partial-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
+    # prepared folders list their files in their manifest: no file list beside it
+    with write_folder(out, held, command="prepare", finish=lambda folder: None) as tmp:
         manifest = _write(cfg, corpora, tmp, workers, log)
-        check_unchanged(out, held, what="--output", command="prepare")
-        swap_in(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return manifest
 
 

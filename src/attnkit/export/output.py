@@ -5,34 +5,23 @@ replaces a folder only when it holds that marker and nothing the marker does not
 all), and never a folder holding the checkpoint being exported: a run folder, a project, a home
 directory are refused with one line, whatever the flag says.
 
-The new export is written into ``.NAME.attnkit-export.XXXX`` beside ``NAME`` and renamed into place
-once complete. While it is written, that folder's ``.lock`` is held (``flock``); an export killed
-with -9 leaves the folder but the kernel drops the lock, so the next export of the same name finds
-it unlocked and removes it. A folder whose lock is held belongs to an export still running and stays.
+The new export is written beside ``NAME`` and swapped in once complete, as every folder-writing
+command's output is (:func:`attnkit.folders.write_folder`: a killed export leaves a work folder the
+next one cleans).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import shutil
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..processes import alive
-
-try:
-    import fcntl
-except ImportError:  # Windows: no flock, so no stale-folder cleanup (the folders stay hidden)
-    fcntl = None  # type: ignore[assignment]
+from ..folders import write_folder
 
 MARKER = ".attnkit-export.json"
-WORK_TAG = ".attnkit-export."  # .NAME.attnkit-export.XXXX: an export being written (or killed)
-LOCK = ".lock"
 
 
 def check_replaceable(output: Path, checkpoint: str | Path) -> None:
@@ -78,24 +67,18 @@ def _listed_files(folder: Path) -> set[str] | None:
 
 
 def write_then_swap(output: Path, write: Callable[[Path], None], fmt: str) -> Path:
-    """Write into a fresh sibling folder, then move it to ``output`` (replacing an old one last)."""
-    output.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_work(output)
-    work = Path(tempfile.mkdtemp(prefix=f".{output.name}{WORK_TAG}{os.getpid()}.", dir=output.parent))
-    with _locked(work / LOCK):
-        try:
-            model = work / "model"
-            write(model)
-            if not model.is_dir():
-                raise RuntimeError("the exporter wrote nothing")
-            files = sorted(p.relative_to(model).as_posix() for p in model.rglob("*") if not p.is_dir())
-            sha256 = {name: _sha256(model / name) for name in files}  # what a later reader can verify
-            marker = {"format": fmt, "files": files, "sha256": sha256}
-            (model / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
-            _usual_modes(model)
-            _swap(model, output, work / "old")
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+    """``write(folder)`` into a new folder (which it creates) that then replaces ``output`` whole
+    (:func:`attnkit.folders.write_folder`), marked with :data:`MARKER`."""
+
+    def mark(model: Path) -> None:
+        files = sorted(p.relative_to(model).as_posix() for p in model.rglob("*") if not p.is_dir())
+        sha256 = {name: _sha256(model / name) for name in files}  # what a later reader can verify
+        marker = {"format": fmt, "files": files, "sha256": sha256}
+        (model / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
+        _usual_modes(model)
+
+    with write_folder(output, command="export", finish=mark, make=False) as model:
+        write(model)
     return output
 
 
@@ -144,63 +127,3 @@ def _umask() -> int:
     umask = os.umask(0o022)
     os.umask(umask)
     return umask
-
-
-def _swap(new: Path, output: Path, old: Path) -> None:
-    """Move ``new`` to ``output``; an existing ``output`` goes to ``old`` first and comes back on failure."""
-    moved = False
-    if output.exists():
-        os.replace(output, old)
-        moved = True
-    try:
-        os.replace(new, output)
-    except BaseException:
-        if moved:
-            os.replace(old, output)
-        raise
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``path`` (created) for the block."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
-def remove_stale_work(output: Path) -> list[Path]:
-    """Remove the work folders of earlier exports to ``output`` that were killed: those named
-    ``.NAME.attnkit-export.*`` whose ``.lock`` nobody holds; an earlier export that one had moved
-    aside (``old``) goes back to ``output`` if nothing took its place. Returns the folders removed."""
-    if fcntl is None:
-        return []
-    removed = []
-    prefix = f".{output.name}{WORK_TAG}"
-    for folder in output.parent.iterdir():
-        if not folder.name.startswith(prefix) or folder.is_symlink() or not folder.is_dir():
-            continue
-        try:
-            fd = os.open(folder / LOCK, os.O_RDWR)
-        except OSError:  # no .lock: ours only if named by an export whose process is gone
-            pid = folder.name[len(prefix) :].split(".", 1)[0]
-            if pid.isdigit() and not alive(int(pid)):  # killed before it took its lock
-                shutil.rmtree(folder, ignore_errors=True)
-                removed.append(folder)
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # held: an export writing right now
-            os.close(fd)
-            continue
-        try:
-            if (folder / "old").is_dir() and not output.exists():
-                os.replace(folder / "old", output)  # killed mid-swap: the earlier export comes back
-            shutil.rmtree(folder, ignore_errors=True)
-            removed.append(folder)
-        finally:
-            os.close(fd)
-    return removed
