@@ -333,3 +333,106 @@ def test_full_disk_during_huggingface_export(monkeypatch, ckpt, tmp_path, where,
     assert_user_error(code, err, "No space left on device")
     assert (snapshot(out) == before) if previous else not out.exists()
     assert hidden_leftovers(tmp_path) == []
+
+
+# --- checked by subject here (they were once in a file named after the round they were written in)
+FIXTURE_CKPT = Path(__file__).parent / "fixtures" / "c46ef86" / "translation_step3.pt"
+FIXTURE_CONFIG = Path(__file__).parent / "fixtures" / "c46ef86" / "config.yaml"
+
+
+def test_ctranslate2_lets_the_length_limit_win_over_min_length_as_torch_does(tmp_path):
+    pytest.importorskip("ctranslate2")
+    import shutil
+
+    ckpt = tmp_path / "mt.pt"  # a copy: the export is cached beside the checkpoint
+    shutil.copy(FIXTURE_CKPT, ckpt)
+    argv = ["translate", "--checkpoint", ckpt, "--beam", "1", "--min-length", "500", "--max-len-b", "6"]
+    for engine in ("torch", "ctranslate2"):
+        code, out, err = cli(*argv, "--engine", engine, stdin=b"Ein Hund.\n")
+        assert code == 0 and "Traceback" not in err, err
+        assert len(out.split()) <= 1.5 * 4 + 6  # within the length limit, eos included
+
+
+def test_a_hugging_face_export_is_readable_by_all_and_quiet(tmp_path):
+    pytest.importorskip("transformers")
+    out = tmp_path / "hf"
+    code, _, err = cli("export", "--checkpoint", FIXTURE_CKPT, "--format", "huggingface", "--out", out)
+    assert code == 0 and "sacremoses" not in err, err
+    umask = os.umask(0o022)
+    os.umask(umask)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in out.iterdir()}
+    assert set(modes.values()) == {0o666 & ~umask}, modes  # model.safetensors was 0600
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "empty", "vocabulary", "config"])
+def test_a_damaged_ctranslate2_cache_is_made_again_not_used(tmp_path, damage):
+    pytest.importorskip("ctranslate2")
+    import shutil
+
+    ckpt = tmp_path / "mt.pt"
+    shutil.copy(FIXTURE_CKPT, ckpt)
+    argv = ["translate", "--checkpoint", ckpt, "--engine", "ctranslate2", "--beam", "1"]
+    code, sound, err = cli(*argv, stdin=b"Ein Hund.\nZwei Hunde.\n")
+    assert code == 0, err
+    (cache,) = (tmp_path / "mt.pt.ct2").iterdir()
+    model = cache / "model.bin"
+    data = model.read_bytes()
+    if damage == "flip":
+        model.write_bytes(data[:-64] + bytes(b ^ 0xFF for b in data[-64:]))
+    elif damage == "truncate":
+        model.write_bytes(data[: len(data) // 2])
+    elif damage == "empty":
+        model.write_bytes(b"")
+    elif damage == "vocabulary":
+        next(p for p in cache.iterdir() if "vocabulary" in p.name).unlink()
+    else:
+        (cache / "config.json").write_text("{ not json")
+    code, again, err = cli(*argv, stdin=b"Ein Hund.\nZwei Hunde.\n")
+    assert code == 0 and "damaged" in err and "Traceback" not in err, err
+    assert again == sound  # the export made again, never the damaged one
+
+
+def test_ctranslate2_refuses_a_language_model_before_exporting_it(tmp_path):
+    pytest.importorskip("ctranslate2")
+    import torch
+
+    from attnkit.checkpoint import save_checkpoint
+    from attnkit.model import TransformerLM
+    from attnkit.model.config import LMConfig
+    from decoding_helpers import tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    cfg = LMConfig.preset("tiny", vocab_size=tok.src_vocab_size)
+    state = {"arch": "lm", "model_config": cfg.to_dict(), "model": TransformerLM(cfg).state_dict()}
+    ckpt = save_checkpoint({**state, "tokenizer": tok.state_dict(), "experiment": {}}, tmp_path / "lm.pt")
+    torch.manual_seed(0)
+    argv = ["translate", "--checkpoint", ckpt, "--engine", "ctranslate2"]
+    code, _, err = cli(*argv, stdin=b"A dog\n")
+    assert_user_error(code, err, "holds a language model")
+    assert not (tmp_path / "lm.pt.ct2").exists()  # nothing exported for nothing
+
+
+@pytest.mark.slow
+def test_import_takes_a_hub_id_from_the_hub_s_cache_and_says_what_to_do_offline(tmp_path):
+    pytest.importorskip("transformers")
+    folder = tmp_path / "hf"
+    assert cli("export", "--checkpoint", FIXTURE_CKPT, "--format", "huggingface", "--out", folder)[0] == 0
+    cache = tmp_path / "hub"  # the layout huggingface_hub keeps: refs/main names the snapshot
+    revision = "0123456789abcdef0123456789abcdef01234567"
+    snapshot = cache / "models--someone--tiny-mt" / "snapshots" / revision
+    snapshot.parent.mkdir(parents=True)
+    (folder / ".attnkit-export.json").unlink()
+    folder.rename(snapshot)
+    (cache / "models--someone--tiny-mt" / "refs").mkdir()
+    (cache / "models--someone--tiny-mt" / "refs" / "main").write_text(revision)
+    env = {**os.environ, "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    run = [sys.executable, "-m", "attnkit.cli", "import", "--format", "huggingface"]
+    done = subprocess.run(
+        [*run, "someone/tiny-mt", "--output", str(tmp_path / "x.pt")], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0 and (tmp_path / "x.pt").is_file(), done.stderr
+    done = subprocess.run(
+        [*run, "someone/absent", "--output", str(tmp_path / "y.pt")], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 2 and "huggingface-cli download someone/absent" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

@@ -8,6 +8,9 @@ paths checked before decoding), and the audit's "of the same kinds".
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -320,3 +323,78 @@ def test_no_case_wrote_into_a_missing_folder(files):
     (Figures are different: ``attention --out figs/map.png`` creates ``figs``, as it always has.)
     """
     assert not (files.root / "no_such_folder").exists()
+
+
+# --- checked by subject here (they were once in a file named after the round they were written in)
+FIXTURE_CKPT = Path(__file__).parent / "fixtures" / "c46ef86" / "translation_step3.pt"
+FIXTURE_CONFIG = Path(__file__).parent / "fixtures" / "c46ef86" / "config.yaml"
+
+
+@pytest.mark.parametrize("seed", ["-1", "4294967296", "99999999999999999999999"])
+def test_a_seed_outside_32_bits_is_one_line(tmp_path, seed):
+    code, _, err = cli(
+        "train",
+        "--config",
+        Path(__file__).parent / "fixtures" / "c46ef86" / "config.yaml",
+        "--output-dir",
+        tmp_path / "run",
+        f"train.seed={seed}",
+    )
+    assert_user_error(code, err, "seed", "0 to 4,294,967,295")
+
+
+def test_an_unknown_key_suggests_the_close_one(tmp_path):
+    config = Path(__file__).parent / "fixtures" / "c46ef86" / "config.yaml"
+    code, _, err = cli("train", "--config", config, "--output-dir", tmp_path / "run", "train.max_stepz=3")
+    assert_user_error(code, err, "max_stepz", "did you mean max_steps?")
+
+
+@pytest.mark.parametrize("closed", ["0<&-", "1>&-"])
+@pytest.mark.slow
+def test_a_closed_standard_input_or_output_is_one_line(closed):
+    cmd = f"{sys.executable} -m attnkit.cli translate --checkpoint {FIXTURE_CKPT} {closed}"
+    done = subprocess.run(
+        ["bash", "-c", cmd], capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "standard " + ("input" if closed.startswith("0") else "output") + " is closed" in done.stderr
+
+
+def test_workers_past_the_machine_s_cores_are_refused(tmp_path):
+    too_many = str((os.cpu_count() or 1) + 1)
+    code, _, err = cli(
+        "prepare", "--config", tmp_path / "x.yaml", "--output", tmp_path / "p", "--workers", too_many
+    )
+    assert_user_error(code, err, "--workers", "cores")
+    code, _, err = cli("serve", "--checkpoint", FIXTURE_CKPT, "--workers", too_many)
+    assert code == 2 and "--workers" in err and "cores" in err
+
+
+def test_a_prefix_the_vocabulary_cannot_spell_is_refused_not_printed_as_unknown(tmp_path):
+    prefix = tmp_path / "prefix.txt"
+    prefix.write_text("A 狗 dog\n", encoding="utf-8")
+    argv = ["translate", "--checkpoint", FIXTURE_CKPT, "--prefix-file", prefix]
+    code, out, err = cli(*argv, stdin=b"Ein Hund.\n")
+    assert_user_error(code, err, "prefix of sentence 1", "'狗'")
+    assert out == ""
+
+
+def test_unclear_errors_name_what_is_wrong(tmp_path):
+    root = Path(__file__).resolve().parents[1]
+    code, _, err = cli(
+        "prepare",
+        "--config",
+        root / "configs" / "captions_shapes_tiny.yaml",
+        "--output",
+        tmp_path / "p",
+    )
+    assert_user_error(code, err, "a captioner", "does not train from them")
+    code, _, err = cli(
+        "train",
+        "--config",
+        FIXTURE_CONFIG,
+        "--output-dir",
+        tmp_path / "r",
+        "data.mix=[{files: [a.de, a.en], tag: '</s>'}]",
+    )
+    assert_user_error(code, err, "tag '</s>'", "special pieces")

@@ -17,6 +17,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -327,3 +328,19 @@ def _answers(url: str, host: str | None = None) -> int:
         return e.code
     except OSError:
         return 0
+
+
+# --- checked by subject here (they were once in a file named after the round they were written in)
+FIXTURE_CKPT = Path(__file__).parent / "fixtures" / "c46ef86" / "translation_step3.pt"
+FIXTURE_CONFIG = Path(__file__).parent / "fixtures" / "c46ef86" / "config.yaml"
+
+
+def test_a_stopping_server_says_so(tmp_path):
+    pytest.importorskip("fastapi")
+    from serve_helpers import live_server
+
+    with live_server(FIXTURE_CKPT, extra=("--decoder", "thread")) as (_, proc):
+        proc.terminate()
+        proc.wait(timeout=30)
+        err = proc.stderr.read().decode()
+    assert "attnkit serve: stopping: finishing what is queued" in err and "attnkit serve: stopped" in err, err

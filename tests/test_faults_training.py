@@ -327,3 +327,17 @@ def test_validation_with_a_beam_larger_than_half_the_vocabulary(setup, tmp_path)
         "valid.beam_size=60",
     )
     assert code == 0, err
+
+
+# --- checked by subject here (they were once in a file named after the round they were written in)
+FIXTURE_CKPT = Path(__file__).parent / "fixtures" / "c46ef86" / "translation_step3.pt"
+FIXTURE_CONFIG = Path(__file__).parent / "fixtures" / "c46ef86" / "config.yaml"
+
+
+def test_training_says_its_first_step_at_once(tmp_path, shared_data):
+    config = tmp_path / "config.yaml"
+    config.write_text(FIXTURE_CONFIG.read_text().replace("DATA_DIR", str(shared_data)))
+    argv = ["train", "--config", config, "--output-dir", tmp_path / "run", "train.progress=true"]
+    code, _, err = cli(*argv, "train.max_steps=2", "valid.every=2")
+    assert code == 0, err
+    assert "step 1 done after" in err  # long before step log_every (50 here)
