@@ -240,3 +240,22 @@ def test_plot_positional_rejects_zero_d_model(capsys, tmp_path):
     result = cli(capsys, "plot-positional", "--d-model", "0", "--out", tmp_path / "pe.png")
     assert_user_error(*result[::2], "--d-model", "an integer from 1 to")
     assert not (tmp_path / "pe.png").exists()
+
+
+def test_a_checkpoint_whose_data_folder_is_not_here_reads_the_default_place(
+    capsys, monkeypatch, runs, tmp_path
+):
+    """A checkpoint trained elsewhere (its data.data_dir ``../shared/data``, relative to another
+    directory) finds its test split in ``$ATTNKIT_DATA`` and says in one line where it read; training
+    stores ``--data-dir`` as an absolute path, so a checkpoint read from another directory finds it."""
+    state = load_checkpoint(runs.ckpt)
+    saved = state["experiment"]["data"]
+    ckpt = tmp_path / "moved.pt"
+    _with_experiment(state, ckpt, **{**saved, "data_dir": "../not/here"})
+    monkeypatch.setenv("ATTNKIT_DATA", str(runs.eval_data))
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli(capsys, "evaluate", "--checkpoint", ckpt, "--beam", "1", "--device", "cpu")
+    assert code == 0, err
+    assert out.startswith(f"Multi30k test_2016_flickr de-en, {N_EVAL} sentences")
+    assert f"data.data_dir ../not/here is not a folder here: reading {runs.eval_data}" in err
+    assert saved["data_dir"].startswith("/")  # what `attnkit train --data-dir` stored

@@ -9,6 +9,7 @@ classifier's labels), so no training split is read.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,10 @@ def scored_data(args, out: Path, state: dict | None = None) -> Scored:
         cfg = ExperimentConfig.from_dict({"model": {"arch": state["arch"]}} if "arch" in state else {})
     if args.data_dir:
         cfg.data = cfg.data.replace(data_dir=args.data_dir)
+    else:
+        cfg.data, moved = cfg.data.found_here()
+        if moved:
+            print(f"attnkit heads: {moved} (give --data-dir to choose)", file=sys.stderr, flush=True)
     cfg.valid.max_sentences = args.max_sentences
     wrapper = info.open(state, device=args.device, path=args.checkpoint)
     model, tokenizer, dev = wrapper.model, wrapper.tokenizer, wrapper.device

@@ -46,7 +46,8 @@ def run(args) -> None:
         )
     overrides = list(args.overrides)
     if args.data_dir:
-        overrides.append(f"data.data_dir={args.data_dir}")
+        # absolute: the checkpoint keeps it, and is read from other directories
+        overrides.append(f"data.data_dir={Path(args.data_dir).expanduser().resolve()}")
     if args.output_dir:
         overrides.append(f"output_dir={args.output_dir}")
     cfg = load_config(args.config, overrides)

@@ -39,10 +39,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from attnkit.config import ConfigBase
 from attnkit.data import corpus as c
+from attnkit.data.multi30k import resolve_data_dir
 from attnkit.errors import ConfigError, DataError
 
 WHICH = ("train", "valid", "test")
@@ -164,6 +166,18 @@ class DataConfig(ConfigBase):
 
     def _reads(self) -> str:
         return f"it reads {', '.join(KIND_FIELDS[self.corpus])}"
+
+    def found_here(self) -> tuple[DataConfig, str | None]:
+        """This section on this machine: a ``data_dir`` that is not a folder here (a checkpoint moved,
+        or trained in another directory) gives way to the default place (``$ATTNKIT_DATA``, else the
+        cache), with the line that says so; else this section and None."""
+        if not self.data_dir or Path(self.data_dir).expanduser().is_dir():
+            return self, None
+        moved = self.replace(data_dir="")
+        return (
+            moved,
+            f"data.data_dir {self.data_dir} is not a folder here: reading {resolve_data_dir()} instead",
+        )
 
     def has_split(self, which: str) -> bool:
         return self.corpus not in PATHS_PER_SPLIT or bool(getattr(self, f"{which}_files"))

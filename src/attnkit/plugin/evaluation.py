@@ -4,6 +4,8 @@ line that says what to give instead of a test split."""
 
 from __future__ import annotations
 
+import sys
+
 from ..errors import ConfigError
 
 
@@ -57,6 +59,10 @@ def test_data(state: dict, args):
     if not isinstance(data, dict) or not data:
         raise ConfigError(f"{args.checkpoint} holds no experiment config (no test split): {give(task)}")
     data = DataConfig.from_saved(data)  # only the data section: the model was rebuilt from model_config
+    if not args.data_dir:
+        data, moved = data.found_here()
+        if moved:
+            print(f"attnkit evaluate: {moved} (give --data-dir to choose)", file=sys.stderr, flush=True)
     if task.records == "pairs" and data.records != "pairs":
         raise ConfigError(f"evaluate measures translations; this model was trained on {data.records} records")
     changes = {}
