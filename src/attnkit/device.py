@@ -7,10 +7,12 @@ loaded); ``resolve_device`` also checks that the machine has the device and retu
 from __future__ import annotations
 
 import re
-
-import torch
+from typing import TYPE_CHECKING
 
 from .errors import ConfigError
+
+if TYPE_CHECKING:
+    import torch
 
 DEVICE_NAMES = "auto, cpu, cuda, cuda:N or mps"
 _NAME = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
@@ -27,7 +29,10 @@ def resolve_device(name: str | torch.device = "auto") -> torch.device:
     """The device ``name`` stands for: ``auto`` is the first GPU when there is one, else the CPU.
 
     A GPU asked for on a machine without one is a :class:`ConfigError`, not a late torch failure.
+    (torch is imported here, not with the module: the command line checks names without it.)
     """
+    import torch
+
     if isinstance(name, torch.device):
         return name
     check_device_name(name)

@@ -2,13 +2,14 @@
 
 Every task, built-in (:mod:`attnkit.tasks`) or a plugin installed beside attnkit, is a
 :class:`TaskInfo` registered in the entry-point group ``attnkit.tasks`` (:mod:`.registry`). Its
-training object keeps :class:`Task` (:mod:`.training`), what it serves keeps :class:`ServedModel`
-(:mod:`.served`); its commands, endpoints and evaluation build on :mod:`.flags`, :mod:`.http` and
+training object keeps :class:`~.training.Task`, what it serves keeps
+:class:`~.served.ServedModel`; its commands, endpoints and evaluation build on :mod:`.flags`, :mod:`.http` and
 :mod:`.evaluation`. The trainer, the server, the commands and the exporter ask :func:`tasks`,
 :func:`task_named`, :func:`task_of_arch` and :func:`task_of`; none of them names a task.
 
 This package imports the library below it (data, model, decoding) and never the core above it
-(cli, serve, train, export) nor a task: both import it.
+(cli, serve, train, export) nor a task: both import it. Its face and the registry import no torch:
+every command finds the tasks through them, ``attnkit --help`` included.
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ from typing import Any
 from ..errors import CheckpointError, ConfigError
 from .info import TaskInfo
 from .registry import load as tasks
-from .served import ServedModel, ServesText
-from .training import SplitTask, Task
 
 
 def task_of_arch(arch: str) -> TaskInfo:
@@ -75,10 +74,6 @@ def endpoint_task(endpoint: str) -> TaskInfo:
 
 
 __all__ = [
-    "ServedModel",
-    "ServesText",
-    "SplitTask",
-    "Task",
     "TaskInfo",
     "endpoint_task",
     "expect_task",

@@ -10,9 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .training import Task
+if TYPE_CHECKING:
+    from .training import Task
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,9 @@ from fastapi import FastAPI
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 
 from ..page import render_page
-from ..plugin import ServedModel, ServesText, endpoint_task, task_named, tasks
+from ..plugin import endpoint_task, task_named, tasks
 from ..plugin.http import Call, ErrorResponse, Limits, ServeError
+from ..plugin.served import ServedModel, ServesText
 from .decoder import DecoderUnavailable, ProcessDecoder, ThreadDecoder
 from .errors import add_error_handlers
 from .guards import BodyLimit, HostCheck

@@ -15,8 +15,8 @@ from typing import Any
 from ..checkpoint import load_checkpoint
 from ..errors import CheckpointError, ConfigError
 from ..files import describe_os_error
-from ..plugin import ServedModel, TaskInfo, task_of
-from ..plugin.served import missing_members
+from ..plugin import TaskInfo, task_of
+from ..plugin.served import ServedModel, missing_members
 
 __all__ = [
     "load_models",

@@ -24,8 +24,8 @@ from ..data.prepared import Prepared, open_prepared
 from ..data.tokenizer import SubwordTokenizer
 from ..device import resolve_device
 from ..errors import CheckpointError, ConfigError, DataError
-from ..plugin import Task, task_for
-from ..plugin.training import TextPairTask, check_metrics, takes_text_pairs
+from ..plugin import task_for
+from ..plugin.training import Task, TextPairTask, check_metrics, takes_text_pairs
 from ..precision import amp_dtype, resolve_precision
 from . import distributed as ddp
 from . import finetune
