@@ -397,3 +397,29 @@ def test_early_stopping_after_patience_validations_without_better_bleu(tmp_path,
     result = train(cfg, log=logs.append)
     assert result.step == 4
     assert any("early stopping" in m for m in logs)
+
+
+def test_each_log_line_gives_the_rate_and_the_time_left(tmp_path, monkeypatch):
+    """Without a bar (a log, a pipe), each line says steps per second over its window and what the
+    steps left would take at that rate; the last says no time left."""
+    import types
+
+    from attnkit.train import progress as progress_module
+    from attnkit.train.progress import Progress, _duration
+
+    clock = iter(float(i) for i in range(1000))  # one second per call of the clock
+    monkeypatch.setattr(progress_module.time, "monotonic", lambda: next(clock))
+    t = types.SimpleNamespace(progress=True, log_every=2, max_steps=6, tensorboard=False)
+    lines: list[str] = []
+    p = Progress(t, main=True, world_size=1, metrics=("loss",), log=lines.append)
+    p.start(tmp_path, 0)
+    for step in range(1, 7):
+        row = {"step": step, "epoch": 1, "elapsed_s": step, "lr": 0.1, "train_loss": 1.0, "train_nll": 1.0}
+        p.step(step, (1.0, 1.0, 10), lambda w, row=row: {**row, "tokens_per_s": 10, "grad_norm": 1.0})
+    p.close()
+    logged = [line for line in lines if line.startswith("step 2/6") or line.startswith("step 6/6")]
+    assert len(logged) == 2
+    rate = float(logged[0].split(", ")[1].split()[0])
+    assert rate > 0 and logged[0].endswith(f"about {_duration(4 / rate)} left"), logged[0]
+    assert "step/s" in logged[1] and "left" not in logged[1]
+    assert [_duration(s) for s in (45, 450, 4500)] == ["45s", "7m30s", "1h15m"]

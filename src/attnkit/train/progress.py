@@ -1,5 +1,6 @@
 """What a training run reports as it goes: the progress bar (or, without one, a log line every
-``log_every`` steps and one after the first step), ``metrics.csv``, and TensorBoard. Rank 0 alone
+``log_every`` steps with its rate and the time left, and one after the first step), ``metrics.csv``,
+and TensorBoard. Rank 0 alone
 writes; the other ranks keep the same calls and write nothing."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ class Progress:
         self.t, self.main, self.world_size, self.metrics, self.log = train, main, world_size, metrics, log
         self.board: TensorBoardLog | None = None
         self.window = Window()
+        self.window_steps = 0  # optimizer steps in the window
         self.first = 0  # the run's first step, said once done where no bar shows it (0: said)
 
     def start(self, out: Path, step: int) -> None:
@@ -38,6 +40,7 @@ class Progress:
         """After optimizer step ``step`` with its (loss sum, nll sum, tokens): the bar, and the log
         line, CSV row and TensorBoard scalars (``row(window)``: the trainer's fields) when due."""
         self.window.add(*loss)
+        self.window_steps += 1
         self.bar.update(1)
         if self.first and self.bar.disable and step % self.t.log_every:
             if self.main and self.t.progress:
@@ -49,7 +52,7 @@ class Progress:
             self.first = 0
         if step % self.t.log_every == 0 or step == self.t.max_steps:
             self._log_window(row(self.window))
-            self.window = Window()
+            self.window, self.window_steps = Window(), 0
 
     def _log_window(self, row: dict) -> None:
         self.bar.set_postfix(loss=row["train_loss"], lr=row["lr"], tok_s=row["tokens_per_s"])
@@ -59,9 +62,17 @@ class Progress:
         if self.bar.disable and self.main and self.t.progress:
             self.log(
                 f"step {row['step']}/{self.t.max_steps} loss {row['train_loss']:.3f} lr {row['lr']} "
-                f"{row['tokens_per_s']} tok/s elapsed {row['elapsed_s']:.0f}s"
+                f"{row['tokens_per_s']} tok/s elapsed {row['elapsed_s']:.0f}s{self._pace(row['step'])}"
             )
         self.write({k: v for k, v in row.items() if k != "grad_norm"})
+
+    def _pace(self, step: int) -> str:
+        """The window's steps per second, and the time the steps left would take at that rate
+        (validations and checkpoints come on top): what a bar would show."""
+        seconds = max(time.monotonic() - self.window.start, 1e-9)
+        rate = self.window_steps / seconds
+        left = (self.t.max_steps - step) / rate if rate > 0 else 0.0
+        return f", {rate:.2f} step/s" + (f", about {_duration(left)} left" if step < self.t.max_steps else "")
 
     def window_row(self, w: Window) -> dict:
         """The speed part of a log row: tokens per second over the window, every process's."""
@@ -75,3 +86,11 @@ class Progress:
         self.bar.close()
         if self.board:
             self.board.close()
+
+
+def _duration(seconds: float) -> str:
+    """``4h05m``, ``7m30s`` or ``45s``."""
+    s = round(seconds)
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
