@@ -150,3 +150,32 @@ def test_translate_generate_and_caption_take_the_same_flags_and_fields():
     actions = {a.dest: a for a in subparser("generate")._actions}
     assert actions["nbest"].option_strings == ["--nbest", "--num-samples"]
     assert actions["max_len_b"].option_strings == ["--max-len-b", "--max-new-tokens"]
+
+
+def test_every_search_function_defaults_to_the_one_declaration():
+    """The thin search functions, the pool, validation and the scoring functions take their keyword
+    defaults from ``attnkit.decoding.defaults``, as ``SearchOptions`` does: no default said twice."""
+    import inspect
+
+    from attnkit.decoding import beam_decode, beam_search, greedy_decode, greedy_search, sample_search
+    from attnkit.decoding.continuous import BeamPool
+    from attnkit.tasks.captioning import scoring as caption_scoring
+    from attnkit.tasks.translation import scoring as translation_scoring
+    from attnkit.train.config import ValidConfig
+
+    default = SearchOptions()
+    names = {"beam_size": default.beam, "beam": default.beam, "num_samples": default.nbest}
+    names |= {
+        f: getattr(default, f)
+        for f in ("length_penalty", "max_len_a", "max_len_b", "temperature", "top_k", "top_p")
+    }
+    checked = 0
+    functions = [beam_decode, beam_search, greedy_decode, greedy_search, sample_search, BeamPool.__init__]
+    functions += [translation_scoring.evaluate, caption_scoring.evaluate, ValidConfig]
+    for function in functions:
+        for name, parameter in inspect.signature(function).parameters.items():
+            greedy_validation = function is ValidConfig and name == "beam_size"  # validation's own: 1
+            if name in names and parameter.default is not inspect.Parameter.empty and not greedy_validation:
+                assert parameter.default == names[name], (function, name, parameter.default)
+                checked += 1
+    assert checked >= 15

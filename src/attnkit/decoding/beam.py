@@ -23,6 +23,7 @@ from torch import Tensor
 from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
 from .common import Hypothesis, Layout, check_nbest, start_from_source
 from .controls import FREE, Controls, prepare
+from .defaults import BEAM, LENGTH_PENALTY, MAX_LEN_A, MAX_LEN_B
 from .search import run_search
 from .topk import top_extensions  # the C best sums: one top-k, or a faster equal one on a CPU
 
@@ -255,11 +256,11 @@ def beam_search(
     model: Seq2SeqModel,
     src: Tensor,
     *,
-    beam_size: int = 4,
-    length_penalty: float = 0.6,
+    beam_size: int = BEAM,
+    length_penalty: float = LENGTH_PENALTY,
     nbest: int = 1,
-    max_len_a: float = 1.5,
-    max_len_b: int = 10,
+    max_len_a: float = MAX_LEN_A,
+    max_len_b: int = MAX_LEN_B,
     min_len: int = 0,
     return_attention: bool = False,
     controls: Controls | None = None,
@@ -294,8 +295,8 @@ def beam_decode(
     last: Tensor,
     limits: Tensor,
     *,
-    beam_size: int = 4,
-    length_penalty: float = 0.6,
+    beam_size: int = BEAM,
+    length_penalty: float = LENGTH_PENALTY,
     nbest: int = 1,
     min_len: int = 0,
     return_attention: bool = False,

@@ -35,6 +35,7 @@ from ..model.interface import Seq2SeqModel
 from .beam import BeamSearch
 from .common import Hypothesis, check_nbest, start_from_source
 from .controls import Controls, prepare
+from .defaults import BEAM, LENGTH_PENALTY, MAX_LEN_A, MAX_LEN_B
 from .search import decode_step
 
 
@@ -134,11 +135,11 @@ class BeamPool:
         self,
         model: Seq2SeqModel,
         *,
-        beam_size: int = 4,
-        length_penalty: float = 0.6,
+        beam_size: int = BEAM,
+        length_penalty: float = LENGTH_PENALTY,
         nbest: int = 1,
-        max_len_a: float = 1.5,
-        max_len_b: int = 10,
+        max_len_a: float = MAX_LEN_A,
+        max_len_b: int = MAX_LEN_B,
         min_len: int = 0,
         controls: Controls | None = None,
     ):

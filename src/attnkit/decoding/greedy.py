@@ -8,6 +8,7 @@ from torch import Tensor
 from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
 from .common import Hypothesis, Layout, start_from_source
 from .controls import Controls, prepare
+from .defaults import MAX_LEN_A, MAX_LEN_B
 from .search import Greedy, run_search
 
 
@@ -16,8 +17,8 @@ def greedy_search(
     model: Seq2SeqModel,
     src: Tensor,
     *,
-    max_len_a: float = 1.5,
-    max_len_b: int = 10,
+    max_len_a: float = MAX_LEN_A,
+    max_len_b: int = MAX_LEN_B,
     min_len: int = 0,
     return_attention: bool = False,
     controls: Controls | None = None,

@@ -22,6 +22,7 @@ from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
 from .beam import beam_decode
 from .common import Hypothesis, Layout, check_nbest, start_from_source
 from .controls import Controls
+from .defaults import BEAM, LENGTH_PENALTY, MAX_LEN_A, MAX_LEN_B, NBEST, TEMPERATURE, TOP_K, TOP_P
 from .greedy import greedy_decode
 from .sampling import SEED_RANGE, SamplingConfig, sample_decode, sample_search
 
@@ -77,18 +78,18 @@ class SearchOptions:
     temperature, top_k (0 = off) and top_p (1 = off), from a generator seeded with ``seed``.
     """
 
-    beam: int = 4
-    nbest: int = 1
-    length_penalty: float = 0.6
-    max_len_a: float = 1.5
-    max_len_b: int = 10
+    beam: int = BEAM
+    nbest: int = NBEST
+    length_penalty: float = LENGTH_PENALTY
+    max_len_a: float = MAX_LEN_A
+    max_len_b: int = MAX_LEN_B
     min_length: int = 0
     no_repeat_ngram_size: int = 0
     repetition_penalty: float = 1.0
     sample: bool = False
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
+    temperature: float = TEMPERATURE
+    top_k: int = TOP_K
+    top_p: float = TOP_P
     seed: int = 0
 
     def __post_init__(self) -> None:

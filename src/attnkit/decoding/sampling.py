@@ -22,6 +22,7 @@ from ..errors import ConfigError
 from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
 from .common import Hypothesis, Layout, start_from_source
 from .controls import Controls, prepare
+from .defaults import MAX_LEN_A, MAX_LEN_B, TEMPERATURE, TOP_K, TOP_P
 from .search import TokenSearch, run_search
 
 
@@ -29,9 +30,9 @@ from .search import TokenSearch, run_search
 class SamplingConfig:
     """How to reshape the next-token distribution before drawing from it."""
 
-    temperature: float = 1.0
-    top_k: int = 0  # 0 = no top-k limit
-    top_p: float = 1.0  # 1.0 = no nucleus limit
+    temperature: float = TEMPERATURE
+    top_k: int = TOP_K  # 0 = no top-k limit
+    top_p: float = TOP_P  # 1.0 = no nucleus limit
 
     def __post_init__(self) -> None:
         with ieee_arithmetic():  # checked alike inside a loop that flushes denormals
@@ -112,14 +113,14 @@ def sample_search(
     model: Seq2SeqModel,
     src: Tensor,
     *,
-    temperature: float = 1.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
+    temperature: float = TEMPERATURE,
+    top_k: int = TOP_K,
+    top_p: float = TOP_P,
     num_samples: int = 1,
     generator: torch.Generator | None = None,
     seed: int | None = None,
-    max_len_a: float = 1.5,
-    max_len_b: int = 10,
+    max_len_a: float = MAX_LEN_A,
+    max_len_b: int = MAX_LEN_B,
     min_len: int = 0,
     controls: Controls | None = None,
     prefix: list[list[int]] | None = None,

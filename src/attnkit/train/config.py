@@ -22,6 +22,7 @@ from ..data.config import DataConfig
 from ..data.config import upgrade as upgrade_data
 from ..data.tokenizer import Vocabulary
 from ..data.tokenizer_config import TokenizerConfig
+from ..decoding.defaults import LENGTH_PENALTY
 from ..device import DEVICE_NAMES, check_device_name
 from ..errors import ConfigError
 from ..model.config import ModelConfig
@@ -150,7 +151,7 @@ class ValidConfig(ConfigBase):
 
     every: int = 1000
     beam_size: int = 1
-    length_penalty: float = 0.6
+    length_penalty: float = LENGTH_PENALTY
     max_sentences: int = 0  # 0 = the whole valid split is decoded for BLEU
     patience: int = 0
     keep_last: int = 5

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ...decoding.defaults import BEAM
 from .captioner import Captioner, Image
 from .images import as_floats
 
@@ -39,7 +40,7 @@ class CaptionAttention:
 
 
 def caption_attention(
-    captioner: Captioner, image: Image, *, beam: int = 4, name: str | None = None, **options: Any
+    captioner: Captioner, image: Image, *, beam: int = BEAM, name: str | None = None, **options: Any
 ) -> CaptionAttention:
     """Caption ``image`` (``options``: the rest of :meth:`Captioner.caption`'s search options), then
     re-run the decoder on its caption with the weights returned."""

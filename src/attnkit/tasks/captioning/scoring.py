@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ...decoding.defaults import BEAM, LENGTH_PENALTY
 from ...errors import DataError
 from ...text_scores import Scores, corpus_scores
 from .captioner import Captioner, Image
@@ -28,8 +29,8 @@ def evaluate(
     images: Sequence[Image],
     refs: Sequence[Sequence[str]],
     *,
-    beam: int = 4,
-    length_penalty: float = 0.6,
+    beam: int = BEAM,
+    length_penalty: float = LENGTH_PENALTY,
     batch_size: int = 32,
 ) -> CaptionEvaluation:
     """Caption ``images`` and score them against ``refs`` (each image's reference captions)."""

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from ...decoding.defaults import BEAM
 from ...errors import DataError
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ class AttentionMaps:
     translation: Translation | None = None
 
 
-def attention_maps(translator: Translator, text: str, *, beam: int = 4) -> AttentionMaps:
+def attention_maps(translator: Translator, text: str, *, beam: int = BEAM) -> AttentionMaps:
     """Translate ``text``, then re-run the model on its own output with the weights returned."""
     (result,) = translator.translate([text], beam=beam)
     if not result.src_pieces:

@@ -28,6 +28,7 @@ from torch import Tensor
 
 from ...attention.rollout import mixing, through
 from ...data.pieces import SPECIALS, words
+from ...decoding.defaults import BEAM
 from ...errors import ConfigError
 from ...heads import head_scores
 from ...loss import LossOutput
@@ -75,7 +76,7 @@ def _rounded(x: Tensor) -> list:
 
 
 def attention_payload(
-    translator: Translator, text: str, *, beam: int = 4, flow: bool = False
+    translator: Translator, text: str, *, beam: int = BEAM, flow: bool = False
 ) -> dict[str, Any]:
     """Translate ``text`` and return its attention maps as JSON-ready data (see the module doc)."""
     maps = attention_maps(translator, text, beam=beam)

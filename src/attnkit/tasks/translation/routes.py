@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, WithJsonSchema
 
+from ...decoding.defaults import BEAM
 from ...plugin.http import Call, Limits, Request, Searched, ServeError
 from .served import TranslationModel
 
@@ -32,7 +33,7 @@ class AttentionRequest(Request):
         description="one source sentence, not blank"
     )
     model: str | None = None
-    beam: int = Field(4, ge=1, description="beam size of the translation whose attention is shown")
+    beam: int = Field(BEAM, ge=1, description="beam size of the translation whose attention is shown")
     flow: bool = Field(
         False,
         description="add attention flow to each kind's rollout (seconds; sentences of at most 64 pieces)",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...decoding.defaults import BEAM, LENGTH_PENALTY
 from ...errors import DataError
 from ...text_scores import Scores, corpus_scores
 from .translator import Translator
@@ -24,8 +25,8 @@ def evaluate(
     translator: Translator,
     sources: list[str],
     *references: list[str],
-    beam: int = 4,
-    length_penalty: float = 0.6,
+    beam: int = BEAM,
+    length_penalty: float = LENGTH_PENALTY,
     batch_tokens: int = 4000,
     lowercase_bleu: bool = False,
     ter: bool = True,
