@@ -147,7 +147,7 @@ def test_bidirectional_training_and_subword_sampling_each_have_one_home():
 # may import export/ (translation's CTranslate2 engine exports the checkpoint it serves).
 LAYERS = [
     {"attnkit", "errors", "bounds", "denormals", "device", "precision", "files", "folders", "processes"}
-    | {"quantize"}
+    | {"quantize", "report"}
     | {"text_scores", "loss", "fast", "config", "positional"},
     {"attention"},
     {"model", "heads"},

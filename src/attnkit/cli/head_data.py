@@ -108,38 +108,3 @@ def _records(args, state: dict, task, cfg) -> tuple[list, str]:
     if args.input or args.split:
         return records_to_score(args, state, task.checkpoint_fields().get("labels", ()))
     return task.load(cfg.data, "valid"), "the validation split"
-
-
-class Progress:
-    """A progress bar on a terminal (tqdm); elsewhere, as in a log, one line per step."""
-
-    def __init__(self, total: int, what: str, unit: str):
-        import sys
-
-        from tqdm import tqdm
-
-        self.what = what
-        self.bar = tqdm(total=total, desc=what, unit=unit, disable=None, file=sys.stderr, dynamic_ncols=True)
-
-    def step(self, line: str) -> None:
-        if self.bar.disable:
-            say(f"{self.what}: {line}")
-        else:
-            self.bar.set_postfix_str(line, refresh=False)
-            self.bar.update(1)
-
-    def say(self, line: str) -> None:
-        """A line above the bar (or in the log)."""
-        if self.bar.disable:
-            say(line)
-        else:
-            self.bar.write(line, file=self.bar.fp)
-
-    def close(self) -> None:
-        self.bar.close()
-
-
-def say(line: str) -> None:
-    import sys
-
-    print(line, file=sys.stderr, flush=True)

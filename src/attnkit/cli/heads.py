@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ..plugin.flags import DEVICE_NAMES, device
-from .head_data import Progress, add_data_flags, say, scored_data
+from ..report import Progress, say
+from .head_data import add_data_flags, scored_data
 
 NAME = "heads"
 

@@ -56,7 +56,9 @@ def run(args) -> None:
     if not output:
         raise ConfigError("give --output FOLDER or set data.prepared in the config")
     start = time.monotonic()
-    manifest = prepare(cfg, output, workers=args.workers, log=lambda m: print(m, file=sys.stderr))
+    manifest = prepare(
+        cfg, output, workers=args.workers, log=lambda m: print(m, file=sys.stderr), report=True
+    )
     seconds = time.monotonic() - start
     train = manifest["splits"]["train"]
     dropped = ", ".join(f"{n:,} {why}" for why, n in train["dropped"].items() if why != "read" and n)

@@ -18,7 +18,8 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..plugin.flags import DEVICE_NAMES, bounded, device
-from .head_data import Progress, add_data_flags, scored_data
+from ..report import Progress
+from .head_data import add_data_flags, scored_data
 
 NAME = "prune"
 

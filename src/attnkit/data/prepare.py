@@ -22,6 +22,7 @@ import numpy as np
 from ..errors import ConfigError, DataError
 from ..folders import listing, write_folder
 from ..processes import die_with_parent
+from ..report import Progress
 from . import corpus as c
 from . import subword_sampling
 from .examples import train_pair_tokenizer
@@ -172,7 +173,12 @@ class SplitWriter:
 
 # --- prepare -------------------------------------------------------------------------------------
 def prepare(
-    cfg: Experiment, output: str | Path, *, workers: int = 1, log: Callable[[str], None] = print
+    cfg: Experiment,
+    output: str | Path,
+    *,
+    workers: int = 1,
+    log: Callable[[str], None] = print,
+    report: bool = False,
 ) -> dict:
     """Write the prepared folder of ``cfg``'s translation corpus to ``output``; returns its manifest."""
     out = Path(output).resolve()
@@ -182,11 +188,14 @@ def prepare(
     corpora = training_corpora(cfg)
     # prepared folders list their files in their manifest: no file list beside it
     with write_folder(out, held, command="prepare", finish=lambda folder: None) as tmp:
-        manifest = _write(cfg, corpora, tmp, workers, log)
+        manifest = _write(cfg, corpora, tmp, workers, log, report)
     return manifest
 
 
-def _write(cfg: Experiment, corpora: list, tmp: Path, workers: int, log: Callable[[str], None]) -> dict:
+def _write(
+    cfg: Experiment, corpora: list, tmp: Path, workers: int, log: Callable[[str], None], report: bool
+) -> dict:
+    """The folder's files (``report``: the encoding's progress on stderr, :mod:`attnkit.report`)."""
     tokenizer = _tokenizer(cfg, corpora, log)
     files = {"src": "tokenizer.src.model"} | ({} if tokenizer.joint else {"tgt": "tokenizer.tgt.model"})
     for side, name in files.items():
@@ -197,11 +206,7 @@ def _write(cfg: Experiment, corpora: list, tmp: Path, workers: int, log: Callabl
     splits: dict[str, Any] = {}
     finished = False
     try:
-        writer = SplitWriter(tmp, "train", dtype)
-        for k, (spec, limit) in enumerate(corpora):
-            log(f"encoding {spec.describe()} ...")
-            for chunk in encoder.map(stream(spec, limit), tags[k], cfg.data.drop_identical):
-                writer.add(chunk, k)
+        writer = _encode_train(cfg, corpora, encoder, SplitWriter(tmp, "train", dtype), tags, log, report)
         splits["train"] = {"pairs": writer.close(), "dropped": vars(writer.counts)}
         for which in ("valid", "test"):
             if which == "test" and not cfg.data.has_split("test"):
@@ -229,6 +234,24 @@ def _write(cfg: Experiment, corpora: list, tmp: Path, workers: int, log: Callabl
     }
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     return manifest
+
+
+def _encode_train(cfg: Experiment, corpora: list, encoder, writer, tags, log, report: bool) -> SplitWriter:
+    """Every training corpus encoded into ``writer``, in order (``report``: a count, rate and time
+    left as it goes: a bar, or a line every 30 s in a log)."""
+    for k, (spec, limit) in enumerate(corpora):
+        log(f"encoding {spec.describe()} ...")
+        progress = (
+            Progress(limit or None, f"encoding {spec.describe()}", "pair", every_s=30) if report else None
+        )
+        for chunk in encoder.map(stream(spec, limit), tags[k], cfg.data.drop_identical):
+            read = writer.counts.read
+            writer.add(chunk, k)
+            if progress:
+                progress.step(f"{writer.counts.read:,} pairs read", n=writer.counts.read - read)
+        if progress:
+            progress.close()
+    return writer
 
 
 def _tokenizer(cfg: Experiment, corpora: list, log: Callable[[str], None]) -> SubwordTokenizer:

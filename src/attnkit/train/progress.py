@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..report import pace
 from .metrics_csv import Window, append_row
 from .tensorboard_log import TensorBoardLog
 
@@ -69,10 +70,9 @@ class Progress:
     def _pace(self, step: int) -> str:
         """The window's steps per second, and the time the steps left would take at that rate
         (validations and checkpoints come on top): what a bar would show."""
-        seconds = max(time.monotonic() - self.window.start, 1e-9)
-        rate = self.window_steps / seconds
-        left = (self.t.max_steps - step) / rate if rate > 0 else 0.0
-        return f", {rate:.2f} step/s" + (f", about {_duration(left)} left" if step < self.t.max_steps else "")
+        seconds = time.monotonic() - self.window.start
+        left = self.t.max_steps - step
+        return ", " + pace(self.window_steps, self.window_steps + left, seconds, "step")
 
     def window_row(self, w: Window) -> dict:
         """The speed part of a log row: tokens per second over the window, every process's."""
@@ -86,11 +86,3 @@ class Progress:
         self.bar.close()
         if self.board:
             self.board.close()
-
-
-def _duration(seconds: float) -> str:
-    """``4h05m``, ``7m30s`` or ``45s``."""
-    s = round(seconds)
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
