@@ -136,24 +136,21 @@ def test_the_registry_maps_the_captioner_to_the_caption_task():
 def test_served_attention_is_the_returned_captions_own_under_every_search_option():
     """The server's attention rows belong to the caption it returns (a length penalty or a length
     limit changes the caption), and equal the search's own attention of it."""
-    from attnkit.tasks.captioning import CaptionerServed
-    from attnkit.tasks.captioning.attention_maps import attention_of
-
     tok = SubwordTokenizer.train(CAPTIONS, CAPTIONS, vocab_size=40, model_type="bpe")
     torch.manual_seed(0)
     config = CaptionerConfig.preset("tiny", tgt_vocab_size=tok.tgt_vocab_size, tie_output=False)
-    served = CaptionerServed("m", "captioner", Captioner(CaptionTransformer(config), tok, "cpu"))
+    captioner = Captioner(CaptionTransformer(config), tok, "cpu")  # what the server serves
     image = torch.randint(0, 256, (3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
-    short = served.captioner.caption([image], beam=4)[0]
+    short = captioner.caption([image], beam=4)[0]
     for options in ({"length_penalty": 5.0}, {"max_len_b": 3}):
-        (answer,) = served.caption([image], SearchOptions.of(SEARCH, beam=4, **options), attention=True)
-        (want,) = served.captioner.caption([image], beam=4, return_attention=True, **options)
+        (answer,) = captioner.answer([image], SearchOptions.of(SEARCH, beam=4, **options), attention=True)
+        (want,) = captioner.caption([image], beam=4, return_attention=True, **options)
         assert want.tokens != short.tokens  # the option changes the caption
         pieces = answer["sequences"]["tgt"]["pieces"]
         weights = torch.tensor(answer["attention"]["cross"]["weights"])  # (L, H, T, R)
         assert answer["caption"] == want.text and pieces == want.pieces and weights.shape[2] == len(pieces)
         torch.testing.assert_close(weights[-1].mean(0), want.attention, atol=2e-3, rtol=0)
-        cross = attention_of(served.captioner, image, want.tokens)  # (L, H, T, R)
+        cross = captioner.attention_of(image, want.tokens)  # (L, H, T, R)
         torch.testing.assert_close(cross[-1].mean(0), want.attention, atol=1e-5, rtol=1e-5)
 
 

@@ -11,7 +11,6 @@ pyproject.toml alone.
 from attnkit.plugin import TaskInfo
 
 from .reverser import Reverser
-from .served import ReverserServed
 from .training import ReverseTask
 
 TASK = TaskInfo(
@@ -21,7 +20,7 @@ TASK = TaskInfo(
     records="pairs",
     training=ReverseTask,
     open=Reverser.from_state,
-    serve=ReverserServed.load,
+    serve=Reverser.serve,
     # attnkit finds the rest in this package by name: routes.py (the endpoints), reverse_command.py
     # and make_reversal_command.py (the verbs), evaluate_command.py, static/panel.js (its panel)
     package=__name__,
@@ -29,4 +28,4 @@ TASK = TaskInfo(
     commands=("reverse", "make-reversal"),
 )
 
-__all__ = ["TASK", "ReverseTask", "Reverser", "ReverserServed"]
+__all__ = ["TASK", "ReverseTask", "Reverser"]

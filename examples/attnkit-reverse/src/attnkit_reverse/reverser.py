@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from attnkit.checkpoint import load_checkpoint, model_from_checkpoint
 from attnkit.data.tokenizer import SubwordTokenizer
 from attnkit.decoding import SearchOptions
 from attnkit.plugin import expect_task
+from attnkit.plugin.served import parameter_count
 from attnkit.tasks.translation import Translator
 
 GREEDY = SearchOptions(beam=1, length_penalty=0.0, max_len_a=1.0, max_len_b=2)  # as long as the input
 
 
 class Reverser:
-    """``Reverser.from_checkpoint(path).reverse(["a b c"])`` -> ``["c b a"]``."""
+    """``Reverser.from_checkpoint(path).reverse(["a b c"])`` -> ``["c b a"]``. The server serves
+    this object itself (:meth:`serve`; the members of ``attnkit.plugin.served.ServedModel``)."""
 
-    def __init__(self, translator: Translator):
-        self.translator = translator
+    task = "reverse"
+
+    def __init__(self, translator: Translator, name: str = "reverser", arch: str = "transformer"):
+        self.translator, self.name, self.arch = translator, name, arch
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, *, device: str = "auto") -> Reverser:
@@ -36,3 +41,29 @@ class Reverser:
         """The share of sequences reversed exactly."""
         got = self.reverse([s for s, _ in pairs])
         return sum(g.split() == t.split() for g, (_, t) in zip(got, pairs)) / max(len(pairs), 1)
+
+    # -- served: what attnkit serve asks of it ---------------------------------------------------
+    @classmethod
+    def serve(cls, name: str, state: dict[str, Any], device: str, **engine: Any) -> Reverser:
+        reverser = cls.from_state(state, device=device, path=name)
+        reverser.name, reverser.arch = name, state["arch"]
+        return reverser
+
+    @property
+    def max_src_tokens(self) -> int:
+        return self.translator.max_src_len
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.translator.tokenizer.encode(text, side="src"))
+
+    def operation(self, op: str, o: dict[str, Any], max_batch_tokens: int, on_event: Any) -> tuple:
+        if op == "reverse":
+            return self.reverse, None  # a batched function; no stream
+        raise ValueError(f"unknown operation {op!r} for {self.name!r}")
+
+    def release(self) -> None:
+        self.translator.model.to("meta")
+
+    def describe(self) -> dict[str, Any]:
+        params = parameter_count(self.translator.model)
+        return {"name": self.name, "task": self.task, "arch": self.arch, "parameters": params}

@@ -2,9 +2,9 @@
 (seed 002's "Show, Attend and Tell" picture).
 
 training: :class:`CaptionTask`; inference: :class:`Captioner` (greedy, beam, sampling, each word's
-attention); metrics and the one evaluation: :mod:`.scoring`; the generated corpus: :mod:`.shapes`;
-a Hugging Face image-caption dataset in the same format: :mod:`.hf_import`; the server's model:
-:mod:`.served`.
+attention), which the server serves itself; metrics and the one evaluation: :mod:`.scoring`; the
+generated corpus: :mod:`.shapes`; a Hugging Face image-caption dataset in the same format:
+:mod:`.hf_import`.
 """
 
 from ...plugin.info import TaskInfo
@@ -13,7 +13,6 @@ from .captioner import Caption, Captioner
 from .corpus import CaptionRecord, ImageSet, load_captions
 from .images import read_image
 from .scoring import CaptionEvaluation, evaluate
-from .served import CaptionerServed
 from .shapes import make_shapes
 from .training import CaptionBatch, CaptionTask
 
@@ -25,7 +24,7 @@ TASK = TaskInfo(
     training=CaptionTask,
     open=Captioner.from_state,
     package=__name__,
-    serve=CaptionerServed.load,
+    serve=Captioner.serve,
     endpoints=("caption",),
     commands=("caption", "make-shapes", "import-captions"),
 )
@@ -39,7 +38,6 @@ __all__ = [
     "CaptionRecord",
     "CaptionTask",
     "Captioner",
-    "CaptionerServed",
     "ImageSet",
     "caption_attention",
     "evaluate",

@@ -72,7 +72,7 @@ def _write_caption_html(captioner, state, args) -> None:
     from ...decoding import SearchOptions
     from ...files import atomic_write
     from ...page import render_page
-    from . import CaptionerServed, read_image
+    from . import read_image
     from .captioner import SEARCH
 
     path = Path(args.image)
@@ -80,12 +80,12 @@ def _write_caption_html(captioner, state, args) -> None:
     data = path.read_bytes()
     with Image.open(io.BytesIO(data)) as img:
         mime = Image.MIME.get(img.format or "", "application/octet-stream")
-    served = CaptionerServed(Path(args.checkpoint).stem, state["arch"], captioner)
-    (answer,) = served.caption([data], SearchOptions.of(SEARCH, beam=args.beam), attention=True)
+    captioner.name = Path(args.checkpoint).stem
+    (answer,) = captioner.answer([data], SearchOptions.of(SEARCH, beam=args.beam), attention=True)
     image = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
     out = Path(args.html)
     with atomic_write(out) as f:  # write new, then swap: a failure keeps the old file
-        page = {"task": "caption", "model": served.name, **answer, "image": image, "method": args.method}
+        page = {"task": "caption", "model": captioner.name, **answer, "image": image, "method": args.method}
         f.write(render_page(page))
     if not args.out:  # --out prints it too
         print("caption:", answer["caption"])

@@ -1,10 +1,10 @@
 """Where each word of a caption looked: its cross-attention over the image's regions.
 
-``caption_attention`` captions an image, then ``attention_of`` re-runs the decoder on that caption's
-own tokens with the weights returned (as translation's attention maps do): every layer and head, one
-row per produced piece and eos, one column per region. ``region_mass`` measures how much of a word's
-attention falls on a box of the image (an object's, in the generated corpus): the number the seed's
-picture shows.
+``caption_attention`` captions an image, then :meth:`~.captioner.Captioner.attention_of` re-runs the
+decoder on that caption's own tokens with the weights returned (as translation's attention maps
+do): every layer and head, one row per produced piece and eos, one column per region.
+``region_mass`` measures how much of a word's attention falls on a box of the image (an object's,
+in the generated corpus): the number the seed's picture shows.
 
 Legend: L layers, H heads, T produced pieces + eos, R = gh * gw regions, S image size.
 """
@@ -19,7 +19,6 @@ from torch import Tensor
 
 from ...decoding.defaults import BEAM
 from .captioner import Captioner, Image
-from .images import as_floats
 
 
 @dataclass
@@ -46,31 +45,9 @@ def caption_attention(
     re-run the decoder on its caption with the weights returned."""
     pixels = captioner.read(image, name=name)  # (C, S, S)
     (found,) = captioner.caption([pixels], beam=beam, **options)
-    cross = attention_of(captioner, pixels, found.tokens)  # (L, H, T, R)
-    encoder = encoder_attention(captioner, pixels)
+    cross = captioner.attention_of(pixels, found.tokens)  # (L, H, T, R)
+    encoder = captioner.encoder_attention(pixels)
     return CaptionAttention(found.text, found.pieces, cross, captioner.model.grid, pixels.cpu(), encoder)
-
-
-def encoder_attention(captioner: Captioner, pixels: Tensor) -> Tensor | None:
-    """(L, H, R, R) the encoder's self-attention over the regions of ``pixels`` (C, S, S) uint8, or
-    None when the captioner has no encoder layers."""
-    with torch.no_grad():
-        weights = captioner.model.encode(as_floats(pixels[None].to(captioner.device)), need_weights=True)
-    if not weights.self_attn:
-        return None
-    return torch.stack([w[0] for w in weights.self_attn]).float().cpu()
-
-
-def attention_of(captioner: Captioner, pixels: Tensor, tokens: list[int]) -> Tensor:
-    """(L, H, T, R) every cross-attention of caption ``tokens`` (ids without bos or eos) of the image
-    ``pixels`` (C, S, S) uint8, teacher-forced: row t is the step that produced piece t (the last, eos)."""
-    model, device = captioner.model, captioner.device
-    tgt_in = torch.tensor([[model.config.bos_id, *tokens]], device=device)  # (1, T)
-    with torch.no_grad():
-        enc = model.encode(as_floats(pixels[None].to(device)))  # (1, R, D)
-        out = model.decode(tgt_in, model.init_state(enc), need_weights=True)
-    assert out.cross_attn is not None  # asked for with need_weights
-    return torch.stack([w[0] for w in out.cross_attn]).float().cpu()  # (L, H, T, R)
 
 
 def region_boxes(grid: tuple[int, int], size: int) -> Tensor:

@@ -19,7 +19,9 @@ import torch
 from torch import Tensor, nn
 
 from ...attention.cache import DeferredKVCache
+from ...attention.rollout import through_encoder
 from ...checkpoint import load_checkpoint, model_from_checkpoint
+from ...data.pieces import words
 from ...data.tokenizer import SubwordTokenizer
 from ...decoding.common import Hypothesis, length_limit
 from ...decoding.compiled import CompiledDecoding, refuse_on_cpu
@@ -29,7 +31,7 @@ from ...device import resolve_device
 from ...errors import ConfigError
 from ...model.captioner import CaptionTransformer
 from ...model.interface import IncrementalDecoder
-from ...plugin.served import as_list
+from ...plugin.served import as_list, parameter_count
 from .images import ImageSource, as_floats, read_image
 
 # A captioner's search unless asked otherwise, on the command line, the server and in Python: beam 4,
@@ -57,7 +59,10 @@ class Caption:
 
 
 class Captioner:
-    """A captioning model, its tokenizer and a device; stateless between calls."""
+    """A captioning model, its tokenizer and a device; stateless between calls. The server serves
+    this object itself (:meth:`serve`: ``POST /v1/caption``, an uploaded image)."""
+
+    task = "caption"
 
     def __init__(self, model: nn.Module, tokenizer: SubwordTokenizer, device: str | torch.device = "cpu"):
         assert isinstance(model, CaptionTransformer), "a captioning model"
@@ -65,6 +70,7 @@ class Captioner:
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
         self.layout: CompiledDecoding | None = None  # the compiled step, after compile()
+        self.name, self.arch = "captioner", "captioner"  # the server's name for it: serve() sets it
 
     def compile(self, *, announce: Callable[[str], None] | None = None, **options: Any) -> Captioner:
         """Decode through the model's own step compiled by ``torch.compile`` from now on (CUDA
@@ -165,3 +171,102 @@ class Captioner:
             pieces=[tok.id_to_piece(t, side="tgt") for t in best.tokens] + ["</s>"],
             attention=None if best.attention is None else best.attention.float().cpu(),
         )
+
+    def encoder_attention(self, pixels: Tensor) -> Tensor | None:
+        """(L, H, R, R) the encoder's self-attention over the regions of ``pixels`` (C, S, S) uint8, or
+        None when the captioner has no encoder layers."""
+        with torch.no_grad():
+            weights = self.model.encode(as_floats(pixels[None].to(self.device)), need_weights=True)
+        if not weights.self_attn:
+            return None
+        return torch.stack([w[0] for w in weights.self_attn]).float().cpu()
+
+    def attention_of(self, pixels: Tensor, tokens: list[int]) -> Tensor:
+        """(L, H, T, R) every cross-attention of caption ``tokens`` (ids without bos or eos) of the
+        image ``pixels`` (C, S, S) uint8, teacher-forced: row t is the step that produced piece t (the
+        last, eos)."""
+        model, device = self.model, self.device
+        tgt_in = torch.tensor([[model.config.bos_id, *tokens]], device=device)  # (1, T)
+        with torch.no_grad():
+            enc = model.encode(as_floats(pixels[None].to(device)))  # (1, R, D)
+            out = model.decode(tgt_in, model.init_state(enc), need_weights=True)
+        assert out.cross_attn is not None  # asked for with need_weights
+        return torch.stack([w[0] for w in out.cross_attn]).float().cpu()  # (L, H, T, R)
+
+    # -- served (attnkit.plugin.served.ServedModel) ------------------------------------------------
+    @classmethod
+    def serve(cls, name: str, state: dict[str, Any], device: str, **engine: Any) -> Captioner:
+        """The served model; torch alone decodes it, whatever the server's ``engine`` options say."""
+        captioner = cls.from_state(state, device=device, path=name)
+        captioner.name, captioner.arch = name, state["arch"]
+        return captioner
+
+    @property
+    def regions(self) -> int:
+        """What one image costs the batcher: its regions, as a sentence costs its tokens."""
+        gh, gw = self.model.grid
+        return gh * gw
+
+    def check(self, image: bytes) -> None:
+        """Read the upload now (a bad one is a one-line DataError: 4xx before any decoding)."""
+        self.read(image, name="the uploaded image")
+
+    def operation(self, op: str, o: dict[str, Any], max_batch_tokens: int, on_event: Any) -> tuple:
+        """What the server's decoding runs for ``op``: a batched function."""
+        if op == "caption":
+            return lambda items: self.answer(items, o["options"], attention=o["attention"]), None
+        raise ValueError(f"unknown operation {op!r} for {self.name!r}")
+
+    def answer(self, images: list[bytes], options: SearchOptions, *, attention: bool = False) -> list[dict]:
+        """``POST /v1/caption``'s answer for each uploaded image: caption, score, n-best and, with
+        ``attention``, every cross-attention."""
+        out = []
+        for image in images:
+            pixels = self.read(image, name="the uploaded image")  # (C, S, S)
+            (c,) = self.caption([pixels], options)
+            answer: dict[str, Any] = {
+                "caption": c.text,
+                "score": c.score,
+                "nbest": [{"text": t, "score": s} for t, s in c.nbest],
+            }
+            if attention:
+                # the returned caption's own attention: its tokens teacher-forced, no second search
+                cross = self.attention_of(pixels, c.tokens)  # (L, H, T, R)
+                L, H = cross.shape[:2]
+                ws, index = words(c.pieces)  # the attention page's word view, as for translation
+                answer["sequences"] = {"tgt": {"pieces": c.pieces, "words": ws, "word_of_piece": index}}
+                answer["attention"] = {
+                    "cross": {
+                        "rows": "tgt",
+                        "cols": "regions",
+                        "grid": list(self.model.grid),
+                        "layers": L,
+                        "heads": H,
+                        "weights": cross.double().round(decimals=3).tolist(),
+                    }
+                }
+                encoder = self.encoder_attention(pixels)  # (L', H, R, R) or None
+                if encoder is not None:  # each word's attention followed through the encoder (T, R)
+                    rolled = through_encoder(cross, encoder, "rollout")
+                    answer["attention"]["cross"]["rollout"] = rolled.double().round(decimals=4).tolist()
+            out.append(answer)
+        return out
+
+    def release(self) -> None:
+        """Free the weights (they decode in another process); the tokenizer and config stay."""
+        self.model.to("meta")
+
+    def describe(self) -> dict[str, Any]:
+        cfg = self.model.config
+        return {
+            "name": self.name,
+            "task": self.task,
+            "arch": self.arch,
+            "image_size": cfg.image_size,
+            "encoder": cfg.encoder,
+            "regions": self.regions,
+            "layers": [cfg.n_encoder_layers, cfg.n_decoder_layers],
+            "heads": cfg.n_heads,
+            "parameters": parameter_count(self.model),
+            "device": str(self.device),
+        }

@@ -10,8 +10,7 @@ from fastapi import Request as HTTPRequest
 from pydantic import ConfigDict, Field
 
 from ...plugin.http import Call, Searched, ServeError
-from .captioner import SEARCH
-from .served import CaptionerServed
+from .captioner import SEARCH, Captioner
 
 
 class CaptionQuery(Searched):
@@ -36,7 +35,7 @@ def add_routes(app: FastAPI, server: Any) -> None:
     async def caption(request: HTTPRequest, query: Annotated[CaptionQuery, Query()]) -> dict[str, Any]:
         """``curl --data-binary @photo.png -H 'Content-Type: image/png' 'HOST/v1/caption?beam=4'``; a body
         that is no image, too large an image or one of an unreadable pixel mode answers 4xx."""
-        served: CaptionerServed = server.resolve(query.model, "caption")
+        captioner: Captioner = server.resolve(query.model, "caption")
         server.check_beam(query.beam)
         options = query.search_options()  # a ConfigError answers 422
         if options.sample and options.nbest > limits.max_samples:
@@ -46,9 +45,9 @@ def add_routes(app: FastAPI, server: Any) -> None:
             raise ServeError(
                 422, "the body is empty: send the image file's bytes (e.g. curl --data-binary @x.png)"
             )
-        served.check(image)  # a bad image: one line, 422, before any decoding
-        call = Call.of(served.name, "caption", options=options, attention=query.attention)
+        captioner.check(image)  # a bad image: one line, 422, before any decoding
+        call = Call.of(captioner.name, "caption", options=options, attention=query.attention)
         (answer,) = await server.run_job(
-            call, [image], served.regions, alone=query.attention or options.sample
+            call, [image], captioner.regions, alone=query.attention or options.sample
         )
-        return {"model": served.name, **answer}
+        return {"model": captioner.name, **answer}

@@ -2,14 +2,13 @@
 
 training: :class:`ClassifierTask`; inference: :class:`Classifier` (labels, probabilities, each
 word's pooling weight); metrics and the one evaluation: :mod:`.scoring`; the seeds' review picture:
-:mod:`.highlight`; the server's model: :mod:`.served`.
+:mod:`.highlight`; the server serves the wrapper itself.
 """
 
 from ...plugin.info import TaskInfo
 from .classifier import Classifier, WordWeights
 from .inputs import classifier_pieces, example_text
 from .scoring import ClassificationReport, classification_report, evaluate_examples, plot_confusion_matrix
-from .served import ClassifierServed
 from .training import ClassifierBatch, ClassifierTask
 
 TASK = TaskInfo(
@@ -20,7 +19,7 @@ TASK = TaskInfo(
     training=ClassifierTask,
     open=Classifier.from_state,
     package=__name__,
-    serve=ClassifierServed.load,
+    serve=Classifier.serve,
     endpoints=("classify",),
     commands=("classify",),
 )
@@ -30,7 +29,6 @@ __all__ = [
     "ClassificationReport",
     "Classifier",
     "ClassifierBatch",
-    "ClassifierServed",
     "ClassifierTask",
     "WordWeights",
     "classification_report",

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -23,9 +24,9 @@ from ...data.tokenizer import SubwordTokenizer
 from ...device import resolve_device
 from ...errors import CheckpointError, ConfigError
 from ...model.classifier import TransformerClassifier
-from ...plugin.served import as_list
+from ...plugin.served import as_list, parameter_count
 from .highlight import merge_subwords
-from .inputs import Text, encode_inputs
+from .inputs import Text, encode_inputs, input_room
 from .scoring import ClassificationReport, evaluate_examples
 
 
@@ -38,7 +39,11 @@ class WordWeights:
 
 
 class Classifier:
-    """An encoder classifier, its tokenizer, its label names and a device; stateless between calls."""
+    """An encoder classifier, its tokenizer, its label names and a device; stateless between calls.
+    The server serves this object itself (:meth:`serve`: ``POST /v1/classify``; longer texts are read
+    up to the model's length, as ``attnkit classify`` reads them)."""
+
+    task = "classify"
 
     def __init__(
         self,
@@ -56,6 +61,7 @@ class Classifier:
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
         self.labels = [str(x) for x in labels]
+        self.name, self.arch = "classifier", "classifier"  # the server's name for it: serve() sets it
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, *, device: str = "auto") -> Classifier:
@@ -148,3 +154,39 @@ class Classifier:
             pieces = ["<cls>", *pieces]
         assert out.self_attn is not None  # asked for
         return pieces, torch.stack([w[0] for w in out.self_attn]).cpu()
+
+    # -- served (attnkit.plugin.served.ServedModel) ------------------------------------------------
+    @classmethod
+    def serve(cls, name: str, state: dict[str, Any], device: str, **engine: Any) -> Classifier:
+        """The served model; torch alone decodes it, whatever the server's ``engine`` options say."""
+        classifier = cls.from_state(state, device=device, path=name)
+        classifier.name, classifier.arch = name, state["arch"]
+        return classifier
+
+    def count_tokens(self, text: str) -> int:
+        return min(len(self.tokenizer.encode(text, side="src")), input_room(self.model.config))
+
+    def operation(self, op: str, o: dict[str, Any], max_batch_tokens: int, on_event: Any) -> tuple:
+        """What the server's decoding runs for ``op``: a batched function."""
+        if op == "classify":
+            return lambda items: self.predict(items, **o), None
+        raise ValueError(f"unknown operation {op!r} for {self.name!r}")
+
+    def release(self) -> None:
+        """Free the weights (they decode in another process); the tokenizer and labels stay."""
+        self.model.to("meta")
+
+    def describe(self) -> dict[str, Any]:
+        cfg = self.model.config
+        return {
+            "name": self.name,
+            "task": self.task,
+            "arch": self.arch,
+            "labels": self.labels,
+            "pooling": cfg.pooling,
+            "max_src_tokens": cfg.max_len,
+            "layers": cfg.n_layers,
+            "heads": cfg.n_heads,
+            "parameters": parameter_count(self.model),
+            "device": str(self.device),
+        }

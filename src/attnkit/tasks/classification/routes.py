@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from pydantic import Field, WithJsonSchema, create_model
 
 from ...plugin.http import Call, Request, ServeError
-from .served import ClassifierServed
+from .classifier import Classifier
 
 # Something to classify: the schema says not blank, the handler refuses a blank one by its index.
 Text = Annotated[str, WithJsonSchema({"type": "string", "pattern": r"\S"})]
@@ -31,16 +31,16 @@ def request_of(max_labels: int) -> type[ClassifyRequest]:
 def add_routes(app: FastAPI, server: Any) -> None:
     """``/v1/classify`` (``server``: :class:`attnkit.serve.app.Server`)."""
     limits = server.limits
-    labels = [len(m.classifier.labels) for m in server.models if isinstance(m, ClassifierServed)]
+    labels = [len(m.labels) for m in server.models if isinstance(m, Classifier)]
 
     async def classify(req: ClassifyRequest) -> dict[str, Any]:
-        model: ClassifierServed = server.resolve(req.model, "classify")
+        model: Classifier = server.resolve(req.model, "classify")
         texts = [req.text] if isinstance(req.text, str) else req.text
         if len(texts) > limits.max_sentences:
             raise ServeError(
                 413, f"too many texts: {len(texts)} (the limit is {limits.max_sentences} per request)"
             )
-        n_labels = len(model.classifier.labels)
+        n_labels = len(model.labels)
         if req.top_k > n_labels:
             raise ServeError(
                 422, f"top_k {req.top_k} is larger than the {n_labels} labels of model {model.name!r}"

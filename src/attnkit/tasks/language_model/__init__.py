@@ -1,14 +1,14 @@
 """Language modelling: the Transformer's decoder alone, trained on text, continuing prompts.
 
 training: :class:`LanguageModelTask`; inference: :class:`LanguageModel` (greedy, beam, sampling,
-scoring, self-attention); metrics and the one evaluation: :mod:`.scoring`; the server's model:
-:mod:`.served`.
+scoring, self-attention), which the server serves itself; metrics and the one evaluation:
+:mod:`.scoring`.
 """
 
 from ...plugin.info import TaskInfo
-from .generator import Generation, LanguageModel, start_from_prompt
+from .continuation import Generation, start_from_prompt
+from .generator import LanguageModel
 from .scoring import LMScores, lm_scores, score_texts
-from .served import LanguageModelServed
 from .training import LanguageModelTask, LMBatch
 
 TASK = TaskInfo(
@@ -19,7 +19,7 @@ TASK = TaskInfo(
     training=LanguageModelTask,
     open=LanguageModel.from_state,
     package=__name__,
-    serve=LanguageModelServed.load,
+    serve=LanguageModel.serve,
     endpoints=("generate",),
     commands=("generate",),
 )
@@ -30,7 +30,6 @@ __all__ = [
     "LMBatch",
     "LMScores",
     "LanguageModel",
-    "LanguageModelServed",
     "LanguageModelTask",
     "lm_scores",
     "score_texts",

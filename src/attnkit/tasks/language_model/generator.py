@@ -14,60 +14,30 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from ...attention.cache import DeferredKVCache
 from ...checkpoint import load_checkpoint, model_from_checkpoint
 from ...data.tokenizer import SubwordTokenizer
-from ...decoding.common import Layout, length_limit
+from ...decoding.common import length_limit
 from ...decoding.compiled import CompiledDecoding, refuse_on_cpu
 from ...decoding.options import SearchOptions, decode
 from ...decoding.sampling import seeded_generator
 from ...device import resolve_device
 from ...errors import DataError
 from ...model import interface
+from ...model.config import LMConfig
 from ...model.interface import DecoderState
-from ...plugin.served import as_list
+from ...plugin.served import as_list, parameter_count
+from .continuation import Generation, GenerationStream, start_from_prompt
 from .scoring import LMScores, score_texts, text_ids
 
 # A language model's search unless asked otherwise, on the command line, the server and in Python:
 # greedy, and at most 40 new tokens (eos included) whatever the prompt's length.
 SEARCH = SearchOptions(beam=1, max_len_a=0.0, max_len_b=40)
-
-
-def start_from_prompt(
-    lm, prompt: Tensor, *, layout: Layout | None = None, limit: int = 0
-) -> tuple[DecoderState, Tensor]:
-    """Run bos + prompt (B, P) but its last piece through the LM: the state and the newest tokens (B, 1).
-
-    The searches then continue from there, as they continue a translation from bos. ``layout``: the
-    caches as a fixed layout for the prompt and ``limit`` new tokens (a compiled step's).
-    """
-    cfg = lm.config
-    bos = torch.full((prompt.size(0), 1), cfg.bos_id, dtype=torch.long, device=prompt.device)
-    # rows move lazily in the searches; or buffers written in place for a compiled step
-    cache = DeferredKVCache if layout is None else layout(prompt.size(1) + limit)
-    state = lm.init_state(prompt.size(0), cache=cache)
-    if prompt.size(1) == 0:
-        return state, bos
-    lm.decode(torch.cat([bos, prompt[:, :-1]], dim=1), state)  # (B, P) positions cached
-    return state, prompt[:, -1:]
-
-
-@dataclass
-class Generation:
-    """One continuation: ``text`` is prompt + continuation, detokenized; ``score`` its log-probability
-    (length-normalized for beam search)."""
-
-    text: str
-    continuation: str
-    score: float
-    tokens: list[int]  # the generated ids, without eos
 
 
 # Rows (prompts x samples, or prompts x beams) decoded together: bounds one batch's cache, so
@@ -76,13 +46,17 @@ MAX_ROWS = 256
 
 
 class LanguageModel:
-    """A decoder-only model, its tokenizer and a device; stateless between calls."""
+    """A decoder-only model, its tokenizer and a device; stateless between calls. The server serves
+    this object itself (:meth:`serve`: ``POST /v1/generate``, whole or streamed token by token)."""
+
+    task = "generate"
 
     def __init__(self, model: nn.Module, tokenizer: SubwordTokenizer, device: str | torch.device = "cpu"):
         assert isinstance(model, interface.LanguageModel), "a decoder-only model: init_state and decode"
         self.device = resolve_device(device)
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
+        self.name, self.arch = "lm", "lm"  # the server's name for it: serve() sets it
         self.layout: CompiledDecoding | None = None  # the compiled step, after compile()
 
     def compile(self, *, announce: Callable[[str], None] | None = None, **options: Any) -> LanguageModel:
@@ -192,3 +166,44 @@ class LanguageModel:
         assert weights is not None  # asked for
         pieces = ["<s>"] + [self.tokenizer.id_to_piece(i, side="src") for i in ids]
         return pieces, torch.stack([w[0] for w in weights]).cpu()  # (L, H, T, T)
+
+    # -- served (attnkit.plugin.served.ServedModel) ------------------------------------------------
+    @classmethod
+    def serve(cls, name: str, state: dict[str, Any], device: str, **engine: Any) -> LanguageModel:
+        """The served model; torch alone decodes it, whatever the server's ``engine`` options say."""
+        lm = cls.from_state(state, device=device, path=name)
+        lm.name, lm.arch = name, state["arch"]
+        return lm
+
+    @property
+    def max_src_tokens(self) -> int:
+        return self.model.config.max_len - 1  # bos takes one position
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer.encode(text, side="src"))
+
+    def operation(self, op: str, o: dict[str, Any], max_batch_tokens: int, on_event: Any) -> tuple:
+        """What the server's decoding runs for ``op``: a batched function, or a stream factory."""
+        if op == "generate":
+            return lambda items: self.generate(items, o["options"]), None
+        if op == "generate_stream":
+            return None, lambda: GenerationStream(self, o["options"], on_event)
+        raise ValueError(f"unknown operation {op!r} for {self.name!r}")
+
+    def release(self) -> None:
+        """Free the weights (they decode in another process); the tokenizer and config stay."""
+        self.model.to("meta")
+
+    def describe(self) -> dict[str, Any]:
+        cfg = self.model.config
+        assert isinstance(cfg, LMConfig)  # the task's one arch, "lm"
+        return {
+            "name": self.name,
+            "task": self.task,
+            "arch": self.arch,
+            "max_src_tokens": self.max_src_tokens,
+            "layers": cfg.n_layers,
+            "heads": cfg.n_heads,
+            "parameters": parameter_count(self.model),
+            "device": str(self.device),
+        }

@@ -10,8 +10,7 @@ from pydantic import Field
 
 from ...decoding.sampling import seeded_generator
 from ...plugin.http import Call, Request, Searched, ServeError
-from .generator import SEARCH
-from .served import LanguageModelServed
+from .generator import SEARCH, LanguageModel
 
 
 class GenerateRequest(Request, Searched):
@@ -47,7 +46,7 @@ def add_routes(app: FastAPI, server: Any) -> None:
         responses={200: {"content": {"text/event-stream": STREAMED}}},
     )
     async def generate(req: GenerateRequest) -> Any:
-        model: LanguageModelServed = server.resolve(req.model, "generate")
+        model: LanguageModel = server.resolve(req.model, "generate")
         server.check_beam(req.beam)
         if req.nbest > limits.max_samples:
             raise ServeError(422, f"nbest {req.nbest} is over the limit of {limits.max_samples}")

@@ -1,73 +1,54 @@
-"""A language-model checkpoint as the server serves it: continues prompts (``POST /v1/generate``),
-whole or streamed one token at a time (:class:`GenerationStream`)."""
+"""A prompt's continuation: the decoder state after a prompt (:func:`start_from_prompt`), what a
+search returns (:class:`Generation`), and one continuation a token at a time for the server's
+streamed ``/v1/generate`` (:class:`GenerationStream`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch import Tensor
 
+from ...attention.cache import DeferredKVCache
 from ...decoding import Greedy, Sampling, SearchOptions, decode_step
+from ...decoding.common import Layout
 from ...decoding.controls import prepare
 from ...decoding.sampling import seeded_generator
-from ...model.config import LMConfig
-from ...plugin.served import parameter_count
-from .generator import Generation, LanguageModel, start_from_prompt
+from ...model.interface import DecoderState
 
 OnToken = Callable[[dict[str, Any]], None]
 
 
-class LanguageModelServed:
-    task = "generate"
+def start_from_prompt(
+    lm, prompt: Tensor, *, layout: Layout | None = None, limit: int = 0
+) -> tuple[DecoderState, Tensor]:
+    """Run bos + prompt (B, P) but its last piece through the LM: the state and the newest tokens (B, 1).
 
-    def __init__(self, name: str, arch: str, lm: LanguageModel):
-        self.name, self.arch, self.lm = name, arch, lm
+    The searches then continue from there, as they continue a translation from bos. ``layout``: the
+    caches as a fixed layout for the prompt and ``limit`` new tokens (a compiled step's).
+    """
+    cfg = lm.config
+    bos = torch.full((prompt.size(0), 1), cfg.bos_id, dtype=torch.long, device=prompt.device)
+    # rows move lazily in the searches; or buffers written in place for a compiled step
+    cache = DeferredKVCache if layout is None else layout(prompt.size(1) + limit)
+    state = lm.init_state(prompt.size(0), cache=cache)
+    if prompt.size(1) == 0:
+        return state, bos
+    lm.decode(torch.cat([bos, prompt[:, :-1]], dim=1), state)  # (B, P) positions cached
+    return state, prompt[:, -1:]
 
-    @classmethod
-    def load(cls, name: str, state: dict[str, Any], device: str, **engine: Any) -> LanguageModelServed:
-        """The served model; torch alone decodes it, whatever the server's ``engine`` options say."""
-        return cls(name, state["arch"], LanguageModel.from_state(state, device=device, path=name))
 
-    @property
-    def max_src_tokens(self) -> int:
-        return self.lm.model.config.max_len - 1  # bos takes one position
+@dataclass
+class Generation:
+    """One continuation: ``text`` is prompt + continuation, detokenized; ``score`` its log-probability
+    (length-normalized for beam search)."""
 
-    def count_tokens(self, text: str) -> int:
-        return len(self.lm.tokenizer.encode(text, side="src"))
-
-    def operation(self, op: str, o: dict[str, Any], max_batch_tokens: int, on_event: Any) -> tuple:
-        """What the server's decoding runs for ``op``: a batched function, or a stream factory."""
-        if op == "generate":
-            return lambda items: self.generate(items, o["options"]), None
-        if op == "generate_stream":
-            return None, lambda: self.stream(o["options"], on_token=on_event)
-        raise ValueError(f"unknown operation {op!r} for {self.name!r}")
-
-    def generate(self, prompts: list[str], options: SearchOptions) -> list[list[Generation]]:
-        return self.lm.generate(prompts, options)
-
-    def stream(self, options: SearchOptions, *, on_token: OnToken) -> GenerationStream:
-        """One prompt's continuation, decoded a step at a time (the batcher's :class:`Stream`)."""
-        return GenerationStream(self.lm, options, on_token)
-
-    def release(self) -> None:
-        """Free the weights (they decode in another process); the tokenizer and config stay."""
-        self.lm.model.to("meta")
-
-    def describe(self) -> dict[str, Any]:
-        cfg = self.lm.model.config
-        assert isinstance(cfg, LMConfig)  # the task's one arch, "lm"
-        return {
-            "name": self.name,
-            "task": self.task,
-            "arch": self.arch,
-            "max_src_tokens": self.max_src_tokens,
-            "layers": cfg.n_layers,
-            "heads": cfg.n_heads,
-            "parameters": parameter_count(self.lm.model),
-            "device": str(self.lm.device),
-        }
+    text: str
+    continuation: str
+    score: float
+    tokens: list[int]  # the generated ids, without eos
 
 
 class GenerationStream:
@@ -80,7 +61,7 @@ class GenerationStream:
     token; what still waits at the end comes in a last event with ``"token": None``.
     """
 
-    def __init__(self, lm: LanguageModel, options: SearchOptions, on_token: OnToken):
+    def __init__(self, lm: Any, options: SearchOptions, on_token: OnToken):  # lm: a LanguageModel
         if not (options.greedy or options.sample) or options.nbest != 1:
             raise ValueError("a generation stream is greedy search or one sample")
         self.lm, self.options, self.on_token = lm, options, on_token
