@@ -22,7 +22,6 @@ import torch
 
 from attnkit.attention.rollout import rollout
 from attnkit.tasks.captioning import Captioner, region_mass
-from attnkit.tasks.captioning.attention_maps import encoder_attention
 
 OBJECT_WORDS = {1: 0, 2: 0, -2: 1, -1: 1}  # word position in the caption -> which object it names
 
@@ -85,7 +84,7 @@ def main(argv: list[str] | None = None) -> dict:
 def encoder_rollout(captioner: Captioner, image: Path) -> torch.Tensor | None:
     """(R, R) the attention rollout of the captioner's encoder over one image's regions (Abnar and
     Zuidema, 2020), or None for a captioner whose regions go to the decoder as they are."""
-    weights = encoder_attention(captioner, captioner.read(image))  # (L, H, R, R)
+    weights = captioner.encoder_attention(captioner.read(image))  # (L, H, R, R)
     return None if weights is None else rollout(weights)
 
 

@@ -32,7 +32,8 @@ from pathlib import Path
 import torch
 
 from attnkit.checkpoint import build_model
-from attnkit.fast import fast_dropout, flush_denormals
+from attnkit.denormals import flush_for_this_thread
+from attnkit.fast import fast_dropout
 from attnkit.model import count_parameters
 from attnkit.train.build import build
 from attnkit.train.config import load_config
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", default="bench/results/positions_speed.json")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    flush_denormals()
+    flush_for_this_thread()
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
     if not set(precisions) <= {"fp32", "bf16"}:

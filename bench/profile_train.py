@@ -16,7 +16,7 @@ import time
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from attnkit.fast import flush_denormals
+from attnkit.denormals import flush_for_this_thread
 
 from . import peers
 from .peers.common import BOS, EOS, PAD, VOCAB
@@ -29,7 +29,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=15)
     args = ap.parse_args()
     torch.manual_seed(0)
-    flush_denormals()  # as bench.speed and attnkit's trainer set it where a run starts
+    flush_for_this_thread()  # as bench.speed sets it: this process only computes
     adapter = peers.build("attnkit", VOCAB, PAD, BOS, EOS)
     opt = torch.optim.Adam(adapter.parameters(), **ADAM)
     src = torch.randint(3, VOCAB, (64, 20))  # (B, S)

@@ -25,7 +25,7 @@ from dataclasses import asdict
 
 import torch
 
-from attnkit.fast import flush_denormals
+from attnkit.denormals import flush_for_this_thread
 
 from . import peers
 from .peers.common import BASE, BOS, EOS, PAD, REFERENCE, VOCAB, marian_sizes
@@ -54,7 +54,7 @@ NOTES = [
     "CTranslate2 runs in its own process (intra_threads = torch threads) after the others, not "
     "interleaved with them, so host drift between phases is not cancelled for it.",
     "MFU = train_flops(B, S, T) (6 x matmul multiply-adds, padded shapes) / step time / matmul peak.",
-    "Denormals flushed to zero (attnkit.fast.flush_denormals) for every peer, set once when the run starts.",
+    "Denormals flushed to zero (attnkit.denormals.flush_for_this_thread) for every peer, from the start.",
 ]
 
 
@@ -211,7 +211,7 @@ def main(argv=None) -> int:
         return 0
     if args.threads:
         torch.set_num_threads(args.threads)
-    flush_denormals()  # process-wide, set where the run starts (as attnkit's CLI): the same for every peer
+    flush_for_this_thread()  # the benchmark's threads only compute: the same for every peer
 
     results = run(args, keys)
     results["markdown"] = text = markdown(results)

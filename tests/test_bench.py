@@ -151,3 +151,27 @@ def test_recipe_study_rows_are_valid_configs_and_deltas_are_against_the_base():
     assert lines[4].startswith("| base |") and lines[4].endswith("|  |")  # no delta for the base itself
     assert lines[5].endswith("| +0.40 |") and lines[6].endswith("| -1.50 |")
     assert "Seed noise (|seed2 - base|, lc BLEU): 0.40." in table
+
+
+def test_every_attnkit_name_a_benchmark_imports_exists():
+    """A benchmark script imports what attnkit has now (a name moved or renamed breaks it here, not
+    on the GPU machine): every ``from attnkit... import NAME`` in bench/ resolves."""
+    import ast
+    import importlib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    missing = []
+    for path in sorted((root / "bench").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("attnkit")):
+                continue
+            module = importlib.import_module(node.module)
+            for alias in node.names:
+                if hasattr(module, alias.name):
+                    continue
+                try:
+                    importlib.import_module(f"{node.module}.{alias.name}")
+                except ImportError:
+                    missing.append(f"{path.relative_to(root)}:{node.lineno} {node.module}.{alias.name}")
+    assert not missing, missing

@@ -59,11 +59,11 @@ def run_row(name: str, args) -> dict:
     """Train one row under the budget and score its best checkpoint (runs in a child process)."""
     import torch
 
-    from attnkit.fast import flush_denormals
+    from attnkit.denormals import flush_for_this_thread
     from bench.quality import score, train_one
 
     torch.set_num_threads(args.threads)
-    flush_denormals()
+    flush_for_this_thread()
     # max_steps far out of reach: the wall-clock budget alone ends every row
     run = train_one(name, args.pair, args, args.config, ["train.max_steps=1000000", *ROWS[name][1]])
     scores = score(run["best"], args.pair, args.data_dir, beams=(1,))
