@@ -54,7 +54,7 @@ def plot_positional_encoding(pe: Tensor, out_path: str | Path) -> Path:
     ax.set_title("Positional Encoding")
     ax.set_xlabel("Encoding Dimension")
     ax.set_ylabel("Position Index")
-    fig.colorbar(im, ax=ax)
+    fig.colorbar(im, ax=ax, label="PE(pos, i): sin on even i, cos on odd")
     return _save(fig, out_path)
 
 
@@ -65,13 +65,16 @@ def plot_attention(
     out_path: str | Path,
     *,
     title: str | None = None,
+    keys: str = "keys: what each row reads",
+    queries: str = "queries: each row's weights sum to 1",
 ) -> Path:
-    """Grid of attention heatmaps: rows are layers, columns heads.
+    """Grid of attention heatmaps: rows are layers, columns heads, one colour scale for all.
 
     Args:
         weights: ``(L, H, Tq, Tk)``, ``(H, Tq, Tk)`` or ``(Tq, Tk)``; each row sums to 1.
         src_tokens: the ``Tk`` key labels (x axis); for self-attention pass the same list twice.
         tgt_tokens: the ``Tq`` query labels (y axis).
+        keys, queries: what the axes show, said under and beside the grid.
     """
     w = torch.as_tensor(weights).detach().float().cpu()
     if w.dim() not in (2, 3, 4):
@@ -105,7 +108,9 @@ def plot_attention(
             ax.set_yticklabels(tgt_tokens, fontsize=fontsize)
             if n_layers * n_heads > 1:
                 ax.set_title(f"layer {layer + 1}, head {head + 1}", fontsize=9)
-    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8)
+    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label="attention weight")
+    fig.supxlabel(keys, fontsize=9)
+    fig.supylabel(queries, fontsize=9)
     if title:
         fig.suptitle(title)
     return _save(fig, out_path)
@@ -138,6 +143,13 @@ def _read_metrics_csv(csv_path: Path, columns: Sequence[str]) -> dict[str, list[
     return series
 
 
+# The two losses differ in kind, not only in data: training's is label-smoothed, with dropout on.
+LOSS_LABELS = {
+    "train_loss": "train loss (label-smoothed, dropout on)",
+    "val_loss": "validation loss (plain cross-entropy, dropout off)",
+}
+
+
 def plot_learning_curve(csv_path: str | Path, out_path: str | Path, *, metric: str = "bleu") -> Path:
     """Train/val loss (left panel) and the validation metric (right panel, e.g. BLEU) against step."""
     csv_path = Path(csv_path)
@@ -151,7 +163,7 @@ def plot_learning_curve(csv_path: str | Path, out_path: str | Path, *, metric: s
     ax_loss, ax_metric = fig.subplots(1, 2)
     for key in losses:
         steps, values = zip(*series[key], strict=True)
-        ax_loss.plot(steps, values, label=key.replace("_", " "), marker="o" if key == "val_loss" else None)
+        ax_loss.plot(steps, values, label=LOSS_LABELS[key], marker="o" if key == "val_loss" else None)
     ax_loss.set(title="Loss", xlabel="step", ylabel="cross-entropy (nats/token)")
     if losses:
         ax_loss.legend()
@@ -223,19 +235,29 @@ def plot_caption_attention(
     panel = 1.6
     fig = _figure(panel * T + (1.2 if row_labels else 0.2), panel * n_rows + (0.6 if title else 0.2))
     axes = fig.subplots(n_rows, T, squeeze=False)
+    vmax = float(w.max()) or 1.0  # one colour scale for every word, so their panels compare
     for i in range(n_rows):
         for t in range(T):
             ax = axes[i][t]
             maps = w[i, t].view(gh, gw).numpy()
             ax.imshow(pixels.squeeze(-1) if pixels.shape[-1] == 1 else pixels, cmap="gray")
             # the word's attention, one value per region, stretched over the image
-            ax.imshow(maps, cmap="magma", alpha=0.6, extent=(0, size, size, 0), interpolation="bilinear")
+            overlay = ax.imshow(
+                maps,
+                cmap="magma",
+                alpha=0.6,
+                extent=(0, size, size, 0),
+                interpolation="bilinear",
+                vmin=0.0,
+                vmax=vmax,
+            )
             ax.set_xticks([])
             ax.set_yticks([])
             if i == 0:
                 ax.set_title(words[t].lstrip("\u2581") or words[t], fontsize=10)
             if t == 0 and row_labels:
                 ax.set_ylabel(row_labels[i], fontsize=8)
+    fig.colorbar(overlay, ax=axes.ravel().tolist(), shrink=0.8, label="attention weight of the region")
     if title:
         fig.suptitle(title)
     return _save(fig, out_path)
@@ -250,7 +272,8 @@ def plot_head_scores(panels: dict[str, Any], out_path: str | Path) -> Path:
     for ax, (title, values) in zip(axes, panels.items(), strict=True):
         scores = torch.as_tensor(values, dtype=torch.float32)  # (L, H)
         L, H = scores.shape
-        ax.imshow(scores.numpy(), cmap="viridis", aspect="auto")
+        im = ax.imshow(scores.numpy(), cmap="viridis", aspect="auto")
+        fig.colorbar(im, ax=ax, shrink=0.8, label="score")
         for layer in range(L):
             for head in range(H):
                 ax.text(
