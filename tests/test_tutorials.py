@@ -2,8 +2,10 @@
 print (seed 000 and 001); the one that trains shows both models learned."""
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,11 +20,19 @@ TUTORIALS = ROOT / "docs" / "tutorials"
 def run(name: str) -> dict[str, list[float]]:
     """Run one tutorial as a script (figures off screen); its ``name: v1 v2 ...`` lines, read back.
     (The tutorials that train are checked on the site build's output: tests/test_docs_site.py.)"""
+    scratch = Path(tempfile.mkdtemp())  # the tutorial's temporary files go here, and must go
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
     proc = subprocess.run(
-        [sys.executable, str(TUTORIALS / name)], capture_output=True, text=True, env=env, timeout=300
+        [sys.executable, str(TUTORIALS / name)],
+        capture_output=True,
+        text=True,
+        env={**env, "TMPDIR": str(scratch)},
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
+    left = [p.name for p in scratch.iterdir()]
+    shutil.rmtree(scratch, ignore_errors=True)
+    assert not left, f"{name} left {left} in its temporary folder"
     return numbers(proc.stdout)
 
 

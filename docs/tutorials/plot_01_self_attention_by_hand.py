@@ -78,9 +78,8 @@ import matplotlib.pyplot as plt
 
 from attnkit.plotting import plot_attention
 
-png = plot_attention(
-    weights, words, words, Path(tempfile.mkdtemp()) / "weights.png", title="softmax(QKᵀ/√d_k)"
-)
+workdir = tempfile.TemporaryDirectory()  # removed when the script ends
+png = plot_attention(weights, words, words, Path(workdir.name) / "weights.png", title="softmax(QKᵀ/√d_k)")
 plt.figure(figsize=(6, 6))
 plt.imshow(plt.imread(png))
 plt.axis("off")

@@ -30,7 +30,8 @@ import matplotlib.pyplot as plt
 
 from attnkit.plotting import plot_positional_encoding
 
-png = plot_positional_encoding(pe, Path(tempfile.mkdtemp()) / "pe.png")
+workdir = tempfile.TemporaryDirectory()  # removed when the script ends
+png = plot_positional_encoding(pe, Path(workdir.name) / "pe.png")
 plt.figure(figsize=(8, 5))
 plt.imshow(plt.imread(png))
 plt.axis("off")

@@ -42,7 +42,8 @@ def pair(rng: random.Random) -> tuple[str, str]:
     return src, tgt
 
 
-root = Path(tempfile.mkdtemp())
+workdir = tempfile.TemporaryDirectory()  # the data and the run, removed when the script ends
+root = Path(workdir.name)
 rng = random.Random(0)
 for split, n in (("train", 3000), ("valid", 50), ("test", 200)):
     lines = ["\t".join(pair(rng)) for _ in range(n)]
@@ -60,7 +61,7 @@ overrides = [
     f"data.valid_files=[{root}/valid.tsv]",
     f"data.test_files=[{root}/test.tsv]",
     "tokenizer.vocab_size=120",
-    "tokenizer.model_type=bpe",  # enough merges that every word is one piece
+    "tokenizer.model_type=bpe",  # a small shared vocabulary: most words one piece, a few split
     "model.preset=tiny",
     "model.share_vocab=true",
     "model.dropout=0.0",

@@ -24,7 +24,8 @@ from attnkit.tasks.captioning import Captioner, make_shapes, region_mass
 from attnkit.train import load_config, train
 
 torch.set_num_threads(1)
-root = Path(tempfile.mkdtemp())
+workdir = tempfile.TemporaryDirectory()  # the data and the run, removed when the script ends
+root = Path(workdir.name)
 make_shapes(root / "data", n_train=2000, n_valid=50, n_test=100, seed=1)
 overrides = [
     "data.corpus=tsv",
