@@ -105,10 +105,10 @@ def test_a_file_that_appears_while_prepare_runs_stays(capsys, tmp_path, monkeypa
     out = tmp_path / "prepared"
     write = module._write
 
-    def write_and_meddle(cfg, corpora, tmp, workers, log):
+    def write_and_meddle(*args):
         out.mkdir(exist_ok=True)
         (out / "thesis.txt").write_text("my thesis")
-        return write(cfg, corpora, tmp, workers, log)
+        return write(*args)
 
     monkeypatch.setattr(module, "_write", write_and_meddle)
     config = tmp_path / "tiny.yaml"

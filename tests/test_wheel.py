@@ -62,15 +62,14 @@ def test_the_installed_wheel_trains_and_translates_from_outside_the_clone(built,
     venv = tmp_path / "venv"
     run(sys.executable, "-m", "venv", venv, cwd=tmp_path)
     python, attnkit = venv / "bin" / "python", venv / "bin" / "attnkit"
-    site = Path(
-        run(
-            python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))", cwd=tmp_path
-        ).stdout.strip()
-    )
-    (site / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
-    run(python, "-m", "pip", "install", "--no-deps", "--no-index", "-q", built[1], cwd=tmp_path)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["OMP_NUM_THREADS"] = "1"
+    purelib = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    site = Path(run(python, "-c", purelib, cwd=tmp_path, env=env).stdout.strip())
+    (site / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    # --ignore-installed: this environment's editable attnkit, seen through the .pth line, is not it
+    pip = [python, "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", "-q"]
+    run(*pip, built[1], cwd=tmp_path, env=env)
     where = run(python, "-c", "import attnkit; print(attnkit.__file__)", cwd=tmp_path, env=env).stdout
     assert where.startswith(str(site)), where  # the wheel's copy, not the clone's
     assert run(attnkit, "--version", cwd=tmp_path, env=env).stdout.startswith("attnkit 0.1.0: Python")
