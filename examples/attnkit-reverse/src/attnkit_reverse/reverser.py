@@ -21,7 +21,7 @@ class Reverser:
 
     task = "reverse"
 
-    def __init__(self, translator: Translator, name: str = "reverser", arch: str = "transformer"):
+    def __init__(self, translator: Translator, name: str = "reverse", arch: str = ""):
         self.translator, self.name, self.arch = translator, name, arch
 
     @classmethod

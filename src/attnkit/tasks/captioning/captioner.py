@@ -70,7 +70,7 @@ class Captioner:
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
         self.layout: CompiledDecoding | None = None  # the compiled step, after compile()
-        self.name, self.arch = "captioner", "captioner"  # the server's name for it: serve() sets it
+        self.name, self.arch = self.task, ""  # the server's name for it and the arch: serve() sets them
 
     def compile(self, *, announce: Callable[[str], None] | None = None, **options: Any) -> Captioner:
         """Decode through the model's own step compiled by ``torch.compile`` from now on (CUDA

@@ -61,7 +61,7 @@ class Classifier:
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
         self.labels = [str(x) for x in labels]
-        self.name, self.arch = "classifier", "classifier"  # the server's name for it: serve() sets it
+        self.name, self.arch = self.task, ""  # the server's name for it and the arch: serve() sets them
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, *, device: str = "auto") -> Classifier:

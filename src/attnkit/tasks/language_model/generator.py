@@ -56,7 +56,7 @@ class LanguageModel:
         self.device = resolve_device(device)
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
-        self.name, self.arch = "lm", "lm"  # the server's name for it: serve() sets it
+        self.name, self.arch = self.task, ""  # the server's name for it and the arch: serve() sets them
         self.layout: CompiledDecoding | None = None  # the compiled step, after compile()
 
     def compile(self, *, announce: Callable[[str], None] | None = None, **options: Any) -> LanguageModel:
