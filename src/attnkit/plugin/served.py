@@ -43,6 +43,32 @@ class ServesText(ServedModel, Protocol):
         ...
 
 
+class ServedWrapper:
+    """What lets a task's inference wrapper be served as itself (``TaskInfo.serve = Wrapper.serve``):
+    :meth:`serve` opens it from the checkpoint with the wrapper's own ``from_state`` and names it,
+    :meth:`release` frees its weights. The wrapper adds ``task``, ``operation`` and ``describe`` (and,
+    for text inputs, ``count_tokens``): the rest of :class:`ServedModel`."""
+
+    name: str  # the server's name for it (``--checkpoint NAME=PATH``)
+    arch: str
+    model: Any
+
+    @classmethod
+    def from_state(cls, state: dict, *, device: str = "auto", path: Any = "checkpoint") -> Any:
+        raise NotImplementedError  # the wrapper's own
+
+    @classmethod
+    def serve(cls, name: str, state: dict[str, Any], device: str, **engine: Any) -> Any:
+        """The served model; torch alone decodes it, whatever the server's ``engine`` options say."""
+        wrapper = cls.from_state(state, device=device, path=name)
+        wrapper.name, wrapper.arch = name, state["arch"]
+        return wrapper
+
+    def release(self) -> None:
+        """Free the weights (they decode in another process); the tokenizer and the rest stay."""
+        self.model.to("meta")
+
+
 def missing_members(model: object) -> list[str]:
     """The members of :class:`ServedModel` that ``model`` lacks (the server loads none that lacks one)."""
     members = [*ServedModel.__annotations__, *(n for n, v in vars(ServedModel).items() if callable(v))]

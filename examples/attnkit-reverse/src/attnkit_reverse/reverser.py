@@ -9,13 +9,13 @@ from attnkit.checkpoint import load_checkpoint, model_from_checkpoint
 from attnkit.data.tokenizer import SubwordTokenizer
 from attnkit.decoding import SearchOptions
 from attnkit.plugin import expect_task
-from attnkit.plugin.served import parameter_count
+from attnkit.plugin.served import ServedWrapper, parameter_count
 from attnkit.tasks.translation import Translator
 
 GREEDY = SearchOptions(beam=1, length_penalty=0.0, max_len_a=1.0, max_len_b=2)  # as long as the input
 
 
-class Reverser:
+class Reverser(ServedWrapper):
     """``Reverser.from_checkpoint(path).reverse(["a b c"])`` -> ``["c b a"]``. The server serves
     this object itself (:meth:`serve`; the members of ``attnkit.plugin.served.ServedModel``)."""
 
@@ -42,12 +42,10 @@ class Reverser:
         got = self.reverse([s for s, _ in pairs])
         return sum(g.split() == t.split() for g, (_, t) in zip(got, pairs)) / max(len(pairs), 1)
 
-    # -- served: what attnkit serve asks of it ---------------------------------------------------
-    @classmethod
-    def serve(cls, name: str, state: dict[str, Any], device: str, **engine: Any) -> Reverser:
-        reverser = cls.from_state(state, device=device, path=name)
-        reverser.name, reverser.arch = name, state["arch"]
-        return reverser
+    # -- served (serve and release: ServedWrapper's) ---------------------------------------------------
+    @property
+    def model(self):
+        return self.translator.model  # what ServedWrapper.release frees
 
     @property
     def max_src_tokens(self) -> int:
@@ -60,9 +58,6 @@ class Reverser:
         if op == "reverse":
             return self.reverse, None  # a batched function; no stream
         raise ValueError(f"unknown operation {op!r} for {self.name!r}")
-
-    def release(self) -> None:
-        self.translator.model.to("meta")
 
     def describe(self) -> dict[str, Any]:
         params = parameter_count(self.translator.model)

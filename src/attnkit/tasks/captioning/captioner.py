@@ -31,7 +31,7 @@ from ...device import resolve_device
 from ...errors import ConfigError
 from ...model.captioner import CaptionTransformer
 from ...model.interface import IncrementalDecoder
-from ...plugin.served import as_list, parameter_count
+from ...plugin.served import ServedWrapper, as_list, parameter_count
 from .images import ImageSource, as_floats, read_image
 
 # A captioner's search unless asked otherwise, on the command line, the server and in Python: beam 4,
@@ -58,7 +58,7 @@ class Caption:
     attention: Tensor | None = None
 
 
-class Captioner:
+class Captioner(ServedWrapper):
     """A captioning model, its tokenizer and a device; stateless between calls. The server serves
     this object itself (:meth:`serve`: ``POST /v1/caption``, an uploaded image)."""
 
@@ -194,13 +194,6 @@ class Captioner:
         return torch.stack([w[0] for w in out.cross_attn]).float().cpu()  # (L, H, T, R)
 
     # -- served (attnkit.plugin.served.ServedModel) ------------------------------------------------
-    @classmethod
-    def serve(cls, name: str, state: dict[str, Any], device: str, **engine: Any) -> Captioner:
-        """The served model; torch alone decodes it, whatever the server's ``engine`` options say."""
-        captioner = cls.from_state(state, device=device, path=name)
-        captioner.name, captioner.arch = name, state["arch"]
-        return captioner
-
     @property
     def regions(self) -> int:
         """What one image costs the batcher: its regions, as a sentence costs its tokens."""
@@ -251,10 +244,6 @@ class Captioner:
                     answer["attention"]["cross"]["rollout"] = rolled.double().round(decimals=4).tolist()
             out.append(answer)
         return out
-
-    def release(self) -> None:
-        """Free the weights (they decode in another process); the tokenizer and config stay."""
-        self.model.to("meta")
 
     def describe(self) -> dict[str, Any]:
         cfg = self.model.config

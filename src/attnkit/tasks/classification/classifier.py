@@ -24,7 +24,7 @@ from ...data.tokenizer import SubwordTokenizer
 from ...device import resolve_device
 from ...errors import CheckpointError, ConfigError
 from ...model.classifier import TransformerClassifier
-from ...plugin.served import as_list, parameter_count
+from ...plugin.served import ServedWrapper, as_list, parameter_count
 from .highlight import merge_subwords
 from .inputs import Text, encode_inputs, input_room
 from .scoring import ClassificationReport, evaluate_examples
@@ -38,7 +38,7 @@ class WordWeights:
     weights: list[float]
 
 
-class Classifier:
+class Classifier(ServedWrapper):
     """An encoder classifier, its tokenizer, its label names and a device; stateless between calls.
     The server serves this object itself (:meth:`serve`: ``POST /v1/classify``; longer texts are read
     up to the model's length, as ``attnkit classify`` reads them)."""
@@ -156,13 +156,6 @@ class Classifier:
         return pieces, torch.stack([w[0] for w in out.self_attn]).cpu()
 
     # -- served (attnkit.plugin.served.ServedModel) ------------------------------------------------
-    @classmethod
-    def serve(cls, name: str, state: dict[str, Any], device: str, **engine: Any) -> Classifier:
-        """The served model; torch alone decodes it, whatever the server's ``engine`` options say."""
-        classifier = cls.from_state(state, device=device, path=name)
-        classifier.name, classifier.arch = name, state["arch"]
-        return classifier
-
     def count_tokens(self, text: str) -> int:
         return min(len(self.tokenizer.encode(text, side="src")), input_room(self.model.config))
 
@@ -171,10 +164,6 @@ class Classifier:
         if op == "classify":
             return lambda items: self.predict(items, **o), None
         raise ValueError(f"unknown operation {op!r} for {self.name!r}")
-
-    def release(self) -> None:
-        """Free the weights (they decode in another process); the tokenizer and labels stay."""
-        self.model.to("meta")
 
     def describe(self) -> dict[str, Any]:
         cfg = self.model.config

@@ -31,7 +31,7 @@ from ...errors import DataError
 from ...model import interface
 from ...model.config import LMConfig
 from ...model.interface import DecoderState
-from ...plugin.served import as_list, parameter_count
+from ...plugin.served import ServedWrapper, as_list, parameter_count
 from .continuation import Generation, GenerationStream, start_from_prompt
 from .scoring import LMScores, score_texts, text_ids
 
@@ -45,7 +45,7 @@ SEARCH = SearchOptions(beam=1, max_len_a=0.0, max_len_b=40)
 MAX_ROWS = 256
 
 
-class LanguageModel:
+class LanguageModel(ServedWrapper):
     """A decoder-only model, its tokenizer and a device; stateless between calls. The server serves
     this object itself (:meth:`serve`: ``POST /v1/generate``, whole or streamed token by token)."""
 
@@ -168,13 +168,6 @@ class LanguageModel:
         return pieces, torch.stack([w[0] for w in weights]).cpu()  # (L, H, T, T)
 
     # -- served (attnkit.plugin.served.ServedModel) ------------------------------------------------
-    @classmethod
-    def serve(cls, name: str, state: dict[str, Any], device: str, **engine: Any) -> LanguageModel:
-        """The served model; torch alone decodes it, whatever the server's ``engine`` options say."""
-        lm = cls.from_state(state, device=device, path=name)
-        lm.name, lm.arch = name, state["arch"]
-        return lm
-
     @property
     def max_src_tokens(self) -> int:
         return self.model.config.max_len - 1  # bos takes one position
@@ -189,10 +182,6 @@ class LanguageModel:
         if op == "generate_stream":
             return None, lambda: GenerationStream(self, o["options"], on_event)
         raise ValueError(f"unknown operation {op!r} for {self.name!r}")
-
-    def release(self) -> None:
-        """Free the weights (they decode in another process); the tokenizer and config stay."""
-        self.model.to("meta")
 
     def describe(self) -> dict[str, Any]:
         cfg = self.model.config
