@@ -50,8 +50,10 @@ class ServedWrapper:
     for text inputs, ``count_tokens``): the rest of :class:`ServedModel`."""
 
     name: str  # the server's name for it (``--checkpoint NAME=PATH``)
+    task: str
     arch: str
     model: Any
+    device: Any
 
     @classmethod
     def from_state(cls, state: dict, *, device: str = "auto", path: Any = "checkpoint") -> Any:
@@ -67,6 +69,22 @@ class ServedWrapper:
     def release(self) -> None:
         """Free the weights (they decode in another process); the tokenizer and the rest stay."""
         self.model.to("meta")
+
+    def describe(self) -> dict[str, Any]:
+        """What ``GET /v1/models`` says of it: name, task and arch, the wrapper's :meth:`details`,
+        then its parameters and device."""
+        return {
+            "name": self.name,
+            "task": self.task,
+            "arch": self.arch,
+            **self.details(),
+            "parameters": parameter_count(self.model),
+            "device": str(self.device),
+        }
+
+    def details(self) -> dict[str, Any]:
+        """What this task's models say of themselves beside the common fields (layers, labels, ...)."""
+        return {}
 
 
 def missing_members(model: object) -> list[str]:

@@ -31,7 +31,7 @@ from ...device import resolve_device
 from ...errors import ConfigError
 from ...model.captioner import CaptionTransformer
 from ...model.interface import IncrementalDecoder
-from ...plugin.served import ServedWrapper, as_list, parameter_count
+from ...plugin.served import ServedWrapper, as_list
 from .images import ImageSource, as_floats, read_image
 
 # A captioner's search unless asked otherwise, on the command line, the server and in Python: beam 4,
@@ -245,17 +245,12 @@ class Captioner(ServedWrapper):
             out.append(answer)
         return out
 
-    def describe(self) -> dict[str, Any]:
+    def details(self) -> dict[str, Any]:
         cfg = self.model.config
         return {
-            "name": self.name,
-            "task": self.task,
-            "arch": self.arch,
             "image_size": cfg.image_size,
             "encoder": cfg.encoder,
             "regions": self.regions,
             "layers": [cfg.n_encoder_layers, cfg.n_decoder_layers],
             "heads": cfg.n_heads,
-            "parameters": parameter_count(self.model),
-            "device": str(self.device),
         }

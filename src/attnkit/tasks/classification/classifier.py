@@ -24,7 +24,7 @@ from ...data.tokenizer import SubwordTokenizer
 from ...device import resolve_device
 from ...errors import CheckpointError, ConfigError
 from ...model.classifier import TransformerClassifier
-from ...plugin.served import ServedWrapper, as_list, parameter_count
+from ...plugin.served import ServedWrapper, as_list
 from .highlight import merge_subwords
 from .inputs import Text, encode_inputs, input_room
 from .scoring import ClassificationReport, evaluate_examples
@@ -165,17 +165,12 @@ class Classifier(ServedWrapper):
             return lambda items: self.predict(items, **o), None
         raise ValueError(f"unknown operation {op!r} for {self.name!r}")
 
-    def describe(self) -> dict[str, Any]:
+    def details(self) -> dict[str, Any]:
         cfg = self.model.config
         return {
-            "name": self.name,
-            "task": self.task,
-            "arch": self.arch,
             "labels": self.labels,
             "pooling": cfg.pooling,
             "max_src_tokens": cfg.max_len,
             "layers": cfg.n_layers,
             "heads": cfg.n_heads,
-            "parameters": parameter_count(self.model),
-            "device": str(self.device),
         }

@@ -31,7 +31,7 @@ from ...errors import DataError
 from ...model import interface
 from ...model.config import LMConfig
 from ...model.interface import DecoderState
-from ...plugin.served import ServedWrapper, as_list, parameter_count
+from ...plugin.served import ServedWrapper, as_list
 from .continuation import Generation, GenerationStream, start_from_prompt
 from .scoring import LMScores, score_texts, text_ids
 
@@ -183,16 +183,11 @@ class LanguageModel(ServedWrapper):
             return None, lambda: GenerationStream(self, o["options"], on_event)
         raise ValueError(f"unknown operation {op!r} for {self.name!r}")
 
-    def describe(self) -> dict[str, Any]:
+    def details(self) -> dict[str, Any]:
         cfg = self.model.config
         assert isinstance(cfg, LMConfig)  # the task's one arch, "lm"
         return {
-            "name": self.name,
-            "task": self.task,
-            "arch": self.arch,
             "max_src_tokens": self.max_src_tokens,
             "layers": cfg.n_layers,
             "heads": cfg.n_heads,
-            "parameters": parameter_count(self.model),
-            "device": str(self.device),
         }
