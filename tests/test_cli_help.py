@@ -41,3 +41,80 @@ def test_version_reports_the_install_in_one_line():
     assert out.startswith(f"attnkit {attnkit.__version__}: Python ") and "torch " in out, out
     assert len(out.strip().splitlines()) == 1
     assert attnkit.__version__ != "0.0.0+unknown"  # read from the installed metadata
+
+
+def test_help_imports_no_torch_for_any_command():
+    """``attnkit --help`` and every ``attnkit CMD --help`` list what they list without loading torch
+    (the tasks register by name; their modules import when a command runs)."""
+    import subprocess
+    import sys
+
+    names = [command for command, _ in commands_of(build_parser())]
+    probe = (
+        "import contextlib, io, sys\n"
+        "from attnkit.cli import main\n"
+        "loaded = []\n"
+        "for argv in [['--help']] + [[name, '--help'] for name in sys.argv[1:]]:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "        main(argv)\n"
+        "    if 'torch' in sys.modules:\n"
+        "        loaded.append(' '.join(argv)); break\n"
+        "print(loaded)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe, *names], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
+    assert len(names) > 12  # the shared commands and every task's verbs were asked
+
+
+def test_a_task_package_s_public_names_all_import_when_asked():
+    import importlib
+
+    for package in (
+        "attnkit.decoding",
+        "attnkit.tasks.translation",
+        "attnkit.tasks.language_model",
+        "attnkit.tasks.classification",
+        "attnkit.tasks.captioning",
+    ):
+        module = importlib.import_module(package)
+        for name in module.__all__:
+            assert getattr(module, name) is not None, (package, name)
+    from attnkit.decoding import search
+    from attnkit.decoding.pick import search as picked
+
+    assert search is picked  # not the module of the same name's
+
+
+def test_a_lazy_name_that_is_also_a_module_is_refused(tmp_path, monkeypatch):
+    import pytest
+
+    from attnkit.lazy import lazy_names
+
+    (tmp_path / "lazy_clash").mkdir()
+    (tmp_path / "lazy_clash" / "__init__.py").write_text("")
+    (tmp_path / "lazy_clash" / "maps.py").write_text("maps = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import lazy_clash
+
+    with pytest.raises(ValueError, match="maps also name modules of it"):
+        lazy_names("lazy_clash", {"maps": "maps"})
+    names = lazy_names("lazy_clash", {"other": "maps"})
+    with pytest.raises(AttributeError, match="has no attribute 'missing'"):
+        names("missing")
+    assert lazy_clash is not None
+
+
+def test_a_task_s_parts_named_by_place_load_once_asked_and_a_wrong_place_is_one_line():
+    import pytest
+
+    from attnkit.errors import ConfigError
+    from attnkit.plugin import TaskInfo, task_named
+    from attnkit.tasks.translation.training import TranslationTask
+
+    assert task_named("translate").load("training") is TranslationTask
+    broken = TaskInfo("x", "an x", ("x",), "pairs", ".nowhere:Y", ".cli:Nothing", print, package="attnkit")
+    with pytest.raises(ConfigError, match=r"task 'x': training = '.nowhere:Y' does not import"):
+        broken.load("training")
+    with pytest.raises(ConfigError, match="open = '.cli:Nothing'"):
+        broken.load("open")
+    assert broken.load("serve") is print  # an object is itself

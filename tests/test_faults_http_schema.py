@@ -109,7 +109,7 @@ def test_drawn_requests_never_answer_5xx(client):
 
 
 def test_bounds_are_finite_numbers():
-    from attnkit.decoding.options import BOUNDS
+    from attnkit.decoding.defaults import BOUNDS
 
     assert all(math.isfinite(b.low) and math.isfinite(b.high) for b in BOUNDS.values())
 

@@ -13,7 +13,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from attnkit.decoding.options import BOUNDS  # noqa: E402
+from attnkit.decoding.defaults import BOUNDS  # noqa: E402
 from attnkit.errors import ConfigError  # noqa: E402
 from attnkit.train.config import SECTIONS, load_config  # noqa: E402
 from cli_helpers import cli  # noqa: E402

@@ -11,7 +11,7 @@ import pytest
 
 from attnkit.cli import build_parser
 from attnkit.decoding import SearchOptions
-from attnkit.decoding.options import BOUNDS
+from attnkit.decoding.defaults import BOUNDS
 from attnkit.errors import ConfigError
 from cli_helpers import assert_user_error, cli
 

@@ -146,7 +146,18 @@ def test_bidirectional_training_and_subword_sampling_each_have_one_home():
 # asks it (cli, serve, train, export) and the tasks that implement it, and imports neither; a task
 # may import export/ (translation's CTranslate2 engine exports the checkpoint it serves).
 LAYERS = [
-    {"attnkit", "errors", "bounds", "denormals", "device", "precision", "files", "folders", "processes"}
+    {
+        "attnkit",
+        "errors",
+        "bounds",
+        "lazy",
+        "denormals",
+        "device",
+        "precision",
+        "files",
+        "folders",
+        "processes",
+    }
     | {"quantize", "report"}
     | {"text_scores", "loss", "fast", "config", "positional"},
     {"attention"},

@@ -199,3 +199,17 @@ def test_a_config_names_its_task_and_a_checkpoint_without_one_keeps_its_arch_s(t
     cfg = load_config(None, ["task=translate"])
     assert cfg.task == "translate" and cfg.to_dict()["task"] == "translate"
     assert "task" not in load_config(None).to_dict()  # a config without one saves as before
+
+
+def test_an_installed_plugin_s_verbs_are_listed_without_torch(installed, tmp_path):
+    probe = (
+        "import contextlib, io, sys\n"
+        "from attnkit.cli import main\n"
+        "out = io.StringIO()\n"
+        "for argv in (['--help'], ['reverse', '--help'], ['evaluate', '--help']):\n"
+        "    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
+        "        main(argv)\n"
+        "print('make-reversal' in out.getvalue(), 'torch' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], env=installed, capture_output=True, text=True)
+    assert done.stdout.split() == ["True", "False"], done.stdout + done.stderr

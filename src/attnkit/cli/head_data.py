@@ -82,10 +82,10 @@ def scored_data(args, out: Path, state: dict | None = None) -> Scored:
         if moved:
             print(f"attnkit heads: {moved} (give --data-dir to choose)", file=sys.stderr, flush=True)
     cfg.valid.max_sentences = args.max_sentences
-    wrapper = info.open(state, device=args.device, path=args.checkpoint)
+    wrapper = info.load("open")(state, device=args.device, path=args.checkpoint)
     model, tokenizer, dev = wrapper.model, wrapper.tokenizer, wrapper.device
     attention_heads(model)  # a model without heads: one line, before the data is read
-    task = info.training(cfg)
+    task = info.load("training")(cfg)
     task.restore(state)
     records, described = _records(args, state, task, cfg)
     records = records[: args.max_sentences]

@@ -47,7 +47,7 @@ def run(args) -> None:
     overrides = list(args.overrides) + ([f"data.data_dir={args.data_dir}"] if args.data_dir else [])
     cfg = load_config(args.config, overrides)
     task = task_for(cfg.task, cfg.arch)
-    if not takes_text_pairs(task.training):  # found now, not when training starts
+    if not takes_text_pairs(task.load("training")):  # found now, not when training starts
         raise ConfigError(
             f"attnkit prepare writes token ids of text pairs; {task.noun} (model.arch {cfg.arch}) does not "
             "train from them: train it from its corpus"

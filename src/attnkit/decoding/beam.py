@@ -21,10 +21,11 @@ import torch
 from torch import Tensor
 
 from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
-from .common import Hypothesis, Layout, check_nbest, start_from_source
+from .common import Hypothesis, Layout, start_from_source
 from .controls import FREE, Controls, prepare
 from .defaults import BEAM, LENGTH_PENALTY, MAX_LEN_A, MAX_LEN_B
-from .search import run_search
+from .loop import run_search
+from .options import check_nbest
 from .topk import top_extensions  # the C best sums: one top-k, or a faster equal one on a CPU
 
 

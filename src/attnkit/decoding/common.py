@@ -18,7 +18,6 @@ from torch import Tensor
 
 from ..attention import FixedLayout
 from ..attention.cache import DeferredKVCache
-from ..errors import ConfigError
 from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
 from .controls import Controls, force, forced_now
 
@@ -35,19 +34,6 @@ class Hypothesis:
     score: float
     log_prob: float
     attention: Tensor | None = None
-
-
-def check_nbest(beam: int, nbest: int, *, name: str = "nbest", can_sample: bool = False) -> None:
-    """An n-best list comes from the beam, so it holds at most ``beam`` hypotheses.
-
-    The one rule for the Python API, the command line and the server (which answers 422 with this
-    message): asking for more is an error, never a silently wider beam. ``name`` is the caller's
-    word for the count (``num_samples``, ``--num-samples``); ``can_sample``: say that sampling draws
-    any number.
-    """
-    if not 1 <= nbest <= beam:
-        fix = "sample, or widen the beam" if can_sample else "widen the beam"
-        raise ConfigError(f"{name} {nbest} must be between 1 and the beam size {beam}: {fix}")
 
 
 def length_limits(src_len: Tensor, max_len_a: float, max_len_b: int, cap: int) -> Tensor:

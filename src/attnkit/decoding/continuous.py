@@ -33,10 +33,11 @@ from torch import Tensor
 from ..attention import KVCache
 from ..model.interface import Seq2SeqModel
 from .beam import BeamSearch
-from .common import Hypothesis, check_nbest, start_from_source
+from .common import Hypothesis, start_from_source
 from .controls import Controls, prepare
 from .defaults import BEAM, LENGTH_PENALTY, MAX_LEN_A, MAX_LEN_B
-from .search import decode_step
+from .loop import decode_step
+from .options import check_nbest
 
 
 @runtime_checkable

@@ -9,7 +9,7 @@ from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
 from .common import Hypothesis, Layout, start_from_source
 from .controls import Controls, prepare
 from .defaults import MAX_LEN_A, MAX_LEN_B
-from .search import Greedy, run_search
+from .loop import Greedy, run_search
 
 
 @torch.no_grad()

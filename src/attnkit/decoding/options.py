@@ -3,67 +3,36 @@
 The command line (``attnkit.plugin.flags.add_search_flags``), the HTTP schema
 (``attnkit.plugin.http``) and the Python API (``Translator.translate(text, options)``) each build
 a :class:`SearchOptions`; a test keeps the three in step, field by field, with the same names and
-defaults. :func:`search` then picks the strategy (greedy, beam or sampling) in one place, for every
-caller. A forced prefix is not an option: it belongs to its sentence, and is passed beside them.
+defaults. :func:`~.pick.search` then picks the strategy (greedy, beam or sampling) in one place, for
+every caller. A forced prefix is not an option: it belongs to its sentence, and is passed beside
+them. No torch here: every command's ``--help`` declares its search flags from this class.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import Tensor
-
-from ..bounds import Bound
 from ..errors import ConfigError
-from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
-from .beam import beam_decode
-from .common import Hypothesis, Layout, check_nbest, start_from_source
-from .controls import Controls
-from .defaults import BEAM, LENGTH_PENALTY, MAX_LEN_A, MAX_LEN_B, NBEST, TEMPERATURE, TOP_K, TOP_P
-from .greedy import greedy_decode
-from .sampling import SEED_RANGE, SamplingConfig, sample_decode, sample_search
+from .defaults import BEAM, BOUNDS, LENGTH_PENALTY, MAX_LEN_A, MAX_LEN_B, NBEST, TEMPERATURE, TOP_K, TOP_P
 
-MAX_BEAM = 256  # a beam's rows and candidates are allocated at once
+if TYPE_CHECKING:
+    from .controls import Controls
+    from .sampling import SamplingConfig
 
 
-# The one declaration of every numeric option's range: SearchOptions checks it, the HTTP schema
-# states it (attnkit.plugin.http), and the command line's errors quote it.
-BOUNDS = {
-    "beam": Bound(int, 1, MAX_BEAM),
-    "nbest": Bound(int, 1, 1000),
-    "length_penalty": Bound(float, 0.0, 10.0),
-    "max_len_a": Bound(float, 0.0, 1000.0),
-    "max_len_b": Bound(int, 0, 100_000),
-    "min_length": Bound(int, 0, 100_000),
-    "no_repeat_ngram_size": Bound(int, 0, 1000),
-    "repetition_penalty": Bound(float, 0.01, 100.0),
-    "temperature": Bound(float, 0.0, 100.0, open_low=True),
-    "top_k": Bound(int, 0, 1_000_000),
-    "top_p": Bound(float, 0.0, 1.0, open_low=True),
-    "seed": Bound(int, SEED_RANGE[0], SEED_RANGE[1]),
-}
+def check_nbest(beam: int, nbest: int, *, name: str = "nbest", can_sample: bool = False) -> None:
+    """An n-best list comes from the beam, so it holds at most ``beam`` hypotheses.
 
-
-# What each option means, said once: the command line's help and the HTTP schema's descriptions.
-HELP = {
-    "beam": "beam size; 1 = greedy",
-    "nbest": "results per input: a search's best first (at most --beam), or N samples with --sample",
-    "length_penalty": "GNMT length penalty alpha (0 = off)",
-    "max_len_a": "output tokens at most A * input tokens + B, eos included, within the model's "
-    "positions (input tokens: a source's or a prompt's pieces; an image has none)",
-    "max_len_b": "B of --max-len-a",
-    "min_length": "tokens before eos may end an output",
-    "no_repeat_ngram_size": "never repeat an n-gram of N tokens (0 = off)",
-    "repetition_penalty": "CTRL penalty on tokens already produced, > 1 discourages them (1 = off)",
-    "sample": "sample instead of searching (--temperature, --top-k, --top-p, --seed shape the draws)",
-    "temperature": "sampling temperature",
-    "top_k": "sample among the K most probable tokens (0 = all)",
-    "top_p": "sample from the nucleus of mass P (1 = all)",
-    "seed": "seed of the sampler: the same seed gives the same samples",
-}
+    The one rule for the Python API, the command line and the server (which answers 422 with this
+    message): asking for more is an error, never a silently wider beam. ``name`` is the caller's
+    word for the count (``num_samples``, ``--num-samples``); ``can_sample``: say that sampling draws
+    any number.
+    """
+    if not 1 <= nbest <= beam:
+        fix = "sample, or widen the beam" if can_sample else "widen the beam"
+        raise ConfigError(f"{name} {nbest} must be between 1 and the beam size {beam}: {fix}")
 
 
 @dataclass(frozen=True)
@@ -128,11 +97,15 @@ class SearchOptions:
 
     @property
     def controls(self) -> Controls | None:
+        from .controls import Controls  # torch: imported by a search, not by a --help
+
         controls = Controls(self.no_repeat_ngram_size, self.repetition_penalty)
         return controls if controls.active else None
 
     @property
     def sampling(self) -> SamplingConfig | None:
+        from .sampling import SamplingConfig
+
         return SamplingConfig(self.temperature, self.top_k, self.top_p) if self.sample else None
 
     @property
@@ -141,78 +114,3 @@ class SearchOptions:
 
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(SearchOptions)}  # name -> default, in order
-
-
-def search(
-    model: Seq2SeqModel,
-    src: Tensor,
-    options: SearchOptions,
-    *,
-    prefix: list[list[int]] | None = None,
-    return_attention: bool = False,
-    layout: Layout | None = None,
-    generator: torch.Generator | None = None,
-) -> list[list[Hypothesis]]:
-    """Decode src (B, S) as ``options`` say: each sentence's ``nbest`` hypotheses (best first) or
-    samples (in the order drawn). The one place that picks the strategy."""
-    if options.sample:  # each sample its own row from the start
-        if return_attention:
-            raise ConfigError("attention maps come from a search, not from sampling")
-        return sample_search(
-            model,
-            src,
-            temperature=options.temperature,
-            top_k=options.top_k,
-            top_p=options.top_p,
-            num_samples=options.nbest,
-            generator=generator,
-            seed=None if generator is not None else options.seed,
-            max_len_a=options.max_len_a,
-            max_len_b=options.max_len_b,
-            min_len=options.min_length,
-            controls=options.controls,
-            prefix=prefix,
-            layout=layout,
-        )
-    state, first, limits = start_from_source(model, src, options.max_len_a, options.max_len_b, layout=layout)
-    return decode(model, state, first, limits, options, prefix=prefix, return_attention=return_attention)
-
-
-def decode(
-    model: IncrementalDecoder,
-    state: DecoderState,
-    last: Tensor,
-    limits: Tensor,
-    options: SearchOptions,
-    *,
-    prefix: list[list[int]] | None = None,
-    return_attention: bool = False,
-    generator: torch.Generator | None = None,
-) -> list[list[Hypothesis]]:
-    """Continue any decoder state from its newest tokens ``last`` (B, P) as ``options`` say; with
-    sampling, each row is one sample (one list of one per row)."""
-    common: dict[str, Any] = dict(min_len=options.min_length, controls=options.controls, prefix=prefix)
-    if options.sample:
-        assert options.sampling is not None
-        if generator is None:
-            generator = torch.Generator(device=last.device).manual_seed(options.seed)
-        hyps = sample_decode(
-            model, state, last, limits, sampling=options.sampling, generator=generator, **common
-        )
-        return [[h] for h in hyps]
-    if options.greedy:
-        return [
-            [h]
-            for h in greedy_decode(model, state, last, limits, return_attention=return_attention, **common)
-        ]
-    return beam_decode(
-        model,
-        state,
-        last,
-        limits,
-        beam_size=options.beam,
-        length_penalty=options.length_penalty,
-        nbest=options.nbest,
-        return_attention=return_attention,
-        **common,
-    )

@@ -22,8 +22,8 @@ from ..errors import ConfigError
 from ..model.interface import DecoderState, IncrementalDecoder, Seq2SeqModel
 from .common import Hypothesis, Layout, start_from_source
 from .controls import Controls, prepare
-from .defaults import MAX_LEN_A, MAX_LEN_B, TEMPERATURE, TOP_K, TOP_P
-from .search import TokenSearch, run_search
+from .defaults import MAX_LEN_A, MAX_LEN_B, SEED_RANGE, TEMPERATURE, TOP_K, TOP_P
+from .loop import TokenSearch, run_search
 
 
 @dataclass(frozen=True)
@@ -80,11 +80,6 @@ def _scaled(logits: Tensor, temperature: float) -> Tensor:
         return shifted
     keep = (shifted == 0) | ~torch.isfinite(shifted)  # the top token(s), and banned ones (-inf)
     return torch.where(keep, shifted, shifted / temperature)
-
-
-# Within what torch.Generator.manual_seed accepts (-2**63 to 2**64 - 1), the integers a JSON number
-# and a JavaScript client hold exactly: the HTTP schema states the same bounds the server takes.
-SEED_RANGE = (-(2**53), 2**53)
 
 
 def seeded_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:

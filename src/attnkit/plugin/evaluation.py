@@ -13,7 +13,7 @@ def open_wrapper(args, state):
     """The checkpoint's inference wrapper, as its task opens it."""
     from . import task_of
 
-    return task_of(state).open(state, device=args.device, path=args.checkpoint)
+    return task_of(state).load("open")(state, device=args.device, path=args.checkpoint)
 
 
 def give(task) -> str:

@@ -58,7 +58,7 @@ def add_decoding_flags(
     """--beam and --length-penalty (``search=False``: they come with ``add_search_flags``),
     --batch-tokens and --device."""
     if search:
-        from ..decoding.options import BOUNDS, HELP
+        from ..decoding.defaults import BOUNDS, HELP
 
         for name, default in (("beam", 4), ("length_penalty", 0.6)):
             flag, bound = "--" + name.replace("_", "-"), BOUNDS[name]
@@ -75,7 +75,7 @@ def add_decoding_flags(
 
 
 # Every option of attnkit.decoding.SearchOptions as a flag: the same name (dashes for underscores),
-# the same default, help (attnkit.decoding.options.HELP) and checks as SearchOptions' own (one line,
+# the same default, help (attnkit.decoding.defaults.HELP) and checks as SearchOptions' own (one line,
 # exit 2). argparse only parses.
 def add_search_flags(
     p: argparse.ArgumentParser, defaults=None, aliases: dict[str, str] | None = None
@@ -85,7 +85,8 @@ def add_search_flags(
     (default ``SearchOptions()``); ``aliases``: field -> a flag's name before."""
     import dataclasses
 
-    from ..decoding.options import BOUNDS, HELP, SearchOptions
+    from ..decoding.defaults import BOUNDS, HELP
+    from ..decoding.options import SearchOptions
 
     defaults = defaults or SearchOptions()
     for field in dataclasses.fields(SearchOptions):

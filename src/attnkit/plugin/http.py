@@ -16,8 +16,9 @@ from typing import Any, ClassVar
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
+from ..decoding.defaults import BOUNDS, HELP
 from ..decoding.options import _DEFAULTS as SEARCH_DEFAULTS
-from ..decoding.options import BOUNDS, HELP, SearchOptions
+from ..decoding.options import SearchOptions
 
 
 class ServeError(Exception):

@@ -10,7 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..errors import ConfigError
 
 if TYPE_CHECKING:
     from .training import Task
@@ -29,6 +31,10 @@ class TaskInfo:
     open: the inference wrapper from a loaded checkpoint: ``open(state, device=..., path=...)``.
     serve: the server's model from ``(name, state, device, **engine)``, a
     :class:`~attnkit.plugin.served.ServedModel`.
+    Each of these three is the object, or where it is written as an entry point is,
+    ``"module:name"`` (``".training:TranslationTask"``: a leading dot names a module of the
+    package), imported only when first used (:meth:`load`): a package whose TASK names its parts
+    so imports no torch to be registered, and ``attnkit --help`` lists its verbs at once.
     package: the task's package (``__name__`` of the module defining it), where attnkit finds the
     modules below by their names; each is optional.
     endpoints: the server endpoints (``/v1/NAME``) that answer for this task, added by the package's
@@ -47,12 +53,26 @@ class TaskInfo:
     noun: str
     archs: tuple[str, ...]
     records: str
-    training: Callable[..., Task]
-    open: Callable[..., Any]
-    serve: Callable[..., Any]
+    training: Callable[..., Task] | str
+    open: Callable[..., Any] | str
+    serve: Callable[..., Any] | str
     package: str
     endpoints: tuple[str, ...] = ()
     commands: tuple[str, ...] = ()
+
+    def load(self, part: Literal["training", "open", "serve"]) -> Callable[..., Any]:
+        """The object ``part`` names, imported now where it is a ``"module:name"`` place."""
+        found = getattr(self, part)
+        if not isinstance(found, str):
+            return found
+        module, _, name = found.partition(":")
+        try:
+            value: Any = importlib.import_module(self.package + module if module.startswith(".") else module)
+            for attribute in name.split("."):
+                value = getattr(value, attribute)
+        except (ImportError, AttributeError) as e:
+            raise ConfigError(f"task {self.name!r}: {part} = {found!r} does not import ({e})") from None
+        return value
 
     def command_names(self) -> tuple[str, ...]:
         return self.commands

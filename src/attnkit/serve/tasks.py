@@ -87,7 +87,7 @@ def load_models(
 def _served(task: TaskInfo, name: str, state: dict, device: str, engine: dict[str, Any]) -> ServedModel:
     """The task's served model, which must have every member of :class:`ServedModel` (a plugin's
     that lacks one is refused at load, naming it, rather than failing on its first request)."""
-    model = task.serve(name, state, device, **engine)
+    model = task.load("serve")(name, state, device, **engine)
     missing = missing_members(model)
     if missing:
         raise ConfigError(f"task {task.name!r} serves a {type(model).__name__} without {', '.join(missing)}")

@@ -66,7 +66,7 @@ def build(cfg: ExperimentConfig, *, resume: str | Path | None = None) -> Setup:
     torch.manual_seed(t.seed)
     random.seed(t.seed)
     info = task_for(cfg.task, cfg.arch)
-    task: Task = info.training(cfg, amp_dtype(precision))
+    task: Task = info.load("training")(cfg, amp_dtype(precision))
     check_metrics(task, info.name)  # before any data is read, not at the first validation
     subword_sampling.check(cfg, takes_text_pairs(task), cfg.arch)
     bidirectional.check(cfg)

@@ -10,17 +10,16 @@ pyproject.toml alone.
 
 from attnkit.plugin import TaskInfo
 
-from .reverser import Reverser
-from .training import ReverseTask
-
 TASK = TaskInfo(
     name="reverse",
     noun="a reversal model",
     archs=("transformer",),  # translation's too: a config chooses this task with `task: reverse`
     records="pairs",
-    training=ReverseTask,
-    open=Reverser.from_state,
-    serve=Reverser.serve,
+    # its parts by place ("module:name", as an entry point names one): imported when first used, so
+    # registering imports no torch and `attnkit --help` stays instant
+    training=".training:ReverseTask",
+    open=".reverser:Reverser.from_state",
+    serve=".reverser:Reverser.serve",
     # attnkit finds the rest in this package by name: routes.py (the endpoints), reverse_command.py
     # and make_reversal_command.py (the verbs), evaluate_command.py, static/panel.js (its panel)
     package=__name__,
@@ -28,4 +27,4 @@ TASK = TaskInfo(
     commands=("reverse", "make-reversal"),
 )
 
-__all__ = ["TASK", "ReverseTask", "Reverser"]
+__all__ = ["TASK"]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from attnkit.data.corpus import load_corpus
 from attnkit.plugin.evaluation import test_data
-
-from .reverser import Reverser
 
 
 def run(args, state: dict) -> None:
+    from attnkit.data.corpus import load_corpus  # torch: imported by a run, not by a --help
+
+    from .reverser import Reverser
+
     spec = test_data(state, args).spec("test")
     pairs = load_corpus(spec)
     accuracy = Reverser.from_state(state, device=args.device, path=args.checkpoint).accuracy(pairs)

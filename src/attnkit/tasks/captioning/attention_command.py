@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...errors import ConfigError
-from ...plotting import self_attention_path
 from ...plugin.flags import METHOD_FLAG
 
 
@@ -23,7 +22,7 @@ def add_flags(add) -> None:
 def run(args, state) -> None:
     from ...attention.rollout import through_encoder
     from ...files import check_output_path
-    from ...plotting import plot_caption_attention
+    from ...plotting import plot_caption_attention, self_attention_path
     from . import Captioner, caption_attention
 
     if not args.out and not args.html:
@@ -72,8 +71,7 @@ def _write_caption_html(captioner, state, args) -> None:
     from ...decoding import SearchOptions
     from ...files import atomic_write
     from ...page import render_page
-    from . import read_image
-    from .captioner import SEARCH
+    from . import SEARCH, read_image
 
     path = Path(args.image)
     read_image(path, size=captioner.image_size, name=args.image)  # a bad one: its one line, exit 2

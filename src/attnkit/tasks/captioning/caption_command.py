@@ -26,7 +26,7 @@ NAME = "caption"
 
 
 def add_parser(sub) -> None:
-    from .captioner import SEARCH
+    from . import SEARCH
 
     p = sub.add_parser(NAME, help="caption images with a captioner (model.arch: captioner)")
     p.add_argument("--checkpoint", required=True, help="a captioner checkpoint")

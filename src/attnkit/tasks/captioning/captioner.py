@@ -25,18 +25,16 @@ from ...data.pieces import words
 from ...data.tokenizer import SubwordTokenizer
 from ...decoding.common import Hypothesis, length_limit
 from ...decoding.compiled import CompiledDecoding, refuse_on_cpu
-from ...decoding.options import SearchOptions, decode
+from ...decoding.options import SearchOptions
+from ...decoding.pick import decode
 from ...decoding.sampling import seeded_generator
 from ...device import resolve_device
 from ...errors import ConfigError
 from ...model.captioner import CaptionTransformer
 from ...model.interface import IncrementalDecoder
 from ...plugin.served import ServedWrapper, as_list
+from . import SEARCH
 from .images import ImageSource, as_floats, read_image
-
-# A captioner's search unless asked otherwise, on the command line, the server and in Python: beam 4,
-# and as many pieces as the model's positions allow (an image has no length to scale max_len_a by).
-SEARCH = SearchOptions(max_len_a=0.0, max_len_b=256)
 
 Image: TypeAlias = "ImageSource | Tensor"  # a file, its bytes, a PIL image, or (C, S, S) uint8 pixels
 

@@ -10,7 +10,8 @@ from fastapi import Request as HTTPRequest
 from pydantic import ConfigDict, Field
 
 from ...plugin.http import Call, Searched, ServeError
-from .captioner import SEARCH, Captioner
+from . import SEARCH
+from .captioner import Captioner
 
 
 class CaptionQuery(Searched):

@@ -23,7 +23,7 @@ NAME = "generate"
 
 
 def add_parser(sub) -> None:
-    from .generator import SEARCH
+    from . import SEARCH
 
     p = sub.add_parser(NAME, help="continue prompts with a language model")
     p.add_argument("--checkpoint", required=True, help="a language-model checkpoint (model.arch: lm)")

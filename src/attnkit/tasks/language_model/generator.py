@@ -24,7 +24,8 @@ from ...checkpoint import load_checkpoint, model_from_checkpoint
 from ...data.tokenizer import SubwordTokenizer
 from ...decoding.common import length_limit
 from ...decoding.compiled import CompiledDecoding, refuse_on_cpu
-from ...decoding.options import SearchOptions, decode
+from ...decoding.options import SearchOptions
+from ...decoding.pick import decode
 from ...decoding.sampling import seeded_generator
 from ...device import resolve_device
 from ...errors import DataError
@@ -32,13 +33,9 @@ from ...model import interface
 from ...model.config import LMConfig
 from ...model.interface import DecoderState
 from ...plugin.served import ServedWrapper, as_list
+from . import SEARCH
 from .continuation import Generation, GenerationStream, start_from_prompt
 from .scoring import LMScores, score_texts, text_ids
-
-# A language model's search unless asked otherwise, on the command line, the server and in Python:
-# greedy, and at most 40 new tokens (eos included) whatever the prompt's length.
-SEARCH = SearchOptions(beam=1, max_len_a=0.0, max_len_b=40)
-
 
 # Rows (prompts x samples, or prompts x beams) decoded together: bounds one batch's cache, so
 # --num-samples or a long prompt file costs time, not memory.

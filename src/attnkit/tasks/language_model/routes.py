@@ -10,7 +10,8 @@ from pydantic import Field
 
 from ...decoding.sampling import seeded_generator
 from ...plugin.http import Call, Request, Searched, ServeError
-from .generator import SEARCH, LanguageModel
+from . import SEARCH
+from .generator import LanguageModel
 
 
 class GenerateRequest(Request, Searched):

@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...errors import ConfigError
-from ...plotting import self_attention_path
 from ...plugin.flags import METHOD_FLAG
 
 
@@ -21,6 +20,7 @@ def add_flags(add) -> None:
 
 def run(args, state) -> None:
     from ...files import check_output_path
+    from ...plotting import self_attention_path  # torch: imported by a run, not by a --help
     from . import Translator
 
     if not args.out and not args.html:
@@ -58,7 +58,7 @@ def _write_html(translator, args) -> None:
 
 
 def _write_pngs(translator, args) -> None:
-    from ...plotting import plot_attention
+    from ...plotting import plot_attention, self_attention_path
     from . import attention_maps
 
     maps = attention_maps(translator, args.text, beam=args.beam)
@@ -98,7 +98,7 @@ def _write_flow(translator, maps, out: Path, args) -> None:
     """--method rollout or flow: what each target piece reads of the source tokens (the last
     layer's cross-attention followed through the encoder), and the encoder's own mixing."""
     from ...attention.rollout import mixing, through
-    from ...plotting import plot_attention
+    from ...plotting import plot_attention, self_attention_path
 
     if maps.encoder_self is None:
         raise ConfigError(f"--method {args.method} follows an encoder's self-attention: this model has none")

@@ -33,7 +33,7 @@ from ...errors import ConfigError
 from ...heads import head_scores
 from ...loss import LossOutput
 from ...quantize import Int8Linear
-from .attention_maps import AttentionMaps, attention_maps
+from .maps import AttentionMaps, attention_maps
 from .translator import Translator
 
 FLOW_MAX = 64  # pieces on either side: attention flow takes seconds beyond (rollout does not)

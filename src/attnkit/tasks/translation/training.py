@@ -120,7 +120,7 @@ class TranslationTask(SplitTask):
     def picture(self, model, tokenizer, records: list, device, png: Path) -> str | None:
         """The first validation sentence's cross-attention, every layer and head (TensorBoard's)."""
         from ...plotting import plot_attention
-        from .attention_maps import attention_maps
+        from .maps import attention_maps
 
         if not records:
             return None

@@ -24,7 +24,8 @@ from ...decoding import length_limits
 from ...decoding.common import Hypothesis
 from ...decoding.compiled import CompiledDecoding, refuse_on_cpu
 from ...decoding.ensemble import Ensemble
-from ...decoding.options import SearchOptions, search
+from ...decoding.options import SearchOptions
+from ...decoding.pick import search
 from ...denormals import denormals_flushed
 from ...device import resolve_device
 from ...errors import ConfigError, DataError
