@@ -164,3 +164,16 @@ def test_learned_positions_are_refused_by_huggingface_only(ckpt, tmp_path, capsy
         capsys, "export", "--checkpoint", path, "--format", "ctranslate2", "--output", tmp_path / "ct2"
     )
     assert code == 0 and "wrote ctranslate2" in out
+
+
+def test_export_says_each_stage_with_its_pace(ckpt, tmp_path, capsys):
+    out = tmp_path / "hf"
+    code, _, err = _run(capsys, "export", "--checkpoint", ckpt, "--format", "huggingface", "--output", out)
+    assert code == 0, err
+    lines = [line for line in err.splitlines() if line.startswith("export: ")]
+    assert [line.split(" (")[0] for line in lines] == [
+        f"export: read {ckpt}",
+        "export: converted to huggingface",
+        f"export: wrote {out}",
+    ], err
+    assert "stage/s" in lines[0] and "left" in lines[0] and "left" not in lines[-1], err

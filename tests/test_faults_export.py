@@ -312,6 +312,13 @@ def safetensors_no_space(*args, **kwargs):
     raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
 
 
+def stages(err: str) -> tuple[list[str], str]:
+    """The export's stage lines (``export: read ...``: their first words), and the rest of stderr."""
+    lines = err.splitlines()
+    said = [line.split()[1] for line in lines if line.startswith("export: ")]
+    return said, "\n".join(line for line in lines if not line.startswith("export: "))
+
+
 @pytest.mark.parametrize("where", ["tokenizer-file", "weights"])
 @pytest.mark.parametrize("previous", [False, True])
 def test_full_disk_during_huggingface_export(monkeypatch, ckpt, tmp_path, where, previous):
@@ -330,6 +337,8 @@ def test_full_disk_during_huggingface_export(monkeypatch, ckpt, tmp_path, where,
         monkeypatch.setattr(safetensors.torch, "save_file", safetensors_no_space)
         monkeypatch.setattr(transformers.modeling_utils, "safe_save_file", safetensors_no_space)
     code, _, err = export(ckpt, out, "--force", fmt="huggingface")
+    said, err = stages(err)
+    assert said == ["read"], said  # the stage that ended before the disk filled, then the one error
     assert_user_error(code, err, "No space left on device")
     assert (snapshot(out) == before) if previous else not out.exists()
     assert hidden_leftovers(tmp_path) == []

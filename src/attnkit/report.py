@@ -1,7 +1,7 @@
 """What a long-running command tells the person waiting for it, on stderr, one way for every command:
 a bar on a terminal (tqdm: its count, rate and time left), else, as in a log or a pipe, one line a
-step with the same three. ``heads``, ``prune`` and ``prepare`` report through :class:`Progress`;
-training's log lines give their rate and time left in the same words (:func:`pace`).
+step with the same three. ``heads``, ``prune``, ``prepare`` and ``export`` report through
+:class:`Progress`; training's log lines give their rate and time left in the same words (:func:`pace`).
 """
 
 from __future__ import annotations

@@ -29,6 +29,11 @@ def run(args) -> None:
     from ..export import export_checkpoint
 
     out = export_checkpoint(
-        args.checkpoint, args.format, args.output, quantization=args.quantization, force=args.force
+        args.checkpoint,
+        args.format,
+        args.output,
+        quantization=args.quantization,
+        force=args.force,
+        report=True,  # each stage and its pace on stderr: a large model's export takes minutes
     )
     print(f"wrote {args.format} model to {out}")

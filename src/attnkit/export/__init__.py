@@ -22,6 +22,7 @@ from ..model.config import LMConfig
 from ..model.lm import TransformerLM
 from ..model.transformer import Transformer
 from ..plugin import task_of
+from ..report import Progress
 from .output import MARKER, check_replaceable, write_then_swap
 
 __all__ = ["MARKER", "export_checkpoint", "import_checkpoint", "load_for_export"]
@@ -64,11 +65,14 @@ def export_checkpoint(
     *,
     quantization: str = "float32",
     force: bool = False,
+    report: bool = False,
 ) -> Path:
     """Export ``checkpoint`` to ``output`` (a new directory) in format ``fmt``.
 
     ``force`` replaces an earlier export (a folder holding :data:`MARKER` and only the files it lists),
-    never any other folder, and only once the new export is complete.
+    never any other folder, and only once the new export is complete. ``report``: say each of the
+    three stages (read, convert, write) on stderr as it ends, with the pace
+    (:class:`~attnkit.report.Progress`): a large model's export takes minutes.
     """
     if fmt not in FORMATS:
         raise ConfigError(f"unknown export format {fmt!r} (choose from {', '.join(FORMATS)})")
@@ -77,6 +81,8 @@ def export_checkpoint(
         raise ConfigError(f"output folder {output} already exists (pass --force to replace it)")
     if fmt != "ctranslate2" and quantization != "float32":
         raise ConfigError("--quantization applies to --format ctranslate2 only")
+    progress = Progress(3, "export", "stage") if report else None
+    stage = progress.step if progress else lambda line: None
     model, tokenizer = load_for_export(checkpoint)
     lm = isinstance(model, TransformerLM)
     if fmt == "ctranslate2":
@@ -87,6 +93,7 @@ def export_checkpoint(
         def write(tmp: Path) -> None:
             export_ctranslate2(model, tokenizer, str(tmp), quantization=quantization)
             write_sentencepiece(tokenizer, tmp, lm=lm)
+            stage(f"converted to {fmt} ({quantization})")
     elif lm:
         raise ConfigError(
             "Hugging Face export writes MarianMTModel (encoder-decoder) only; export a language model "
@@ -100,9 +107,19 @@ def export_checkpoint(
 
         def write(tmp: Path) -> None:
             export_marian(model, tokenizer, tmp)
+            stage(f"converted to {fmt}")
 
     check_replaceable(output, checkpoint)  # after the model checks: a refused model names its problem
-    return write_then_swap(output, write, fmt)
+    # said once every check passed: a refused export is its one line of error alone
+    stage(f"read {checkpoint} ({sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters)")
+    try:
+        written = write_then_swap(output, write, fmt)
+        size = sum(f.stat().st_size for f in written.rglob("*") if f.is_file())
+        stage(f"wrote {written} ({size / 1e6:.1f} MB)")
+    finally:
+        if progress:
+            progress.close()
+    return written
 
 
 def import_checkpoint(fmt: str, source: str | Path, output: str | Path, *, force: bool = False) -> Path:
