@@ -46,6 +46,6 @@ sphinx_gallery_conf = {
     "download_all_examples": False,
     "remove_config_comments": True,
     "abort_on_example_error": True,
-    "image_scrapers": ("matplotlib",),
+    "image_scrapers": ("picture_check",),  # matplotlib's, each figure checked first (_ext)
     "write_computation_times": False,
 }

@@ -1,14 +1,21 @@
-"""Every picture the commands write says what it shows: each panel's axes are labelled (or, in a
-grid of heatmaps, the grid's), and each colour scale has a label. Learners read these pictures."""
+"""Every picture the commands write says what it shows (attnkit.picture_rules: each heatmap's axes
+named and its colour scale labelled, each line plot's axes named), and the rule itself finds what a
+picture leaves unsaid. Learners read these pictures; the docs build holds its figures to the same."""
 
 from __future__ import annotations
 
 import csv
 
-import pytest
-import torch
+import matplotlib
 
-from attnkit import plotting
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from attnkit import plotting  # noqa: E402
+from attnkit.picture_rules import panels, unsaid  # noqa: E402
 
 
 @pytest.fixture
@@ -19,22 +26,7 @@ def figures(monkeypatch, tmp_path):
     return kept
 
 
-def colour_scales(fig) -> list:
-    return [ax for ax in fig.axes if hasattr(ax, "_colorbar")]
-
-
-def panels(fig) -> list:
-    return [ax for ax in fig.axes if not hasattr(ax, "_colorbar")]
-
-
-def labelled(fig, ax) -> bool:
-    """Both axes said: on the panel, or for the whole figure (a grid of heatmaps)."""
-    x = ax.get_xlabel() or (fig._supxlabel and fig._supxlabel.get_text())
-    y = ax.get_ylabel() or (fig._supylabel and fig._supylabel.get_text())
-    return bool(x) and bool(y)
-
-
-def test_every_heatmap_has_labelled_axes_and_a_labelled_colour_scale(figures, tmp_path):
+def test_every_picture_the_commands_write_says_what_it_shows(figures, tmp_path):
     w = torch.softmax(torch.randn(2, 2, 3, 4), dim=-1)
     plotting.plot_attention(w, list("abcd"), list("xyz"), tmp_path / "a.png", title="t")
     plotting.plot_positional_encoding(torch.randn(8, 6), tmp_path / "p.png")
@@ -43,22 +35,47 @@ def test_every_heatmap_has_labelled_axes_and_a_labelled_colour_scale(figures, tm
     )
     image = torch.randint(0, 256, (3, 16, 16), dtype=torch.uint8)
     plotting.plot_caption_attention(image, ["a", "dog"], torch.rand(2, 4), (2, 2), tmp_path / "c.png")
-    assert len(figures) == 4
-    for fig in figures:
-        scales = colour_scales(fig)
-        assert scales and all(ax.get_ylabel() for ax in scales), fig
-    for fig in figures[:3]:  # the caption picture's panels are images: each word is its title
-        assert all(labelled(fig, ax) for ax in panels(fig)), fig
-
-
-def test_the_learning_curve_says_how_its_two_losses_differ(figures, tmp_path):
     path = tmp_path / "metrics.csv"
     with path.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["step", "train_loss", "val_loss", "val_bleu"])
-        w.writerows([[50, 3.0, 2.9, 10.0], [100, 2.5, 2.6, 20.0]])
+        writer = csv.writer(f)
+        writer.writerow(["step", "train_loss", "val_loss", "val_bleu"])
+        writer.writerows([[50, 3.0, 2.9, 10.0], [100, 2.5, 2.6, 20.0]])
     plotting.plot_learning_curve(path, tmp_path / "curve.png")
-    (fig,) = figures
-    assert all(labelled(fig, ax) for ax in panels(fig))
-    legend = [t.get_text() for t in panels(fig)[0].get_legend().get_texts()]
+    assert len(figures) == 5
+    for fig in figures:
+        assert unsaid(fig) == [], fig
+    legend = [t.get_text() for t in panels(figures[-1])[0].get_legend().get_texts()]
     assert any("label-smoothed" in t for t in legend) and any("dropout off" in t for t in legend)
+
+
+def test_the_rule_names_what_a_picture_leaves_unsaid():
+    fig, (heat, line) = plt.subplots(1, 2)
+    heat.imshow(torch.rand(3, 4), cmap="Blues")
+    heat.set_title("keys")
+    line.plot([1, 2], [3, 4])
+    line.set_xlabel("step")
+    assert unsaid(fig) == [
+        "panel 1 (keys): its x axis is not named",
+        "panel 1 (keys): its y axis is not named",
+        "panel 1 (keys): a heatmap without a colour scale",
+        "panel 2: its y axis is not named",
+    ]
+    heat.set(xlabel="key", ylabel="query")
+    line.set_ylabel("loss")
+    scale = fig.colorbar(heat.images[0], ax=heat)
+    assert unsaid(fig) == ["a colour scale without a label"]
+    scale.set_label("attention weight")
+    assert unsaid(fig) == []
+    plt.close(fig)
+
+
+def test_a_photograph_and_a_one_row_strip_need_no_axis_names():
+    fig, (photo, strip) = plt.subplots(2, 1)
+    photo.imshow(torch.rand(4, 4, 3))
+    photo.axis("off")
+    strip.imshow(torch.rand(1, 5), cmap="Blues")
+    strip.set_yticks([])
+    strip.set_xlabel("word")
+    fig.colorbar(strip.images[0], ax=strip, label="weight")
+    assert unsaid(fig) == []
+    plt.close(fig)

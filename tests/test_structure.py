@@ -162,7 +162,7 @@ LAYERS = [
     | {"text_scores", "loss", "fast", "config", "positional"},
     {"attention"},
     {"model", "heads"},
-    {"decoding", "plotting", "checkpoint", "data", "experiment", "linear_loss"},
+    {"decoding", "plotting", "picture_rules", "show", "checkpoint", "data", "experiment", "linear_loss"},
     {"plugin"},
     {"page", "export", "train", "serve"},
     {"cli", "tasks"},

@@ -21,18 +21,25 @@ def run(name: str) -> dict[str, list[float]]:
     """Run one tutorial as a script (figures off screen); its ``name: v1 v2 ...`` lines, read back.
     (The tutorials that train are checked on the site build's output: tests/test_docs_site.py.)"""
     scratch = Path(tempfile.mkdtemp())  # the tutorial's temporary files go here, and must go
+    here = Path(tempfile.mkdtemp())  # where it is run: headless, its figures are saved here
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
     proc = subprocess.run(
         [sys.executable, str(TUTORIALS / name)],
         capture_output=True,
         text=True,
         env={**env, "TMPDIR": str(scratch)},
+        cwd=here,
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     left = [p.name for p in scratch.iterdir()]
+    drawn = sorted(p.name for p in here.iterdir())
     shutil.rmtree(scratch, ignore_errors=True)
+    shutil.rmtree(here, ignore_errors=True)
     assert not left, f"{name} left {left} in its temporary folder"
+    number = name.split("_")[1]  # plot_01_... -> 01: each figure it showed, saved and named
+    assert drawn and all(d.startswith(f"tutorial_{number}_") and d.endswith(".png") for d in drawn), drawn
+    assert all(f"saved the figure as {d}" in proc.stdout for d in drawn), proc.stdout
     return numbers(proc.stdout)
 
 

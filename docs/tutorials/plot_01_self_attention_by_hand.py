@@ -77,10 +77,11 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from attnkit.plotting import plot_attention
+from attnkit.show import show
 
 workdir = tempfile.TemporaryDirectory()  # removed when the script ends
 png = plot_attention(weights, words, words, Path(workdir.name) / "weights.png", title="softmax(QKᵀ/√d_k)")
 plt.figure(figsize=(6, 6))
 plt.imshow(plt.imread(png))
 plt.axis("off")
-plt.show()
+show("tutorial_01_attention")  # a window, or headless a PNG in this folder

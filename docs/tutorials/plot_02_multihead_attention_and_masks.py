@@ -47,16 +47,17 @@ print("multihead_key_word2_head3:", " ".join(f"{v:.4f}" for v in cache.k[0, 2, 1
 import matplotlib.pyplot as plt
 
 from attnkit.attention import causal_mask, combine_masks, padding_mask
+from attnkit.show import show
 
 tokens = torch.tensor([[5, 6, 7, 8, 0, 0]])  # one sentence of 4 words and 2 pads (pad id 0)
 pad = padding_mask(tokens, pad_id=0)  # (1, 1, 1, 6): True = may attend
 both = combine_masks(pad, causal_mask(6))  # (1, 1, 6, 6)
-fig, axes = plt.subplots(1, 2, figsize=(8, 4))
+fig, axes = plt.subplots(1, 2, figsize=(8, 4), layout="constrained")
 for ax, mask, title in zip(
     axes, (pad.expand(1, 1, 6, 6), both), ("padding", "padding + look-ahead"), strict=True
 ):
-    ax.imshow(mask[0, 0].int(), cmap="Blues", vmin=0, vmax=1)
+    shown = ax.imshow(mask[0, 0].int(), cmap="Blues", vmin=0, vmax=1)
     ax.set(title=title, xlabel="key position", ylabel="query position")
-plt.tight_layout()
-plt.show()
+fig.colorbar(shown, ax=axes, ticks=[0, 1], shrink=0.8, label="1 = may attend, 0 = masked")
+show("tutorial_02_masks")  # a window, or headless a PNG in this folder
 print("may attend (padding + look-ahead), row 2:", both[0, 0, 2].int().tolist())

@@ -29,13 +29,14 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from attnkit.plotting import plot_positional_encoding
+from attnkit.show import show
 
 workdir = tempfile.TemporaryDirectory()  # removed when the script ends
 png = plot_positional_encoding(pe, Path(workdir.name) / "pe.png")
 plt.figure(figsize=(8, 5))
 plt.imshow(plt.imread(png))
 plt.axis("off")
-plt.show()
+show("tutorial_03_positions")  # a window, or headless a PNG in this folder
 
 # %%
 # Clock hands
@@ -60,7 +61,7 @@ for pos in range(12):
 plt.gca().set(
     xlim=(-1.3, 1.3), ylim=(-1.3, 1.3), aspect="equal", xlabel="PE(pos, 0) = sin", ylabel="PE(pos, 1) = cos"
 )
-plt.show()
+show("tutorial_03_clock_hands")  # a window, or headless a PNG in this folder
 
 
 # %%

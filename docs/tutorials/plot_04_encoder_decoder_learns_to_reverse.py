@@ -77,8 +77,10 @@ print(
 # additive attention, for the Transformer the last layer's cross-attention averaged over the heads.
 import matplotlib.pyplot as plt
 
+from attnkit.show import show
+
 src = torch.tensor([[3, 4, 5, 6, 7, 8, 9, 10]])
-fig, axes = plt.subplots(1, 2, figsize=(9, 4.5))
+fig, axes = plt.subplots(1, 2, figsize=(9, 4.5), layout="constrained")
 for ax, (name, model) in zip(
     axes, (("RNN + additive attention", rnn), ("Transformer", transformer)), strict=True
 ):
@@ -87,7 +89,7 @@ for ax, (name, model) in zip(
     with torch.no_grad():
         state = model.init_state(model.encode(src))
         cross = model.decode(tgt_in, state, need_weights=True).cross_attn[-1]  # (1, H, T, S)
-    ax.imshow(cross[0].mean(0)[: len(out)], cmap="Blues", vmin=0, vmax=1)
-    ax.set(title=name, xlabel="source position", ylabel="output position")
-plt.tight_layout()
-plt.show()
+    shown = ax.imshow(cross[0].mean(0)[: len(out)], cmap="Blues", vmin=0, vmax=1)
+    ax.set(title=name, xlabel="source position (key)", ylabel="output position (query)")
+fig.colorbar(shown, ax=axes, shrink=0.8, label="attention weight, the heads' mean")
+show("tutorial_04_cross_attention")  # a window, or headless a PNG in this folder

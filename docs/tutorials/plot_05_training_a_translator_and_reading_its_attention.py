@@ -97,22 +97,26 @@ for text in ("die frau hat das alten buch zu hause gekauft", "das kind hat den a
 # the main job's model does the same with the seeds' sentence, far from Multi30k's captions.
 import matplotlib.pyplot as plt
 
+from attnkit.show import show
+
 examples = {
     "in the domain": "der mann hat den kleinen ball im park gefunden",
     "an unseen word": "der mann hat den kleinen hut im park gefunden",
     "twice as long": "der hund hat die katze gesehen und die frau hat das buch gekauft",
 }
-fig, axes = plt.subplots(1, 3, figsize=(13, 4.5))
+fig, axes = plt.subplots(1, 3, figsize=(13, 4.5), layout="constrained")
 for ax, (title, text) in zip(axes, examples.items(), strict=True):
     maps = attention_maps(translator, text, beam=4)
     cross = maps.cross[-1].mean(0)  # (T, S)
-    ax.imshow(cross, cmap="Blues", vmin=0, vmax=1, aspect="auto")
+    shown = ax.imshow(cross, cmap="Blues", vmin=0, vmax=1, aspect="auto")
     ax.set_xticks(range(len(maps.src_pieces)), maps.src_pieces, rotation=90, fontsize=7)
     ax.set_yticks(range(len(maps.tgt_pieces)), maps.tgt_pieces, fontsize=7)
     ax.set_title(title, fontsize=10)
     print(f"{title}: {text} -> {translator.translate(text)[0].text}")
-plt.tight_layout()
-plt.show()
+fig.supxlabel("German source pieces (the keys)", fontsize=9)
+fig.supylabel("English output pieces (the queries)", fontsize=9)
+fig.colorbar(shown, ax=axes, shrink=0.8, label="cross-attention weight, last layer, heads' mean")
+show("tutorial_05_cross_attention")  # a window, or headless a PNG in this folder
 
 # %%
 # How sharply it reads

@@ -79,6 +79,8 @@ print("generated_tokens:", *generated)
 # the first copy of the current token): one head learns to look exactly there.
 import matplotlib.pyplot as plt
 
+from attnkit.show import show
+
 with torch.no_grad():
     weights = model.decode(seq[:1, :-1], model.init_state(1), need_weights=True).self_attn
 assert weights is not None
@@ -88,11 +90,13 @@ look_back = maps[:, :, second, second - HALF].mean(-1)  # (L, H): each head's we
 layer, head = divmod(int(look_back.argmax()), maps.size(1))
 print(f"look_back_weight_best_head: {look_back.max().item():.3f}")
 print(f"look_back_weight_mean_head: {look_back.mean().item():.3f}")
-fig, axes = plt.subplots(maps.size(0), maps.size(1), figsize=(10, 5))
+fig, axes = plt.subplots(maps.size(0), maps.size(1), figsize=(10, 5), layout="constrained")
 for (i, j), ax in zip(((i, j) for i in range(maps.size(0)) for j in range(maps.size(1))), axes.flat):
-    ax.imshow(maps[i, j], cmap="Blues", vmin=0, vmax=1)
+    shown = ax.imshow(maps[i, j], cmap="Blues", vmin=0, vmax=1)
     ax.set_title(f"layer {i + 1}, head {j + 1}" + (" *" if (i, j) == (layer, head) else ""), fontsize=9)
     ax.set_xticks([])
     ax.set_yticks([])
-plt.tight_layout()
-plt.show()
+fig.supxlabel("key: the earlier token attended to", fontsize=9)
+fig.supylabel("query: the token attending", fontsize=9)
+fig.colorbar(shown, ax=axes, shrink=0.8, label="attention weight")
+show("tutorial_06_self_attention")  # a window, or headless a PNG in this folder

@@ -94,13 +94,16 @@ print(f"deciding_word_weighted_most: {top:.3f}")
 # Three sentences, their weights drawn under their words:
 import matplotlib.pyplot as plt
 
-fig, axes = plt.subplots(3, 1, figsize=(8, 4))
+from attnkit.show import show
+
+fig, axes = plt.subplots(3, 1, figsize=(8, 4), layout="constrained")
 for ax, row in zip(axes, range(3), strict=True):
     n = int((tokens[row] != PAD).sum())
     words = [WORDS[int(t) - FIRST] for t in tokens[row, :n]]
-    ax.imshow(out.token_weights[row, :n][None], cmap="Blues", vmin=0, vmax=1, aspect="auto")
+    shown = ax.imshow(out.token_weights[row, :n][None], cmap="Blues", vmin=0, vmax=1, aspect="auto")
     ax.set_xticks(range(n), words)
     ax.set_yticks([])
     ax.set_title("good" if out.logits[row].argmax() == 1 else "bad", fontsize=9, loc="left")
-plt.tight_layout()
-plt.show()
+fig.supxlabel("the review's words", fontsize=9)
+fig.colorbar(shown, ax=axes, shrink=0.8, label="pooling weight")
+show("tutorial_07_word_weights")  # a window, or headless a PNG in this folder

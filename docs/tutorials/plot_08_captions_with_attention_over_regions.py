@@ -90,7 +90,9 @@ plot_caption_attention(image, found[0].pieces, found[0].attention, grid, root / 
 import matplotlib.image
 import matplotlib.pyplot as plt
 
+from attnkit.show import show
+
 plt.figure(figsize=(12, 2.5))
 plt.imshow(matplotlib.image.imread(root / "caption.png"))
 plt.axis("off")
-plt.show()
+show("tutorial_08_caption_attention")  # a window, or headless a PNG in this folder
