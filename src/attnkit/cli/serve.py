@@ -50,6 +50,21 @@ def _add_network_flags(p) -> None:
         "(DNS rebinding protection)",
     )
     p.add_argument(
+        "--api-key",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="a key every request but /health must bear (Authorization: Bearer KEY); repeat for "
+        "several. Others see it in the process list: prefer --api-key-file or ATTNKIT_API_KEYS",
+    )
+    p.add_argument(
+        "--api-key-file",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a file of accepted keys, one a line (# comments); repeat for several",
+    )
+    p.add_argument(
         "--request-timeout",
         type=bounded(Bound(float, 0.0, 86_400.0, open_low=True)),
         default=120.0,
@@ -174,6 +189,9 @@ def run(args) -> None:
     from ..serve.guards import allowed_host_names
 
     _check_flags(args)
+    from ..serve.keys import read_keys
+
+    api_keys = read_keys(args.api_key, args.api_key_file)  # before loading: a bad key is one line now
     import torch
 
     n_workers, threads = _workers_and_threads(
@@ -197,10 +215,17 @@ def run(args) -> None:
         decoder=decoder,
         request_timeout=args.request_timeout,
         allowed_hosts=allowed_host_names(args.host, args.allowed_host),
+        api_keys=api_keys,
         say=lambda message: print(f"attnkit serve: {message}", file=sys.stderr, flush=True),
     )
     names = ", ".join(f"{m.name} ({m.task})" for m in models)
-    print(f"attnkit serve: {names} on http://{args.host}:{args.port}/ (API docs at /docs)", flush=True)
+    guarded = (
+        f"{len(api_keys)} API key(s) accepted" if api_keys else "no API key asked: anyone who reaches it"
+    )
+    print(
+        f"attnkit serve: {names} on http://{args.host}:{args.port}/ (API docs at /docs; {guarded})",
+        flush=True,
+    )
     # uvicorn handles SIGTERM and SIGINT: it stops accepting, lets in-flight requests finish (each
     # answers by its deadline, and is cancelled shortly after), then runs the app's shutdown (which
     # drains the batcher, in the decoding process if any, killing one not done in time) and returns.

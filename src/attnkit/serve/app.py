@@ -28,6 +28,7 @@ from ..plugin.served import ServedModel, ServesText
 from .decoder import DecoderUnavailable, ProcessDecoder, ThreadDecoder
 from .errors import add_error_handlers
 from .guards import BodyLimit, HostCheck
+from .keys import KeyCheck
 from .page import render_docs
 from .stream import HEADERS, EventFeed, late, sse_events
 
@@ -128,6 +129,7 @@ def create_app(
     decoder: ProcessDecoder | None = None,
     request_timeout: float = 120.0,
     allowed_hosts: Iterable[str] | None = None,
+    api_keys: tuple[bytes, ...] = (),
     say: Callable[[str], None] | None = None,
 ) -> FastAPI:
     """An app serving ``models`` (the first of each task is that task's default); the batching
@@ -139,6 +141,7 @@ def create_app(
     A request not decoded within ``request_timeout`` seconds answers 504 (and a decoding process that
     answered nothing for as long is killed and restarted). ``allowed_hosts``: the names the ``Host``
     header may carry (:func:`allowed_host_names`); None accepts any (tests, a caller behind a proxy).
+    ``api_keys``: the keys a request must bear (:mod:`.keys`); none: anyone who reaches it may ask.
     ``say``: where the shutdown is announced (the command's stderr). Each registered task adds its
     endpoints (its package's ``routes.add_routes``)."""
     if request_timeout <= 0:
@@ -149,12 +152,14 @@ def create_app(
 
     lifespan = _lifespan(server, lambda: decoder or ThreadDecoder(models, **batching), say)
     errors: dict[int | str, dict[str, Any]] = {
-        code: {"model": ErrorResponse} for code in (400, 404, 413, 422)
+        code: {"model": ErrorResponse} for code in (400, 404, 413, 422, *((401,) if api_keys else ()))
     }
     app = FastAPI(
         title="attnkit", version="1", lifespan=lifespan, responses=errors, docs_url=None, redoc_url=None
     )
     app.add_middleware(BodyLimit, max_bytes=server.limits.max_body_bytes, read_timeout=request_timeout)
+    if api_keys:  # added after the body limit, so it runs before it: no key, no body read
+        app.add_middleware(KeyCheck, keys=api_keys)
     if allowed_hosts is not None:
         app.add_middleware(HostCheck, allowed=frozenset(allowed_hosts))
     add_error_handlers(app)

@@ -14,14 +14,25 @@ function setStatus(text, isError) {
   $("status").className = isError ? "error" : "";
 }
 
-// GET without a body; POST a file's bytes as they are (a Blob), anything else as JSON.
-async function api(path, body) {
+// GET without a body; POST a file's bytes as they are (a Blob), anything else as JSON. A server
+// started with API keys answers 401 without one: the page asks for it once, keeps it for this tab
+// (sessionStorage) and sends it as a Bearer token from then on.
+async function api(path, body, asked) {
   const raw = body instanceof Blob;
-  const res = await fetch(path, body === undefined ? {} : {
-    method: "POST",
-    headers: { "Content-Type": raw ? (body.type || "application/octet-stream") : "application/json" },
-    body: raw ? body : JSON.stringify(body),
+  const headers = body === undefined ? {}
+    : { "Content-Type": raw ? (body.type || "application/octet-stream") : "application/json" };
+  const key = sessionStorage.getItem("attnkit-api-key");
+  if (key) headers.Authorization = `Bearer ${key}`;
+  const res = await fetch(path, body === undefined ? { headers } : {
+    method: "POST", headers, body: raw ? body : JSON.stringify(body),
   });
+  if (res.status === 401 && !asked) {
+    const given = window.prompt("This server needs an API key:");
+    if (given) {
+      sessionStorage.setItem("attnkit-api-key", given.trim());
+      return api(path, body, true);
+    }
+  }
   let json = null;
   try { json = await res.json(); } catch (e) { /* not JSON: reported below */ }
   if (!res.ok) throw new Error((json && json.error) || `HTTP ${res.status}`);
