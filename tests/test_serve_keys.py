@@ -59,7 +59,8 @@ def test_a_bad_key_is_one_line_naming_where_it_came_from_never_the_key(tmp_path,
 
 def test_the_check_compares_every_key_and_reads_only_a_bearer_token():
     keys = (KEY.encode(), OTHER.encode())
-    assert accepted(OTHER.encode(), keys) and not accepted(KEY[:-1].encode(), keys)
+    assert accepted(KEY.encode(), keys) == 0 and accepted(OTHER.encode(), keys) == 1
+    assert accepted(KEY[:-1].encode(), keys) is None
     assert bearer([(b"Authorization", b"Bearer  abc ")]) == b"abc"
     assert bearer([(b"authorization", b"Basic abc")]) is None and bearer([]) is None
 
@@ -89,6 +90,37 @@ def test_with_keys_every_request_but_liveness_needs_one(ckpt):
         assert "401" in c.get("/openapi.json").json()["paths"]["/v1/translate"]["post"]["responses"]
     with TestClient(create_app(load_models([str(ckpt)], device="cpu"))) as c:  # no keys: open
         assert c.post("/v1/translate", json=body).status_code == 200
+
+
+def test_a_key_past_its_limits_gets_429_with_retry_after_and_another_key_is_not_held_back(ckpt):
+
+    from attnkit.serve.keys import Quota
+
+    quota = Quota(max_requests=1, max_tokens=12)
+    app = create_app(
+        load_models([str(ckpt)], device="cpu"), api_keys=(KEY.encode(), OTHER.encode()), quota=quota
+    )
+    mine, theirs = ({"Authorization": f"Bearer {k}"} for k in (KEY, OTHER))
+    with TestClient(app) as c:
+        many = {"text": ["Ein Hund läuft im Schnee ."] * 4}  # more source tokens than 12
+        over = c.post("/v1/translate", json=many, headers=mine)
+        assert over.status_code == 429 and over.headers["retry-after"] == "1", over.text
+        assert "over the limit of 12" in over.json()["error"]
+        assert c.post("/v1/translate", json={"text": "Ein Hund ."}, headers=mine).status_code == 200
+        assert quota.tokens[0] == 0 and quota.requests[0] == 0  # given back when answered
+        # a request in flight: the same key's next one waits its turn, another key's does not
+        quota.admit(0)
+        busy = c.post("/v1/translate", json={"text": "Ein Hund ."}, headers=mine)
+        assert busy.status_code == 429 and "in flight" in busy.json()["error"], busy.text
+        assert c.post("/v1/translate", json={"text": "Ein Hund ."}, headers=theirs).status_code == 200
+        quota.leave(0)
+    # without keys the limits hold for all requests together
+    quota = Quota(max_requests=1)
+    with TestClient(create_app(load_models([str(ckpt)], device="cpu"), quota=quota)) as c:
+        assert c.post("/v1/translate", json={"text": "Ein Hund ."}).status_code == 200
+        quota.admit(-1)
+        assert c.post("/v1/translate", json={"text": "Ein Hund ."}).status_code == 429
+        assert c.get("/health").status_code == 200  # liveness is never held back
 
 
 def test_serve_refuses_a_bad_key_before_loading_anything(ckpt):

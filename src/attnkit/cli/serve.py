@@ -64,6 +64,18 @@ def _add_network_flags(p) -> None:
         metavar="FILE",
         help="a file of accepted keys, one a line (# comments); repeat for several",
     )
+    for flag, what in (
+        ("--max-requests-per-key", "requests in flight"),
+        ("--max-queued-tokens-per-key", "source tokens waiting or decoding"),
+    ):
+        p.add_argument(
+            flag,
+            type=bounded(Bound(int, 0, 10**9)),
+            default=0,
+            metavar="N",
+            help=f"at most N {what} at once for one key (without keys: for all requests together); "
+            "past it 429 with Retry-After (default 0: no limit)",
+        )
     p.add_argument(
         "--request-timeout",
         type=bounded(Bound(float, 0.0, 86_400.0, open_low=True)),
@@ -189,7 +201,7 @@ def run(args) -> None:
     from ..serve.guards import allowed_host_names
 
     _check_flags(args)
-    from ..serve.keys import read_keys
+    from ..serve.keys import Quota, read_keys
 
     api_keys = read_keys(args.api_key, args.api_key_file)  # before loading: a bad key is one line now
     import torch
@@ -216,6 +228,7 @@ def run(args) -> None:
         request_timeout=args.request_timeout,
         allowed_hosts=allowed_host_names(args.host, args.allowed_host),
         api_keys=api_keys,
+        quota=Quota(args.max_requests_per_key, args.max_queued_tokens_per_key),
         say=lambda message: print(f"attnkit serve: {message}", file=sys.stderr, flush=True),
     )
     names = ", ".join(f"{m.name} ({m.task})" for m in models)

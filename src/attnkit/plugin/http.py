@@ -24,9 +24,9 @@ from ..decoding.options import SearchOptions
 class ServeError(Exception):
     """A request the server refuses: its status and the line it answers."""
 
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
         super().__init__(message)
-        self.status, self.message = status, message
+        self.status, self.message, self.headers = status, message, headers or {}
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ these before its stream begins, and an ``error`` event after (:mod:`.stream`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 from collections.abc import Callable, Iterable
 from contextlib import asynccontextmanager
@@ -28,7 +29,7 @@ from ..plugin.served import ServedModel, ServesText
 from .decoder import DecoderUnavailable, ProcessDecoder, ThreadDecoder
 from .errors import add_error_handlers
 from .guards import BodyLimit, HostCheck
-from .keys import KeyCheck
+from .keys import KeyCheck, Quota
 from .page import render_docs
 from .stream import HEADERS, EventFeed, late, sse_events
 
@@ -37,8 +38,9 @@ class Server:
     """What a task's routes (its package's ``routes.add_routes``) ask of the app: the loaded models,
     the limits of a request, and the decoder that runs a :class:`~attnkit.plugin.http.Call`."""
 
-    def __init__(self, models: list[ServedModel], limits: Limits, request_timeout: float):
+    def __init__(self, models: list[ServedModel], limits: Limits, request_timeout: float, quota: Quota):
         self.models, self.limits, self.request_timeout = models, limits, request_timeout
+        self.quota = quota  # what one client may hold at once (.keys)
         self.by_name = {m.name: m for m in models}
         self.running: ProcessDecoder | ThreadDecoder | None = None  # the decoder while the app serves
 
@@ -86,25 +88,35 @@ class Server:
         running = self.running
         if running is None:
             raise ServeError(503, "the server is starting or stopping")
-        try:
-            future = running.submit(call, items, cost, alone=alone)
-        except DecoderUnavailable as e:
-            raise ServeError(503, str(e)) from None
-        try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), self.request_timeout)
-        except asyncio.TimeoutError:  # TimeoutError since Python 3.11, not yet in 3.10
-            running.expire(future, self.request_timeout)
-            raise ServeError(504, late(self.request_timeout)) from None
+        with self.quota.holding(cost):  # a 429 before anything is queued
+            try:
+                future = running.submit(call, items, cost, alone=alone)
+            except DecoderUnavailable as e:
+                raise ServeError(503, str(e)) from None
+            try:
+                return await asyncio.wait_for(asyncio.wrap_future(future), self.request_timeout)
+            except asyncio.TimeoutError:  # TimeoutError since Python 3.11, not yet in 3.10
+                running.expire(future, self.request_timeout)
+                raise ServeError(504, late(self.request_timeout)) from None
 
     def stream_job(self, call: Call, items: list, cost: int, answer: Any) -> StreamingResponse:
         """Decode ``call`` alone, its events sent as Server-Sent Events as they come (:mod:`.stream`)."""
         if self.running is None:
             raise ServeError(503, "the server is starting or stopping")
         decoder, feed = self.running, EventFeed(asyncio.get_running_loop())
+        give_back = self.quota.take(cost)  # a 429 before anything is queued
         try:
             future = decoder.submit(call, items, cost, alone=True, on_event=feed.put)
         except DecoderUnavailable as e:
+            give_back()
             raise ServeError(503, str(e)) from None
+        loop = asyncio.get_running_loop()
+
+        def release(_) -> None:  # decoded, failed or cancelled: counted back on the server's loop
+            with contextlib.suppress(RuntimeError):  # the loop closed first (shutdown): nothing to count
+                loop.call_soon_threadsafe(give_back)
+
+        future.add_done_callback(release)
         feed.watch(future)
         events = sse_events(
             feed,
@@ -130,6 +142,7 @@ def create_app(
     request_timeout: float = 120.0,
     allowed_hosts: Iterable[str] | None = None,
     api_keys: tuple[bytes, ...] = (),
+    quota: Quota | None = None,
     say: Callable[[str], None] | None = None,
 ) -> FastAPI:
     """An app serving ``models`` (the first of each task is that task's default); the batching
@@ -142,24 +155,25 @@ def create_app(
     answered nothing for as long is killed and restarted). ``allowed_hosts``: the names the ``Host``
     header may carry (:func:`allowed_host_names`); None accepts any (tests, a caller behind a proxy).
     ``api_keys``: the keys a request must bear (:mod:`.keys`); none: anyone who reaches it may ask.
+    ``quota``: what one client (a key; without keys, all requests together) may hold at once.
     ``say``: where the shutdown is announced (the command's stderr). Each registered task adds its
     endpoints (its package's ``routes.add_routes``)."""
     if request_timeout <= 0:
         raise ValueError(f"request_timeout must be positive, got {request_timeout}")
-    server = Server(models, limits or Limits(), request_timeout)
+    server = Server(models, limits or Limits(), request_timeout, quota or Quota())
     batching = dict(max_batch_tokens=max_batch_tokens, max_wait_ms=max_wait_ms, max_gap_ms=max_gap_ms)
     batching.update(join_group=join_group, join_wait_steps=join_wait_steps)
 
     lifespan = _lifespan(server, lambda: decoder or ThreadDecoder(models, **batching), say)
     errors: dict[int | str, dict[str, Any]] = {
-        code: {"model": ErrorResponse} for code in (400, 404, 413, 422, *((401,) if api_keys else ()))
+        code: {"model": ErrorResponse} for code in (400, 404, 413, 422, 429, *((401,) if api_keys else ()))
     }
     app = FastAPI(
         title="attnkit", version="1", lifespan=lifespan, responses=errors, docs_url=None, redoc_url=None
     )
     app.add_middleware(BodyLimit, max_bytes=server.limits.max_body_bytes, read_timeout=request_timeout)
-    if api_keys:  # added after the body limit, so it runs before it: no key, no body read
-        app.add_middleware(KeyCheck, keys=api_keys)
+    # added after the body limit, so it runs before it: no key, no body read
+    app.add_middleware(KeyCheck, keys=api_keys, quota=server.quota)
     if allowed_hosts is not None:
         app.add_middleware(HostCheck, allowed=frozenset(allowed_hosts))
     add_error_handlers(app)

@@ -57,7 +57,8 @@ def add_error_handlers(app: FastAPI) -> None:
 
     async def refused(request: Request, e: Exception) -> JSONResponse:
         status, line = status_and_line(e, request.url.path)
-        return JSONResponse({"error": line}, status_code=status)
+        headers = e.headers if isinstance(e, ServeError) else None  # a 429's Retry-After
+        return JSONResponse({"error": line}, status_code=status, headers=headers)
 
     # Each class by name: those answer as responses; Exception's handler (a bug) runs where Starlette
     # also logs the exception.

@@ -1,4 +1,4 @@
-"""API keys: who may ask the server to decode.
+"""API keys and per-client limits: who may ask the server to decode, and how much at once.
 
 Off unless keys are given (``--api-key``, ``--api-key-file``, or ``ATTNKIT_API_KEYS``, several
 separated by commas or spaces); then every request but liveness and the pages that only describe
@@ -7,18 +7,26 @@ JSON reason and ``WWW-Authenticate: Bearer``, as OpenAI's and most self-hosted A
 compared with every accepted key in constant time (:func:`hmac.compare_digest`, no early exit), so
 the time an answer takes says nothing about how much of a key was right; no key is ever printed,
 logged or echoed in an error.
+
+A :class:`Quota` bounds what one client (the key it bears; without keys, every request together)
+may hold at once: requests in flight and source tokens waiting or decoding. Over either, a request
+answers 429 with ``Retry-After``, before any of its work is queued.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hmac
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..plugin.http import ServeError
 
 ENV = "ATTNKIT_API_KEYS"
 # Answered without a key: liveness (a load balancer's probe) and what only describes the API (the
@@ -56,12 +64,67 @@ def read_keys(
     return tuple(dict.fromkeys(key.encode() for _, key in found))
 
 
-def accepted(given: bytes, keys: tuple[bytes, ...]) -> bool:
-    """Whether ``given`` is one of ``keys``, every key compared whatever the outcome."""
-    match = False
-    for key in keys:
-        match |= hmac.compare_digest(given, key)
-    return match
+def accepted(given: bytes, keys: tuple[bytes, ...]) -> int | None:
+    """Which of ``keys`` ``given`` is (its index), or None: every key compared whatever the outcome."""
+    found = None
+    for i, key in enumerate(keys):
+        if hmac.compare_digest(given, key):
+            found = i
+    return found
+
+
+# The client of the request being served: the index of the key it bore (-1: no keys asked), set by
+# KeyCheck for the request's task and read where its tokens are counted (Server.run_job).
+CLIENT: contextvars.ContextVar[int] = contextvars.ContextVar("attnkit_client", default=-1)
+RETRY_AFTER_S = 1
+
+
+class Quota:
+    """What one client may hold at once: ``max_requests`` requests in flight and ``max_tokens``
+    source tokens waiting or decoding (0: no limit)."""
+
+    def __init__(self, max_requests: int = 0, max_tokens: int = 0):
+        self.max_requests, self.max_tokens = max_requests, max_tokens
+        self.requests: Counter[int] = Counter()
+        self.tokens: Counter[int] = Counter()
+
+    def _refuse(self, what: str) -> ServeError:
+        return ServeError(
+            429, f"{what}; retry after {RETRY_AFTER_S} s", headers={"Retry-After": str(RETRY_AFTER_S)}
+        )
+
+    def admit(self, client: int) -> None:
+        """One more request of ``client`` in flight (until :meth:`leave`), or a 429."""
+        if self.max_requests and self.requests[client] >= self.max_requests:
+            raise self._refuse(f"{self.max_requests} requests of this client are in flight, the limit")
+        self.requests[client] += 1
+
+    def leave(self, client: int) -> None:
+        self.requests[client] -= 1
+
+    def take(self, cost: int) -> Callable[[], None]:
+        """``cost`` more source tokens of the current client queued, or a 429; what gives them back."""
+        client = CLIENT.get()
+        if self.max_tokens and self.tokens[client] + cost > self.max_tokens:
+            raise self._refuse(
+                f"this client's queued work would be {self.tokens[client] + cost} source tokens, over "
+                f"the limit of {self.max_tokens}"
+            )
+        self.tokens[client] += cost
+
+        def give_back() -> None:
+            self.tokens[client] -= cost
+
+        return give_back
+
+    @contextlib.contextmanager
+    def holding(self, cost: int) -> Iterator[None]:
+        """:meth:`take` for the time the block runs."""
+        give_back = self.take(cost)
+        try:
+            yield
+        finally:
+            give_back()
 
 
 def bearer(headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
@@ -74,28 +137,40 @@ def bearer(headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
 
 
 class KeyCheck:
-    """ASGI middleware: without an accepted key, a request to anything but :data:`OPEN` answers 401."""
+    """ASGI middleware: with ``keys``, a request to anything but :data:`OPEN` without an accepted key
+    answers 401; every request past that is its client's (:data:`CLIENT`), within ``quota``."""
 
-    def __init__(self, app, *, keys: tuple[bytes, ...]):
-        if not keys:
-            raise ValueError("KeyCheck needs at least one key")
-        self.app, self.keys = app, keys
+    def __init__(self, app, *, keys: tuple[bytes, ...], quota: Quota):
+        self.app, self.keys, self.quota = app, keys, quota
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["path"] in OPEN:
             return await self.app(scope, receive, send)
-        token = bearer(scope.get("headers", []))
-        if token is not None and accepted(token, self.keys):
-            return await self.app(scope, receive, send)
-        if token is None:
-            reason = "this server needs an API key: send the header Authorization: Bearer KEY"
-        else:
-            reason = "the API key is not one this server accepts"
-        body = json.dumps({"error": reason}).encode()
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            (b"www-authenticate", b"Bearer"),
-        ]
-        await send({"type": "http.response.start", "status": 401, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        client = -1
+        if self.keys:
+            token = bearer(scope.get("headers", []))
+            found = None if token is None else accepted(token, self.keys)
+            if found is None:
+                if token is None:
+                    reason = "this server needs an API key: send the header Authorization: Bearer KEY"
+                else:
+                    reason = "the API key is not one this server accepts"
+                return await _answer(send, 401, reason, {"WWW-Authenticate": "Bearer"})
+            client = found
+        CLIENT.set(client)
+        try:
+            self.quota.admit(client)
+        except ServeError as e:
+            return await _answer(send, e.status, e.message, e.headers)
+        try:
+            await self.app(scope, receive, send)  # a streamed answer: until its last event is sent
+        finally:
+            self.quota.leave(client)
+
+
+async def _answer(send, status: int, reason: str, extra: Mapping[str, str]) -> None:
+    body = json.dumps({"error": reason}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += [(k.lower().encode(), v.encode()) for k, v in extra.items()]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
