@@ -37,11 +37,13 @@ def start_suite(out: Path, *flags: str) -> subprocess.Popen:
 
 def finish(proc: subprocess.Popen, out: Path) -> tuple[dict, str]:
     try:
-        log, _ = proc.communicate(timeout=170)
+        # a hang's guard, not a speed test: the parts' own boxes bound each; on a shared 2-core host
+        # beside the suite's other worker the whole smoke run takes 150-200 s
+        log, _ = proc.communicate(timeout=400)
     except subprocess.TimeoutExpired:
         proc.kill()
         log, _ = proc.communicate()
-        pytest.fail(f"the smoke suite ran past 170 s:\n{log[-3000:]}")
+        pytest.fail(f"the smoke suite ran past 400 s:\n{log[-3000:]}")
     assert proc.returncode == 0, log[-3000:]
     assert (out / "gpu_suite.json").is_file() and (out / "gpu_suite.md").is_file(), log[-3000:]
     return json.loads((out / "gpu_suite.json").read_text()), (out / "gpu_suite.md").read_text()

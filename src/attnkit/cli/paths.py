@@ -32,7 +32,7 @@ ROLE_RUN_FOLDER = "run-folder"  # a folder written into, keeping what else it ho
 
 INPUT_FLAGS = frozenset(
     {"--checkpoint", "--checkpoints", "--config", "--resume", "--input", "--src", "--ref"}
-    | {"--prefix-file", "--image", "--data-dir", "--dataset", "--glossary", "source"}
+    | {"--prefix-file", "--image", "--data-dir", "--dataset", "--glossary", "source", "--api-key-file"}
 )
 OUTPUT_FLAGS = frozenset({"--output", "--hyp-output", "--confusion", "--html"})
 # (command, flag) pairs whose output is a folder swapped in whole, or written into

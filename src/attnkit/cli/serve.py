@@ -55,7 +55,8 @@ def _add_network_flags(p) -> None:
         default=[],
         metavar="KEY",
         help="a key every request but /health must bear (Authorization: Bearer KEY); repeat for "
-        "several. Others see it in the process list: prefer --api-key-file or ATTNKIT_API_KEYS",
+        "several. Anyone on the machine sees it in the process list: prefer ATTNKIT_API_KEYS or the "
+        "next flag (keys read from a list)",
     )
     p.add_argument(
         "--api-key-file",
@@ -231,14 +232,7 @@ def run(args) -> None:
         quota=Quota(args.max_requests_per_key, args.max_queued_tokens_per_key),
         say=lambda message: print(f"attnkit serve: {message}", file=sys.stderr, flush=True),
     )
-    names = ", ".join(f"{m.name} ({m.task})" for m in models)
-    guarded = (
-        f"{len(api_keys)} API key(s) accepted" if api_keys else "no API key asked: anyone who reaches it"
-    )
-    print(
-        f"attnkit serve: {names} on http://{args.host}:{args.port}/ (API docs at /docs; {guarded})",
-        flush=True,
-    )
+    _announce(args, models, api_keys)
     # uvicorn handles SIGTERM and SIGINT: it stops accepting, lets in-flight requests finish (each
     # answers by its deadline, and is cancelled shortly after), then runs the app's shutdown (which
     # drains the batcher, in the decoding process if any, killing one not done in time) and returns.
@@ -249,6 +243,16 @@ def run(args) -> None:
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=int(args.request_timeout) + 2,
+    )
+
+
+def _announce(args, models, api_keys: tuple[bytes, ...]) -> None:
+    """The line saying what is served where, and whether it asks for a key (never which)."""
+    names = ", ".join(f"{m.name} ({m.task})" for m in models)
+    guarded = f"{len(api_keys)} API key(s) accepted" if api_keys else "no API key: anyone who reaches it"
+    print(
+        f"attnkit serve: {names} on http://{args.host}:{args.port}/ (API docs at /docs; {guarded})",
+        flush=True,
     )
 
 

@@ -13,6 +13,7 @@ replaces an earlier export only, never another folder (``output.py``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from ..checkpoint import load_checkpoint, model_from_checkpoint
@@ -84,6 +85,27 @@ def export_checkpoint(
     progress = Progress(3, "export", "stage") if report else None
     stage = progress.step if progress else lambda line: None
     model, tokenizer = load_for_export(checkpoint)
+    write = _writer(fmt, model, tokenizer, quantization)
+    check_replaceable(output, checkpoint)  # after the model checks: a refused model names its problem
+    # said once every check passed: a refused export is its one line of error alone
+    stage(f"read {checkpoint} ({sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters)")
+    try:
+
+        def converted(tmp: Path) -> None:
+            write(tmp)
+            stage(f"converted to {fmt}" + (f" ({quantization})" if fmt == "ctranslate2" else ""))
+
+        written = write_then_swap(output, converted, fmt)
+        size = sum(f.stat().st_size for f in written.rglob("*") if f.is_file())
+        stage(f"wrote {written} ({size / 1e6:.1f} MB)")
+    finally:
+        if progress:
+            progress.close()
+    return written
+
+
+def _writer(fmt: str, model, tokenizer: SubwordTokenizer, quantization: str) -> Callable[[Path], None]:
+    """What writes ``model`` in ``fmt`` into a folder, once the model is known to be exportable."""
     lm = isinstance(model, TransformerLM)
     if fmt == "ctranslate2":
         from .ctranslate2 import check_exportable, export_ctranslate2
@@ -93,33 +115,18 @@ def export_checkpoint(
         def write(tmp: Path) -> None:
             export_ctranslate2(model, tokenizer, str(tmp), quantization=quantization)
             write_sentencepiece(tokenizer, tmp, lm=lm)
-            stage(f"converted to {fmt} ({quantization})")
-    elif lm:
+
+        return write
+    if lm:
         raise ConfigError(
             "Hugging Face export writes MarianMTModel (encoder-decoder) only; export a language model "
             "(model.arch lm) with --format ctranslate2 (a ctranslate2.Generator)"
         )
-    else:
-        from .huggingface import check_exportable as check_hf
-        from .huggingface import export_marian
+    from .huggingface import check_exportable as check_hf
+    from .huggingface import export_marian
 
-        check_hf(model.config)
-
-        def write(tmp: Path) -> None:
-            export_marian(model, tokenizer, tmp)
-            stage(f"converted to {fmt}")
-
-    check_replaceable(output, checkpoint)  # after the model checks: a refused model names its problem
-    # said once every check passed: a refused export is its one line of error alone
-    stage(f"read {checkpoint} ({sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters)")
-    try:
-        written = write_then_swap(output, write, fmt)
-        size = sum(f.stat().st_size for f in written.rglob("*") if f.is_file())
-        stage(f"wrote {written} ({size / 1e6:.1f} MB)")
-    finally:
-        if progress:
-            progress.close()
-    return written
+    check_hf(model.config)
+    return lambda tmp: export_marian(model, tokenizer, tmp)
 
 
 def import_checkpoint(fmt: str, source: str | Path, output: str | Path, *, force: bool = False) -> Path:
