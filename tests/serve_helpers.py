@@ -129,3 +129,24 @@ def live_server(*checkpoints: Path, extra: tuple[str, ...] = ()):
                 proc.wait()
         proc.stdout.close()
         proc.stderr.close()
+
+
+@contextlib.contextmanager
+def app_server(app):
+    """``app`` served by uvicorn on a thread of this process, on a free port: its URL."""
+    import threading
+
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{server.config.port}"
+    finally:
+        server.should_exit = True  # the app's lifespan closes its decoder
+        thread.join(30)

@@ -10,10 +10,20 @@ OpenAPI schema is the contract: what it calls valid is taken, so a number withou
 
 from __future__ import annotations
 
+import json
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 
 from ..decoding.defaults import BOUNDS, HELP
@@ -166,3 +176,41 @@ def option(name: str, task: SearchOptions | None = None, *aliases: str) -> Any:
 
 class ErrorResponse(BaseModel):
     error: str = Field(description="one line naming the problem")
+
+
+def describe(err: Any) -> str:
+    """One pydantic error (a dict of its ``errors()``) as 'field: problem'."""
+    loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query")]
+    where = ".".join(loc) or "body"
+    if err.get("type") == "extra_forbidden":
+        return f"unknown field {where!r}"
+    if err.get("type") == "missing":
+        return f"missing field {where!r}"
+    return f"{where}: {err.get('msg', 'invalid')}"
+
+
+FORM = "application/x-www-form-urlencoded"
+BODY_TYPES = ("application/json", FORM)  # what parse_body reads
+
+
+def parse_body(raw: bytes, content_type: str, kind: type[Request]) -> Any:
+    """A body sent as JSON or as a form (LibreTranslate's clients send either), as ``kind``; a
+    form's values are strings, converted where the field's type allows. Anything else: a 400."""
+    try:
+        if content_type.split(";")[0].strip().lower() == FORM:
+            pairs = urllib.parse.parse_qs(raw.decode("utf-8"), keep_blank_values=True)
+            return kind.model_validate(
+                {k: v[0] if len(v) == 1 else v for k, v in pairs.items()}, strict=False
+            )
+        return kind.model_validate(json.loads(raw or b"null"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ServeError(400, "the body is neither JSON nor a form") from None
+    except ValidationError as e:
+        raise ServeError(400, "; ".join(describe(x) for x in e.errors()[:5])) from None
+
+
+def body_schema(kind: type[Request]) -> dict[str, Any]:
+    """An endpoint's ``openapi_extra`` for a body :func:`parse_body` reads: ``kind``'s schema, as
+    JSON and as a form."""
+    schema = kind.model_json_schema()
+    return {"requestBody": {"required": True, "content": {t: {"schema": schema} for t in BODY_TYPES}}}

@@ -27,11 +27,11 @@ from ..plugin import endpoint_task, task_named, tasks
 from ..plugin.http import Call, ErrorResponse, Limits, ServeError
 from ..plugin.served import ServedModel, ServesText
 from .decoder import DecoderUnavailable, ProcessDecoder, ThreadDecoder
-from .errors import add_error_handlers
+from .errors import Shape, add_error_handlers
 from .guards import BodyLimit, HostCheck
-from .keys import KeyCheck, Quota
+from .keys import OPEN, KeyCheck, Quota
 from .page import render_docs
-from .stream import HEADERS, EventFeed, late, sse_events
+from .stream import HEADERS, EventFeed, Events, Speaker, late, sse_events
 
 
 class Server:
@@ -43,6 +43,14 @@ class Server:
         self.quota = quota  # what one client may hold at once (.keys)
         self.by_name = {m.name: m for m in models}
         self.running: ProcessDecoder | ThreadDecoder | None = None  # the decoder while the app serves
+        # What routes declare of their paths (another API's dialect): the error body its clients parse
+        # (.errors), the paths answered without a key and those whose key may come in the body (.keys)
+        self.error_shapes: dict[str, Shape] = {}
+        self.open_paths: set[str] = set(OPEN)
+        self.body_key_paths: set[str] = set()
+        # what one task's routes offer another's: "detect_language" (texts -> each one's languages and
+        # confidences, from a served language identifier) for LibreTranslate's source "auto"
+        self.services: dict[str, Callable[..., Any]] = {}
 
     def resolve(self, name: str | None, endpoint: str) -> Any:
         """The model a request names (or the endpoint's default), checked against the endpoint's task."""
@@ -99,8 +107,11 @@ class Server:
                 running.expire(future, self.request_timeout)
                 raise ServeError(504, late(self.request_timeout)) from None
 
-    def stream_job(self, call: Call, items: list, cost: int, answer: Any) -> StreamingResponse:
-        """Decode ``call`` alone, its events sent as Server-Sent Events as they come (:mod:`.stream`)."""
+    def stream_job(
+        self, call: Call, items: list, cost: int, answer: Callable[[Any], dict[str, Any]] | Speaker
+    ) -> StreamingResponse:
+        """Decode ``call`` alone, its events sent as Server-Sent Events as they come (:mod:`.stream`):
+        attnkit's own, ending with ``answer(result)``, or as a :class:`~.stream.Speaker` says them."""
         if self.running is None:
             raise ServeError(503, "the server is starting or stopping")
         decoder, feed = self.running, EventFeed(asyncio.get_running_loop())
@@ -121,7 +132,7 @@ class Server:
         events = sse_events(
             feed,
             future,
-            answer=answer,
+            speaker=Events(answer) if callable(answer) else answer,
             cancel=lambda: decoder.cancel(future),
             expire=lambda: decoder.expire(future, self.request_timeout),
             timeout_s=self.request_timeout,
@@ -173,10 +184,10 @@ def create_app(
     )
     app.add_middleware(BodyLimit, max_bytes=server.limits.max_body_bytes, read_timeout=request_timeout)
     # added after the body limit, so it runs before it: no key, no body read
-    app.add_middleware(KeyCheck, keys=api_keys, quota=server.quota)
+    app.add_middleware(KeyCheck, keys=api_keys, server=server)
     if allowed_hosts is not None:
         app.add_middleware(HostCheck, allowed=frozenset(allowed_hosts))
-    add_error_handlers(app)
+    add_error_handlers(app, server.error_shapes)
     _add_core_routes(app, server)
     for task in tasks():
         routes = task.part("routes") if task.endpoints else None
@@ -213,6 +224,7 @@ def _state_what_is_served(app: FastAPI, server: Server) -> None:
     request the schema calls valid is taken."""
     limits = server.limits
     caps = {"beam": limits.max_beam, "nbest": min(limits.max_beam, limits.max_samples)}
+    caps["n"] = limits.max_samples  # OpenAI's nbest
     served = {m.task for m in server.models}
     unserved = {f"/v1/{e}" for t in tasks() if t.name not in served for e in t.endpoints}
     build = app.openapi
@@ -292,8 +304,14 @@ def _add_core_routes(app: FastAPI, server: Server) -> None:
 
     @app.get("/v1/models", summary="the loaded models, their tasks and limits")
     async def list_models() -> dict[str, Any]:
+        """``models``: attnkit's description of each; ``object`` and ``data``: the same list in
+        OpenAI's shape, which its clients read (``client.models.list()``)."""
         running = server.running
-        return {"models": running.describe() if running else [m.describe() for m in server.models]}
+        models = running.describe() if running else [m.describe() for m in server.models]
+        listed = [
+            {"id": m.name, "object": "model", "created": 0, "owned_by": "attnkit"} for m in server.models
+        ]
+        return {"object": "list", "data": listed, "models": models}
 
 
 CLOSE_TIMEOUT_S = 10.0  # at shutdown, how long decoding processes may take to finish what is queued

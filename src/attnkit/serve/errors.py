@@ -1,11 +1,16 @@
 """What the server answers for an error: JSON ``{"error": "one line"}`` and a status, from one map
 of exceptions to (status, line) that the exception handlers and a stream's ``error`` event share.
-No line names a path or an exception's text: those go to the server's stderr."""
+No line names a path or an exception's text: those go to the server's stderr.
+
+A path that speaks another API's dialect (OpenAI's ``/v1/completions``) registers a :data:`Shape`
+in the server's ``error_shapes``: the same status and line, in the body (and status) its clients
+parse."""
 
 from __future__ import annotations
 
 import sys
 import traceback
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -14,8 +19,16 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import AttnkitError
-from ..plugin.http import ServeError
+from ..plugin.http import ServeError, describe
 from .worker import DecodingLost
+
+# (status, line) -> (status, body): how a path's clients are told of an error
+Shape = Callable[[int, str], tuple[int, dict[str, Any]]]
+
+
+def plain(status: int, line: str) -> tuple[int, dict[str, Any]]:
+    """attnkit's own error body: ``{"error": "one line"}``."""
+    return status, {"error": line}
 
 
 def status_and_line(e: Exception, where: str) -> tuple[int, str]:
@@ -32,46 +45,39 @@ def status_and_line(e: Exception, where: str) -> tuple[int, str]:
     return 500, f"internal error ({type(e).__name__}); the server's log has the details"
 
 
-def add_error_handlers(app: FastAPI) -> None:
+def add_error_handlers(app: FastAPI, shapes: Mapping[str, Shape]) -> None:
+    """Every error answered as its path's :data:`Shape` says (``shapes``; :func:`plain` elsewhere)."""
+
+    def answer(request: Request, status: int, line: str, headers: Any = None) -> JSONResponse:
+        status, body = shapes.get(request.url.path, plain)(status, line)
+        return JSONResponse(body, status_code=status, headers=headers)
+
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, e: RequestValidationError) -> JSONResponse:
         errs = e.errors()
         bad_json = [x for x in errs if x.get("type") == "json_invalid"]
         if bad_json:
             reason = (bad_json[0].get("ctx") or {}).get("error", "invalid JSON")
-            return JSONResponse({"error": f"the body is not valid JSON: {reason}"}, status_code=400)
+            return answer(request, 400, f"the body is not valid JSON: {reason}")
         if "json" not in request.headers.get("content-type", "") and any(
             x.get("loc") == ("body",) for x in errs
         ):
-            return JSONResponse(
-                {"error": "the body must be JSON, sent with Content-Type: application/json"}, 400
-            )
-        return JSONResponse({"error": "; ".join(_describe(x) for x in errs[:5])}, status_code=422)
+            return answer(request, 400, "the body must be JSON, sent with Content-Type: application/json")
+        return answer(request, 422, "; ".join(describe(x) for x in errs[:5]))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, e: StarletteHTTPException) -> JSONResponse:
         message = e.detail if isinstance(e.detail, str) else str(e.detail)
         if e.status_code == 404:
             message = f"no such path: {request.url.path}"
-        return JSONResponse({"error": message}, status_code=e.status_code, headers=e.headers)
+        return answer(request, e.status_code, message, e.headers)
 
     async def refused(request: Request, e: Exception) -> JSONResponse:
         status, line = status_and_line(e, request.url.path)
         headers = e.headers if isinstance(e, ServeError) else None  # a 429's Retry-After
-        return JSONResponse({"error": line}, status_code=status, headers=headers)
+        return answer(request, status, line, headers)
 
     # Each class by name: those answer as responses; Exception's handler (a bug) runs where Starlette
     # also logs the exception.
     for kind in (ServeError, AttnkitError, DecodingLost, Exception):
         app.add_exception_handler(kind, refused)
-
-
-def _describe(err: dict[str, Any]) -> str:
-    """One pydantic error as 'field: problem'."""
-    loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query")]
-    where = ".".join(loc) or "body"
-    if err.get("type") == "extra_forbidden":
-        return f"unknown field {where!r}"
-    if err.get("type") == "missing":
-        return f"missing field {where!r}"
-    return f"{where}: {err.get('msg', 'invalid')}"

@@ -21,12 +21,14 @@ import hmac
 import json
 import os
 import re
+import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 from ..errors import ConfigError
 from ..plugin.http import ServeError
+from .errors import plain
 
 ENV = "ATTNKIT_API_KEYS"
 # Answered without a key: liveness (a load balancer's probe) and what only describes the API (the
@@ -137,40 +139,84 @@ def bearer(headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
 
 
 class KeyCheck:
-    """ASGI middleware: with ``keys``, a request to anything but :data:`OPEN` without an accepted key
-    answers 401; every request past that is its client's (:data:`CLIENT`), within ``quota``."""
+    """ASGI middleware: with ``keys``, a request to anything but the server's open paths
+    (:data:`OPEN` and those its routes add) without an accepted key answers 401; every request past
+    that is its client's (:data:`CLIENT`), within the server's quota. On the server's
+    ``body_key_paths`` (LibreTranslate's) the key may instead be the body's ``api_key`` field, read
+    here (within the body limit) and handed on unchanged."""
 
-    def __init__(self, app, *, keys: tuple[bytes, ...], quota: Quota):
-        self.app, self.keys, self.quota = app, keys, quota
+    def __init__(self, app, *, keys: tuple[bytes, ...], server):  # server: attnkit.serve.app.Server
+        self.app, self.keys, self.server = app, keys, server
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope["path"] in OPEN:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or path in self.server.open_paths:
             return await self.app(scope, receive, send)
+        shape = self.server.error_shapes.get(path, plain)
         client = -1
         if self.keys:
             token = bearer(scope.get("headers", []))
+            if token is None and path in self.server.body_key_paths:
+                token, receive = await body_key(scope, receive, self.server.limits.max_body_bytes)
             found = None if token is None else accepted(token, self.keys)
             if found is None:
                 if token is None:
                     reason = "this server needs an API key: send the header Authorization: Bearer KEY"
                 else:
                     reason = "the API key is not one this server accepts"
-                return await _answer(send, 401, reason, {"WWW-Authenticate": "Bearer"})
+                return await _answer(send, shape(401, reason), {"WWW-Authenticate": "Bearer"})
             client = found
         CLIENT.set(client)
+        quota = self.server.quota
         try:
-            self.quota.admit(client)
+            quota.admit(client)
         except ServeError as e:
-            return await _answer(send, e.status, e.message, e.headers)
+            return await _answer(send, shape(e.status, e.message), e.headers)
         try:
             await self.app(scope, receive, send)  # a streamed answer: until its last event is sent
         finally:
-            self.quota.leave(client)
+            quota.leave(client)
 
 
-async def _answer(send, status: int, reason: str, extra: Mapping[str, str]) -> None:
-    body = json.dumps({"error": reason}).encode()
+async def body_key(scope, receive, max_bytes: int) -> tuple[bytes | None, Callable]:
+    """The ``api_key`` field of a JSON or form body (None without one), and a ``receive`` that hands
+    the body on as it came. Past ``max_bytes`` the body is not read further (the body limit behind
+    refuses it)."""
+    chunks, size, more = [], 0, True
+    while more and size <= max_bytes:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        size += len(chunks[-1])
+        more = message.get("more_body", False)
+    body = b"".join(chunks)
+    kind = dict(scope.get("headers", [])).get(b"content-type", b"").split(b";")[0].strip().lower()
+    key = None
+    if kind == b"application/x-www-form-urlencoded":
+        values = urllib.parse.parse_qs(body.decode("latin-1")).get("api_key") if not more else None
+        key = values[0].encode("latin-1") if values else None
+    elif not more:
+        with contextlib.suppress(ValueError):
+            data = json.loads(body)
+            if isinstance(data, dict) and isinstance(data.get("api_key"), str):
+                key = data["api_key"].encode("utf-8", "replace")
+    replayed = False
+
+    async def replay():
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": more}
+        return await receive()
+
+    return key, replay
+
+
+async def _answer(send, said: tuple[int, dict], extra: Mapping[str, str] | None) -> None:
+    status, answer = said
+    body = json.dumps(answer).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    headers += [(k.lower().encode(), v.encode()) for k, v in extra.items()]
+    headers += [(k.lower().encode(), v.encode()) for k, v in (extra or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

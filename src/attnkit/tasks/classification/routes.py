@@ -1,5 +1,5 @@
-"""The classifier's endpoint: ``POST /v1/classify``, added by the server to its
-app."""
+"""The classifier's endpoints, added by the server to its app: ``POST /v1/classify``, and
+LibreTranslate's ``POST /detect`` answered by a language identifier (:mod:`.languages`)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from fastapi import FastAPI
 from pydantic import Field, WithJsonSchema, create_model
 
 from ...plugin.http import Call, Request, ServeError
+from . import languages
 from .classifier import Classifier
 
 # Something to classify: the schema says not blank, the handler refuses a blank one by its index.
@@ -31,6 +32,7 @@ def request_of(max_labels: int) -> type[ClassifyRequest]:
 def add_routes(app: FastAPI, server: Any) -> None:
     """``/v1/classify`` (``server``: :class:`attnkit.serve.app.Server`)."""
     limits = server.limits
+    languages.add_routes(app, server)
     labels = [len(m.labels) for m in server.models if isinstance(m, Classifier)]
 
     async def classify(req: ClassifyRequest) -> dict[str, Any]:

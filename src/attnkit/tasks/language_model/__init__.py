@@ -30,7 +30,7 @@ TASK = TaskInfo(
     open=".generator:LanguageModel.from_state",
     package=__name__,
     serve=".generator:LanguageModel.serve",
-    endpoints=("generate",),
+    endpoints=("generate", "completions", "chat/completions"),  # the last two OpenAI's (.openai_api)
     commands=("generate",),
 )
 

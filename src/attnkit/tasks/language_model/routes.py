@@ -1,5 +1,5 @@
-"""The language model's endpoint: ``POST /v1/generate``, whole or streamed token by token, added by
-the server to its app."""
+"""The language model's endpoints, added by the server to its app: ``POST /v1/generate``, whole or
+streamed token by token, and OpenAI's completions (:mod:`.openai_api`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pydantic import Field
 
 from ...decoding.sampling import seeded_generator
 from ...plugin.http import Call, Request, Searched, ServeError
-from . import SEARCH
+from . import SEARCH, openai_api
 from .generator import LanguageModel
 
 
@@ -38,8 +38,9 @@ STREAMED = {
 
 
 def add_routes(app: FastAPI, server: Any) -> None:
-    """``/v1/generate`` (``server``: :class:`attnkit.serve.app.Server`)."""
+    """``/v1/generate`` and OpenAI's (``server``: :class:`attnkit.serve.app.Server`)."""
     limits = server.limits
+    openai_api.add_routes(app, server)
 
     @app.post(
         "/v1/generate",

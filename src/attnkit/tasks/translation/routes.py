@@ -1,6 +1,6 @@
-"""Translation's endpoints: ``POST /v1/translate`` (a search over one or more sentences) and
-``POST /v1/attention`` (every attention map of one translation), added by the server
-(its package's ``routes.add_routes``) to its app."""
+"""Translation's endpoints: ``POST /v1/translate`` (a search over one or more sentences),
+``POST /v1/attention`` (every attention map of one translation) and LibreTranslate's
+(:mod:`.libretranslate`), added by the server (its package's ``routes.add_routes``) to its app."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field, WithJsonSchema
 
 from ...decoding.defaults import BEAM
 from ...plugin.http import Call, Limits, Request, Searched, ServeError
+from . import libretranslate
 from .served import TranslationModel
 
 
@@ -57,8 +58,10 @@ class TranslateResponse(BaseModel):
 
 
 def add_routes(app: FastAPI, server: Any) -> None:
-    """``/v1/translate`` and ``/v1/attention`` (``server``: :class:`attnkit.serve.app.Server`)."""
+    """``/v1/translate`` and ``/v1/attention``, and LibreTranslate's (:mod:`.libretranslate`)
+    (``server``: :class:`attnkit.serve.app.Server`)."""
     limits = server.limits
+    libretranslate.add_routes(app, server)
 
     @app.post("/v1/translate", response_model=TranslateResponse, summary="translate one or more sentences")
     async def translate(req: TranslateRequest) -> JSONResponse:
