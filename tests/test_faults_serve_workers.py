@@ -93,6 +93,8 @@ def test_a_restarted_worker_serves_the_weights_loaded_at_start_not_the_file_now(
             again = c.post("/v1/translate", json=GREEDY)
             assert again.status_code == 200 and again.json()["translations"][0] == before
             _no_path_in(c.get("/health").text, ckpt.parent)
+            assert "attnkit_worker_restarts_total 2.0" in c.get("/metrics").text  # what an operator sees
+            assert c.get("/ready").status_code == 200
     finally:
         decoder.close(30)
 

@@ -153,3 +153,41 @@ def test_sentences_and_markup_come_back_as_they_stood():
     assert rebuild(["A dog.", "Tom & Jerry <3"]) == (
         '<p class="x">A dog.</p><script>var a = "Hund.";</script><!-- Hund. --><i>Tom &amp; Jerry &lt;3</i>'
     )
+
+
+def test_v1_translate_and_the_command_line_split_sentences_the_same_way(url, tmp_path, capsys):
+    from attnkit.cli import main
+
+    r = httpx.post(
+        f"{url}/v1/translate", json={"text": [PARAGRAPH, "  "], "split_sentences": True}, timeout=60
+    )
+    assert r.status_code == 200, r.text
+    paragraph, blank = r.json()["translations"]
+    a, b, c = ours(
+        url, ["Ein Hund läuft durch den Schnee.", "Zwei Männer sitzen im Gras!", "Eine Frau liest."]
+    )
+    assert paragraph["text"] == f"{a}  {b}\n\n{c}" and blank["text"] == "  " and blank["score"] == 0.0
+    assert (
+        httpx.post(
+            f"{url}/v1/translate", json={"text": "Ein Hund.", "split_sentences": True, "prefix": "A"}
+        ).status_code
+        == 422
+    )
+    lines = tmp_path / "in.txt"
+    lines.write_text("Ein Hund läuft durch den Schnee.  Zwei Männer sitzen im Gras!\nEine Frau liest.\n")
+    assert (
+        main(
+            [
+                "translate",
+                "--checkpoint",
+                str(CKPT),
+                "--input",
+                str(lines),
+                "--split-sentences",
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
+    assert capsys.readouterr().out == f"{a}  {b}\n{c}\n"

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 from collections.abc import Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
+from fastapi.responses import HTMLResponse, StreamingResponse
 
 from ..page import render_page
 from ..plugin import endpoint_task, task_named, tasks
@@ -30,6 +31,8 @@ from .decoder import DecoderUnavailable, ProcessDecoder, ThreadDecoder
 from .errors import Shape, add_error_handlers
 from .guards import BodyLimit, HostCheck
 from .keys import OPEN, KeyCheck, Quota
+from .metrics import OPEN as WATCHED
+from .metrics import Measure, Metrics, add_watch_routes
 from .page import render_docs
 from .stream import HEADERS, EventFeed, Events, Speaker, late, sse_events
 
@@ -46,11 +49,12 @@ class Server:
         # What routes declare of their paths (another API's dialect): the error body its clients parse
         # (.errors), the paths answered without a key and those whose key may come in the body (.keys)
         self.error_shapes: dict[str, Shape] = {}
-        self.open_paths: set[str] = set(OPEN)
+        self.open_paths: set[str] = set(OPEN) | set(WATCHED)
         self.body_key_paths: set[str] = set()
         # what one task's routes offer another's: "detect_language" (texts -> each one's languages and
         # confidences, from a served language identifier) for LibreTranslate's source "auto"
         self.services: dict[str, Callable[..., Any]] = {}
+        self.in_flight = self.source_tokens = 0  # handed to the decoding: not answered yet, ever (.metrics)
 
     def resolve(self, name: str | None, endpoint: str) -> Any:
         """The model a request names (or the endpoint's default), checked against the endpoint's task."""
@@ -101,11 +105,14 @@ class Server:
                 future = running.submit(call, items, cost, alone=alone)
             except DecoderUnavailable as e:
                 raise ServeError(503, str(e)) from None
+            self.in_flight, self.source_tokens = self.in_flight + 1, self.source_tokens + cost
             try:
                 return await asyncio.wait_for(asyncio.wrap_future(future), self.request_timeout)
             except asyncio.TimeoutError:  # TimeoutError since Python 3.11, not yet in 3.10
                 running.expire(future, self.request_timeout)
                 raise ServeError(504, late(self.request_timeout)) from None
+            finally:
+                self.in_flight -= 1
 
     def stream_job(
         self, call: Call, items: list, cost: int, answer: Callable[[Any], dict[str, Any]] | Speaker
@@ -122,10 +129,15 @@ class Server:
             give_back()
             raise ServeError(503, str(e)) from None
         loop = asyncio.get_running_loop()
+        self.in_flight, self.source_tokens = self.in_flight + 1, self.source_tokens + cost
+
+        def done() -> None:
+            give_back()
+            self.in_flight -= 1
 
         def release(_) -> None:  # decoded, failed or cancelled: counted back on the server's loop
             with contextlib.suppress(RuntimeError):  # the loop closed first (shutdown): nothing to count
-                loop.call_soon_threadsafe(give_back)
+                loop.call_soon_threadsafe(done)
 
         future.add_done_callback(release)
         feed.watch(future)
@@ -188,7 +200,11 @@ def create_app(
     if allowed_hosts is not None:
         app.add_middleware(HostCheck, allowed=frozenset(allowed_hosts))
     add_error_handlers(app, server.error_shapes)
+    metrics = Metrics(server)
+    paths = functools.cache(lambda: frozenset(getattr(r, "path", "") for r in app.routes))
+    app.add_middleware(Measure, metrics=metrics, paths=paths)  # the last added runs first: every answer
     _add_core_routes(app, server)
+    add_watch_routes(app, server, metrics)
     for task in tasks():
         routes = task.part("routes") if task.endpoints else None
         if routes is not None:
@@ -271,7 +287,7 @@ def _name_the_models(spec: dict[str, Any], server: Server) -> None:
 
 
 def _add_core_routes(app: FastAPI, server: Server) -> None:
-    """The page, its docs, health and the model list: every task's."""
+    """The page, its docs and the model list: every task's (what watches the server: .metrics)."""
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page() -> HTMLResponse:
@@ -280,27 +296,6 @@ def _add_core_routes(app: FastAPI, server: Server) -> None:
     @app.get("/docs", response_class=HTMLResponse, include_in_schema=False)
     async def docs() -> HTMLResponse:
         return HTMLResponse(render_docs())
-
-    @app.get("/health", summary="liveness and batching counters")
-    async def health() -> JSONResponse:
-        """200 while requests can be decoded; 503 while they cannot ("unavailable": a decoding
-        process is restarting) or never will again ("failed": the server needs a restart)."""
-        running = server.running
-        stats = running.stats if running else None
-        down = running.down if running else "the server is starting or stopping"
-        failed = running.failed if running else None
-        status = f"failed: {failed}" if failed else "ok" if down is None else f"unavailable: {down}"
-        body = {
-            "status": status,
-            "models": list(server.by_name),
-            "model_calls": stats.model_calls if stats else 0,
-            "decode_steps": stats.decode_steps if stats else 0,
-            "requests_batched": stats.jobs if stats else 0,
-            "requests_cancelled": stats.cancelled if stats else 0,  # given up on (clients gone, deadlines)
-            "workers": running.worker_count if running else 0,  # decoding workers, and how many serve now
-            "workers_up": running.workers_up if running else 0,
-        }
-        return JSONResponse(body, status_code=200 if status == "ok" else 503)
 
     @app.get("/v1/models", summary="the loaded models, their tasks and limits")
     async def list_models() -> dict[str, Any]:

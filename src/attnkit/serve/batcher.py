@@ -295,8 +295,9 @@ class Batcher:
         if live.jobs and all(j.future.cancelled() for j in live.jobs):
             del self._live[key]  # nobody waits for its results: its rows and caches go now
             return
-        if len(live.stream):
+        if rows := len(live.stream):
             self.stats.decode_steps += 1
+            self.stats.step_rows += rows
             self._deliver(key, live.stream.step)
         if key in self._live and not live.jobs:
             del self._live[key]  # an idle stream is dropped; the next job starts a fresh one

@@ -91,6 +91,7 @@ class ThreadDecoder:
         return self.batcher.cancel(future)
 
     worker_count = 1  # this process's batcher thread
+    restarts = 0  # a stopped thread is not restarted
 
     @property
     def workers_up(self) -> int:
@@ -161,6 +162,10 @@ class ProcessDecoder:
     @property
     def workers_up(self) -> int:
         return sum(w.down is None for w in self.workers)
+
+    @property
+    def restarts(self) -> int:
+        return sum(w.restarts for w in self.workers)
 
     def describe(self) -> list[dict[str, Any]]:
         """The models as the decoding processes loaded them (their device included)."""

@@ -53,6 +53,7 @@ class Job:
 class BatchStats:
     model_calls: int = 0  # calls of a batch function, and groups of jobs joining a stream
     decode_steps: int = 0  # steps of streams
+    step_rows: int = 0  # the rows those steps decoded, added up (per step: step_rows / decode_steps)
     jobs: int = 0  # jobs answered
     items: int = 0  # items (sentences) answered
     largest_batch_jobs: int = 0

@@ -107,6 +107,7 @@ class Worker:
         self._stopping = threading.Event()  # set by stop(): a pause between restarts ends at once
         self._down: str | None = None  # why this worker serves nothing now (None: it serves)
         self._failed: str | None = None  # why it gave up restarting (None: it has not)
+        self.restarts = 0  # decoding processes that stopped and were started again
         self._reader: threading.Thread | None = None
         self._waiting_since: float | None = None  # pending work and no answer since (monotonic)
         self.load = 0  # source tokens of the requests sent and not answered yet
@@ -259,6 +260,7 @@ class Worker:
             self._retired, self._stats = added(self._retired, self._stats), BatchStats()
             restart = not self._closed
             if restart:
+                self.restarts += 1
                 self._down = "the decoding process stopped; a fresh one is starting"
         if restart:
             log(f"the decoding process (pid {proc.pid}) stopped with exit code {proc.exitcode}")

@@ -26,7 +26,7 @@ from pydantic import Field
 
 from ...decoding.options import SearchOptions
 from ...plugin.http import Call, Request, ServeError, body_schema, parse_body
-from .segments import html_sentences, sentences
+from .segments import split_texts
 
 NAMES = {
     "ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek", "en": "English",
@@ -87,32 +87,22 @@ async def _translate(server: Any, body: TranslateBody) -> dict[str, Any]:
     texts = [body.q] if isinstance(body.q, str) else body.q
     if not texts or len(texts) > server.limits.max_sentences:
         raise ServeError(400, f"q: 1 to {server.limits.max_sentences} texts, got {len(texts)}")
-    served = pairs(server)
+    served, n = pairs(server), body.alternatives + 1
     detected = await _sources(server, body, texts, served)
-    split = [
-        html_sentences(t, s) if body.format == "html" else sentences(t, s)
-        for t, (s, _) in zip(texts, detected, strict=True)
-    ]
-    out: list[list[list[str]]] = [[] for _ in texts]  # each text's pieces' n best
+    joined: list[list[str]] = [[] for _ in texts]  # each text's translation and alternatives
     for source in dict.fromkeys(s for s, _ in detected):
         mine = [i for i, (s, _) in enumerate(detected) if s == source]
         if source == body.target:  # already in the target language: as it is (LibreTranslate's rule)
             for i in mine:
-                out[i] = [[p] * (body.alternatives + 1) for p in split[i][0]]
+                joined[i] = [texts[i]] * n
             continue
         model = served.get((source, body.target))
         if model is None:
             have = ", ".join(f"{s}→{t}" for s, t in served) or "none"
             raise ServeError(400, f"no served model translates {source} to {body.target} (served: {have})")
-        pieces = [p for i in mine for p in split[i][0]]
-        translated = await _run(server, model, pieces, body.alternatives + 1)
-        for i in mine:
-            out[i], translated = translated[: len(split[i][0])], translated[len(split[i][0]) :]
-    # each text's translation and alternatives: its pieces' k-th best, joined back
-    n = body.alternatives + 1
-    joined = [
-        [join([t[k] for t in done]) for k in range(n)] for (_, join), done in zip(split, out, strict=True)
-    ]
+        pieces, combine = split_texts([texts[i] for i in mine], source, markup=body.format == "html")
+        for i, done in zip(mine, combine(await _run(server, model, pieces, n)), strict=True):
+            joined[i] = [t for t, _ in done.nbest][:n] if n > 1 else [done.text]
     answer: dict[str, Any] = {
         "translatedText": joined[0][0] if isinstance(body.q, str) else [j[0] for j in joined]
     }
@@ -143,13 +133,10 @@ async def _sources(
     return [(sources[0], 0.0)] * len(texts)
 
 
-async def _run(server: Any, model: Any, pieces: list[str], n: int) -> list[list[str]]:
-    """Each piece's ``n`` best translations (the beam's), in one batched job."""
+async def _run(server: Any, model: Any, pieces: list[str], n: int) -> list[Any]:
+    """Each piece's translation with its ``n`` best (the beam's), in one batched job."""
     if not pieces:
         return []
     options = SearchOptions.of(None, beam=max(n, SearchOptions().beam), nbest=n)
     cost = sum(server.check_sentence(model, p, i) for i, p in enumerate(pieces))
-    results = await server.run_job(
-        Call.of(model.name, "translate", options=options, prefix=None), pieces, cost
-    )
-    return [[t for t, _ in r.nbest][:n] if n > 1 else [r.text] for r in results]
+    return await server.run_job(Call.of(model.name, "translate", options=options, prefix=None), pieces, cost)

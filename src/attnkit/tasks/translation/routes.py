@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, WithJsonSchema
 from ...decoding.defaults import BEAM
 from ...plugin.http import Call, Limits, Request, Searched, ServeError
 from . import libretranslate
+from .segments import split_texts
 from .served import TranslationModel
 
 
@@ -25,6 +26,11 @@ class TranslateRequest(Request, Searched):
         None,
         description="each translation's first words, forced: one string for every sentence, or a list "
         "with one per sentence ('' for none)",
+    )
+    split_sentences: bool = Field(
+        False,
+        description="split each text into sentences, translate them in one batch and join them back with "
+        "the text's whitespace and line breaks (its score: their mean)",
     )
 
 
@@ -76,13 +82,21 @@ def add_routes(app: FastAPI, server: Any) -> None:
         if options.sample and options.nbest > limits.max_samples:
             raise ServeError(422, f"nbest {options.nbest} is over the limit of {limits.max_samples} samples")
         model.check_search(options)  # what the model's engine cannot decode: 422
+        combine = None  # split_sentences: each text's sentences' translations -> its translation
+        if req.split_sentences:
+            if req.prefix is not None:
+                raise ServeError(422, "split_sentences and prefix: a prefix starts a text, not its sentences")
+            sentences, combine = split_texts(sentences, model.src_lang)
         cost = sum(server.check_sentence(model, s, i) for i, s in enumerate(sentences))
         prefix = _prefix(req.prefix, sentences, limits)
         call = Call.of(model.name, "translate", options=options, prefix=prefix)
         # beam search: continuous batching where the model can. A prefix is checked against each
         # sentence's length limit as it decodes: alone, one too long fails this request only (422).
         # sampled requests alone too: the seed draws this request's samples, whatever else is asked
-        results = await server.run_job(call, sentences, cost, alone=prefix is not None or options.sample)
+        alone = prefix is not None or options.sample
+        results = await server.run_job(call, sentences, cost, alone=alone) if sentences or not combine else []
+        if combine is not None:
+            results = combine(results)
         # Built here and returned as is: the response model only documents it (validating our own
         # output again cost ~0.1 ms of the event loop's time per request).
         return JSONResponse(

@@ -14,8 +14,9 @@ from __future__ import annotations
 import functools
 import html
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from html.parser import HTMLParser
+from typing import Any
 
 Join = Callable[[list[str]], str]  # the translations of the pieces, in order -> the whole text
 _EDGES = re.compile(r"^(\s*)(.*?)(\s*)$", re.DOTALL)
@@ -54,6 +55,44 @@ def sentences(text: str, lang: str | None = None) -> tuple[list[str], Join]:
         return "".join(p if isinstance(p, str) else translations[p] for p in layout)
 
     return pieces, join
+
+
+def split_texts(
+    texts: Sequence[str], lang: str | None, *, markup: bool = False
+) -> tuple[list[str], Callable[[list[Any]], list[Any]]]:
+    """Every sentence of every text (:func:`sentences`, or :func:`html_sentences` for ``markup``),
+    to translate in one batch, and the function that turns their translations (a translator's
+    :class:`~.translator.Translation`, in order) into one per text: its sentences' joined back, its
+    score their mean, its n-best the k-th best of each sentence joined (a text without a sentence
+    comes back as it is, score 0)."""
+    from .translator import Translation
+
+    split = [html_sentences(t, lang) if markup else sentences(t, lang) for t in texts]
+
+    def combine(results: list[Any]) -> list[Any]:
+        done, out = iter(results), []
+        for pieces, join in split:
+            mine = [next(done) for _ in pieces]
+            n = max((len(r.nbest) for r in mine), default=1)
+            kth = [[r.nbest[min(k, len(r.nbest) - 1)] for r in mine] for k in range(n)]
+            nbest = [(join([t for t, _ in hyps]), _mean([s for _, s in hyps])) for hyps in kth]
+            text = join([r.text for r in mine])
+            out.append(Translation(text, _mean([r.score for r in mine]), nbest, [], [], []))
+        return out
+
+    return [p for pieces, _ in split for p in pieces], combine
+
+
+def by_sentences(
+    texts: Sequence[str], lang: str | None, translate: Callable[[list[str]], list[Any]]
+) -> list[Any]:
+    """Each text translated sentence by sentence, all in one call of ``translate`` (:func:`split_texts`)."""
+    pieces, combine = split_texts(texts, lang)
+    return combine(translate(pieces))
+
+
+def _mean(scores: list[float]) -> float:
+    return sum(scores) / len(scores) if scores else 0.0
 
 
 def one_piece(text: str) -> tuple[list[str], Join]:

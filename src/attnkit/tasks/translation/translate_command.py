@@ -42,6 +42,12 @@ def add_parser(sub) -> None:
         "--prefix-file",
         help="target prefixes, one per input line (empty: none): each translation starts with its words",
     )
+    p.add_argument(
+        "--split-sentences",
+        action="store_true",
+        help="split each line into sentences (pysbd, by the rules of the checkpoint's source language), "
+        "translate them and join them back: a line of several sentences is translated whole",
+    )
     p.add_argument("--output", help="output file (default stdout); written whole at the end or not at all")
     p.add_argument(
         "--quantize",
@@ -75,6 +81,8 @@ def run(args) -> None:
     if why := engine.refuses(options):  # the engine's own declaration, before anything is read
         raise ConfigError(why)
     check_compile(args)
+    if args.split_sentences and args.prefix_file:
+        raise ConfigError("--split-sentences and --prefix-file: a prefix starts a line, not its sentences")
     prefixes = read_input(args.prefix_file) if args.prefix_file else None
     translator: Translator | CT2Translator
     if args.engine == "ctranslate2":
@@ -94,6 +102,13 @@ def run(args) -> None:
         )
 
     def translate(lines: list[str], prefix: list[str] | None = None):
+        if args.split_sentences:
+            from .segments import by_sentences
+
+            return by_sentences(lines, getattr(translator, "src_lang", None), translate_whole)
+        return translate_whole(lines, prefix)
+
+    def translate_whole(lines: list[str], prefix: list[str] | None = None):
         return translator.translate(lines, options, prefix=prefix, batch_tokens=args.batch_tokens)
 
     # A file is swapped in whole at the end (a full disk or a kill never leaves half of it).

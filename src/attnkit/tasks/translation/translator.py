@@ -96,6 +96,7 @@ class Translator:
         self.device = resolve_device(device)
         check_quantize(quantize, self.device)
         self.model = model.to(self.device).eval()
+        self.src_lang: str | None = None  # the training data's source language, where known (from_state)
         self.quantized = quantize == "int8"
         if self.quantized:
             self.model = quantize_int8(self.model)
@@ -172,7 +173,9 @@ class Translator:
 
         expect_task(state, "translate", path)
         model = model_from_checkpoint(state)
-        return cls(model, SubwordTokenizer.from_state_dict(state["tokenizer"]), device, quantize=quantize)
+        made = cls(model, SubwordTokenizer.from_state_dict(state["tokenizer"]), device, quantize=quantize)
+        made.src_lang = ((state.get("experiment") or {}).get("data") or {}).get("src_lang")
+        return made
 
     @property
     def max_src_len(self) -> int:
