@@ -134,7 +134,7 @@ def test_the_schema_offers_only_what_a_loaded_model_serves(client):
     calls one anyway gets 422, naming what it needs), and a blank text is schema-invalid."""
     spec = client.get("/openapi.json").json()
     assert set(spec["paths"]) == {
-        "/health", "/v1/models", "/v1/translate", "/v1/attention", "/v1/generate",
+        "/health", "/ready", "/metrics", "/v1/models", "/v1/translate", "/v1/attention", "/v1/generate",
         "/v1/completions", "/v1/chat/completions", "/translate", "/languages",
     }  # fmt: skip
     r = client.post("/v1/classify", json={"text": "A dog"})

@@ -17,7 +17,16 @@ from cli_helpers import assert_user_error, cli
 
 FIELDS = {f.name: f.default for f in dataclasses.fields(SearchOptions)}
 # translate's flags that are not the search's: what to read, where to write, what decodes it
-NOT_SEARCH = {"checkpoint", "input", "prefix_file", "output", "quantize", "engine", "compile"}
+NOT_SEARCH = {
+    "checkpoint",
+    "input",
+    "prefix_file",
+    "split_sentences",
+    "output",
+    "quantize",
+    "engine",
+    "compile",
+}
 NOT_SEARCH |= {"batch_tokens", "device", "help"}
 
 
@@ -41,7 +50,7 @@ def test_http_fields_are_the_options_fields_with_their_bounds():
     from attnkit.tasks.translation.routes import TranslateRequest
 
     fields = TranslateRequest.model_fields
-    assert set(fields) - {"text", "model", "prefix"} == set(FIELDS)
+    assert set(fields) - {"text", "model", "prefix", "split_sentences"} == set(FIELDS)
     for name, default in FIELDS.items():
         assert fields[name].default == default, name
     schema = TranslateRequest.model_json_schema()["properties"]

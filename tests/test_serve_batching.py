@@ -17,7 +17,7 @@ import httpx  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
 from attnkit.serve.app import create_app  # noqa: E402
-from attnkit.serve.batcher import Batcher  # noqa: E402
+from attnkit.serve.batcher import Batcher, Batching  # noqa: E402
 from attnkit.serve.tasks import load_models  # noqa: E402
 from serve_helpers import tiny_checkpoint  # noqa: E402
 from test_serve import SENTENCES  # noqa: E402
@@ -47,10 +47,12 @@ def _concurrently(app, bodies: list[dict]) -> list[httpx.Response]:
 def test_concurrent_requests_share_model_calls_and_answer_as_alone(models):
     bodies = [{"text": s, "beam": 2} for s in SENTENCES] + [{"text": SENTENCES[:3], "beam": 2}]
     alone = []
-    with TestClient(create_app(models, max_wait_ms=0)) as c:
+    with TestClient(create_app(models, batching=Batching(max_wait_ms=0))) as c:
         for b in bodies:
             alone.append(c.post("/v1/translate", json=b).json())
-    together, stats = _concurrently(create_app(models, max_wait_ms=300, max_gap_ms=None), bodies)
+    together, stats = _concurrently(
+        create_app(models, batching=Batching(max_wait_ms=300, max_gap_ms=None)), bodies
+    )
     assert all(r.status_code == 200 for r in together)
     assert stats.model_calls < len(bodies), stats
     assert stats.decode_steps > 0  # beam 2 decodes in one running search (continuous batching)
@@ -67,7 +69,9 @@ def test_requests_with_other_options_are_not_mixed(models):
         {"text": SENTENCES[0], "beam": 2},
         {"text": SENTENCES[1], "beam": 1},
     ]
-    responses, stats = _concurrently(create_app(models, max_wait_ms=300, max_gap_ms=None), bodies)
+    responses, stats = _concurrently(
+        create_app(models, batching=Batching(max_wait_ms=300, max_gap_ms=None)), bodies
+    )
     assert all(r.status_code == 200 for r in responses)
     assert stats.model_calls == 2  # beam 1 together, beam 2 alone
 
@@ -82,7 +86,9 @@ def test_batcher_respects_the_budget_and_survives_errors():
     def broken(items):
         raise RuntimeError("boom")
 
-    b = Batcher(max_batch_tokens=10, max_wait_ms=200, max_gap_ms=None)
+    b = Batcher(
+        Batching(max_batch_tokens=10, max_wait_ms=200, max_gap_ms=None, join_group=1, join_wait_steps=0)
+    )
     try:
         futures = [b.submit("k", [i], 4, double) for i in range(5)]  # 4 tokens each: two fit in 10
         bad = b.submit("other", [1], 1, broken)
@@ -115,28 +121,28 @@ def test_a_quiet_gap_ends_the_wait_for_company():
         assert [f.result(60) for f in futures] == [[i] for i in range(n)]
         return calls[-1][0] - start
 
-    gapped = Batcher(max_wait_ms=30_000, max_gap_ms=600)
+    gapped = Batcher(Batching(max_wait_ms=30_000, max_gap_ms=600, join_group=1, join_wait_steps=0))
     try:
         assert burst(gapped, 5, 0.2) < 15  # 1 s of burst, then a 0.6 s gap: not the 30 s wait
         assert [items for _, items in calls] == [[0, 1, 2, 3, 4]]  # one call, longer than one gap
     finally:
         gapped.close(10)
     calls.clear()
-    waiting = Batcher(max_wait_ms=1_500, max_gap_ms=None)
+    waiting = Batcher(Batching(max_wait_ms=1_500, max_gap_ms=None, join_group=1, join_wait_steps=0))
     try:
         assert burst(waiting, 2, 0.02) >= 1.4  # the whole wait, though nothing came after the burst
         assert [items for _, items in calls] == [[0, 1]]
     finally:
         waiting.close(10)
     calls.clear()
-    capped = Batcher(max_wait_ms=300, max_gap_ms=600_000)
+    capped = Batcher(Batching(max_wait_ms=300, max_gap_ms=600_000, join_group=1, join_wait_steps=0))
     try:
         assert burst(capped, 1, 0) < 60  # the gap (10 minutes) is cut to the wait (0.3 s)
     finally:
         capped.close(10)
     for bad in (-1, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="max_gap_ms"):
-            Batcher(max_gap_ms=bad)
+            Batcher(Batching(max_gap_ms=bad, join_group=1, join_wait_steps=0))
 
 
 def test_jobs_queued_while_the_worker_was_busy_share_one_call_without_a_wait():
@@ -150,7 +156,7 @@ def test_jobs_queued_while_the_worker_was_busy_share_one_call_without_a_wait():
             release.wait(30)  # the worker is busy while the others queue
         return items
 
-    b = Batcher(max_wait_ms=0)
+    b = Batcher(Batching(max_wait_ms=0, join_group=1, join_wait_steps=0))
     try:
         first = b.submit("k", [0], 1, run)
         deadline = time.monotonic() + 30
@@ -195,7 +201,7 @@ def test_stream_jobs_join_between_steps_and_leave_when_done():
         made.append(_Countdown(gate))
         return made[-1]
 
-    b = Batcher(max_batch_tokens=100, max_wait_ms=0)
+    b = Batcher(Batching(max_batch_tokens=100, max_wait_ms=0, join_group=1, join_wait_steps=0))
     try:
         long = b.submit("k", [3], 1, stream=make)
         time.sleep(0.2)  # the worker is now inside the first step, waiting at the gate
@@ -235,7 +241,7 @@ def test_newcomers_wait_for_company_before_joining_a_running_stream(group, wait,
         made.append(_Recording(gate))
         return made[-1]
 
-    b = Batcher(max_batch_tokens=100, max_wait_ms=0, join_group=group, join_wait_steps=wait)
+    b = Batcher(Batching(max_batch_tokens=100, max_wait_ms=0, join_group=group, join_wait_steps=wait))
     try:
         long = b.submit("k", [20], 1, stream=make)
         time.sleep(0.2)  # the worker is inside the first step, waiting at the gate
@@ -258,7 +264,7 @@ def test_newcomers_wait_for_company_before_joining_a_running_stream(group, wait,
 def test_a_failing_stream_fails_its_jobs_and_the_worker_lives_on():
     gate = threading.Event()
     gate.set()
-    b = Batcher(max_batch_tokens=100, max_wait_ms=0)
+    b = Batcher(Batching(max_batch_tokens=100, max_wait_ms=0, join_group=1, join_wait_steps=0))
     try:
         bad = b.submit("k", [2], 1, stream=lambda: _Countdown(gate, fail=True))
         with pytest.raises(RuntimeError, match="step failed"):

@@ -21,6 +21,7 @@ from attnkit.decoding import SearchOptions
 from attnkit.errors import ConfigError  # noqa: E402
 from attnkit.plugin.http import Call
 from attnkit.serve.app import create_app  # noqa: E402
+from attnkit.serve.batcher import Batching  # noqa: E402
 from attnkit.serve.decoder import ProcessDecoder, WorkerSpec  # noqa: E402
 from attnkit.serve.tasks import load_models, release_weights  # noqa: E402
 from serve_helpers import tiny_checkpoint  # noqa: E402
@@ -82,7 +83,13 @@ def test_concurrent_requests_share_model_calls_in_the_process(spec, front):
 
     waiting = {"max_wait_ms": 300, "max_gap_ms": None}  # the whole wait: every request in one call
     responses, decoder = asyncio.run(
-        go(create_app(front, **waiting, decoder=ProcessDecoder(spec, **waiting)))
+        go(
+            create_app(
+                front,
+                batching=Batching(**waiting),
+                decoder=ProcessDecoder(spec, batching=Batching(**waiting)),
+            )
+        )
     )
     assert [r.status_code for r in responses] == [200] * len(bodies)
     assert 0 < decoder.stats.model_calls < len(bodies)
@@ -118,8 +125,10 @@ def test_errors_come_back_and_a_dead_process_is_replaced(spec):
 @pytest.mark.slow
 def test_requests_in_flight_when_the_process_dies_fail_with_a_clear_error(spec, front):
     waiting = {"max_wait_ms": 5000, "max_gap_ms": None}  # the request waits in the child's batcher
-    decoder = ProcessDecoder(spec, **waiting)
-    with TestClient(create_app(front, **waiting, decoder=decoder), raise_server_exceptions=False) as c:
+    decoder = ProcessDecoder(spec, batching=Batching(**waiting))
+    with TestClient(
+        create_app(front, batching=Batching(**waiting), decoder=decoder), raise_server_exceptions=False
+    ) as c:
 
         def kill_once_sent():
             _wait_for(lambda: decoder.workers[0].pending)
@@ -146,8 +155,8 @@ def test_two_workers_share_the_requests_and_one_dying_leaves_the_other_serving(s
     finally:
         one.close(30)
     waiting = {"max_wait_ms": 200, "max_gap_ms": None}  # each job waits: the least loaded takes the next
-    decoder = ProcessDecoder(spec, workers=2, **waiting)
-    with TestClient(create_app(front, **waiting, decoder=decoder)) as c:
+    decoder = ProcessDecoder(spec, workers=2, batching=Batching(**waiting))
+    with TestClient(create_app(front, batching=Batching(**waiting), decoder=decoder)) as c:
         futures = [decoder.submit(call, [s], 5) for s in SENTENCES]  # at once: the least loaded takes each
         assert [r.text for f in futures for r in f.result(60)] == expected
         assert [w.stats.jobs for w in decoder.workers] == [2, 2] and decoder.stats.jobs == 4
@@ -184,7 +193,7 @@ def test_closing_while_a_worker_restarts_stops_the_fresh_child_too(spec):
 def test_a_request_given_up_on_does_not_stop_the_batcher():
     from attnkit.serve.batcher import Batcher
 
-    batcher = Batcher(max_wait_ms=0)
+    batcher = Batcher(Batching(max_wait_ms=0, join_group=1, join_wait_steps=0))
     started = threading.Event()
 
     def slow(items):

@@ -21,7 +21,7 @@ from attnkit.checkpoint import save_checkpoint  # noqa: E402
 from attnkit.data.tokenizer import SubwordTokenizer  # noqa: E402
 from attnkit.model import LMConfig, TransformerLM  # noqa: E402
 from attnkit.serve.app import create_app  # noqa: E402
-from attnkit.serve.batcher import Batcher  # noqa: E402
+from attnkit.serve.batcher import Batcher, Batching  # noqa: E402
 from attnkit.serve.decoder import ProcessDecoder, WorkerSpec  # noqa: E402
 from attnkit.serve.tasks import load_models, release_weights  # noqa: E402
 from serve_helpers import free_port  # noqa: E402
@@ -198,7 +198,7 @@ class _Endless:
 
 
 def test_a_cancelled_stream_job_stops_between_two_steps():
-    stream, b = _Endless(), Batcher()
+    stream, b = _Endless(), Batcher(Batching(join_group=1, join_wait_steps=0))
     try:
         future = b.submit("k", [1], 1, stream=lambda: stream)
         while stream.steps < 3:

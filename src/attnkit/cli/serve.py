@@ -94,38 +94,43 @@ def _add_network_flags(p) -> None:
 
 
 def _add_batching_flags(p) -> None:
-    """How requests share a model call (the batcher's options)."""
+    """How requests share a model call: serve.batcher.Batching's fields, with its defaults."""
+    from ..serve.batcher import Batching  # torch-free, as --help must be
+
+    d = Batching()
     p.add_argument(
         "--max-batch-tokens",
         type=positive_int,
-        default=4000,
+        default=d.max_batch_tokens,
         help="source tokens decoding together: in one running beam search, "
-        "or one batched call (default 4000)",
+        f"or one batched call (default {d.max_batch_tokens})",
     )
     p.add_argument(
         "--max-wait-ms",
         type=bounded(MILLISECONDS),
-        default=5.0,
-        help="how long a request waits for others to share its model call (default 5)",
+        default=d.max_wait_ms,
+        help=f"how long a request waits for others to share its model call (default {d.max_wait_ms:g})",
     )
     p.add_argument(
         "--max-gap-ms",
         type=bounded(MILLISECONDS),
-        default=1.0,
-        help="... but no longer once this long passes with no other request arriving (default 1; "
-        "a gap as long as --max-wait-ms keeps the whole wait)",
+        default=d.max_gap_ms,
+        help="... but no longer once this long passes with no other request arriving (default "
+        f"{d.max_gap_ms:g}; a gap as long as --max-wait-ms keeps the whole wait)",
     )
     p.add_argument(
         "--join-group",
         type=positive_int,
-        default=4,
-        help="newcomers join a running beam search once this many sentences wait (default 4) ...",
+        default=d.join_group,
+        help="newcomers join a running beam search once this many sentences wait "
+        f"(default {d.join_group}) ...",
     )
     p.add_argument(
         "--join-wait-steps",
         type=bounded(Bound(int, 0, 100_000)),
-        default=4,
-        help="... or once the oldest has waited this many decoding steps (default 4; 0: join at once)",
+        default=d.join_wait_steps,
+        help="... or once the oldest has waited this many decoding steps "
+        f"(default {d.join_wait_steps}; 0: join at once)",
     )
 
 
@@ -212,7 +217,9 @@ def run(args) -> None:
     )
     if args.threads:
         torch.set_num_threads(args.threads)
-    batching = dict(
+    from ..serve.batcher import Batching
+
+    batching = Batching(
         max_batch_tokens=args.max_batch_tokens,
         max_wait_ms=args.max_wait_ms,
         max_gap_ms=args.max_gap_ms,
@@ -223,7 +230,7 @@ def run(args) -> None:
     limits = Limits(max_body_bytes=args.max_body_bytes, max_sentences=args.max_sentences)
     app = create_app(
         models,
-        **batching,
+        batching=batching,
         limits=limits,
         decoder=decoder,
         request_timeout=args.request_timeout,
@@ -272,7 +279,7 @@ def _check_flags(args) -> None:
         refuse_on_cpu(resolve_device(args.device))
 
 
-def _models_and_decoder(args, batching: dict, n_workers: int, threads: int):
+def _models_and_decoder(args, batching, n_workers: int, threads: int):  # batching: Batching
     """The served models, and the decoding processes that run them (None: a thread of this process)."""
     from ..serve.decoder import ProcessDecoder, WorkerSpec
     from ..serve.tasks import load_models, read_checkpoints, release_weights
@@ -295,7 +302,7 @@ def _models_and_decoder(args, batching: dict, n_workers: int, threads: int):
         spec = WorkerSpec(
             tuple(args.checkpoint), args.device, threads, contents, engine=args.engine, compile=args.compile
         )
-        decoder = ProcessDecoder(spec, workers=n_workers, **batching)
+        decoder = ProcessDecoder(spec, workers=n_workers, batching=batching)
     else:
         models = load_models(
             args.checkpoint,

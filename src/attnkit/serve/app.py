@@ -27,6 +27,7 @@ from ..page import render_page
 from ..plugin import endpoint_task, task_named, tasks
 from ..plugin.http import Call, ErrorResponse, Limits, ServeError
 from ..plugin.served import ServedModel, ServesText
+from .batcher import BATCHING, Batching
 from .decoder import DecoderUnavailable, ProcessDecoder, ThreadDecoder
 from .errors import Shape, add_error_handlers
 from .guards import BodyLimit, HostCheck
@@ -155,11 +156,7 @@ class Server:
 def create_app(
     models: list[ServedModel],
     *,
-    max_batch_tokens: int = 4000,
-    max_wait_ms: float = 5.0,
-    max_gap_ms: float | None = 1.0,
-    join_group: int = 4,
-    join_wait_steps: int = 4,
+    batching: Batching = BATCHING,
     limits: Limits | None = None,
     decoder: ProcessDecoder | None = None,
     request_timeout: float = 120.0,
@@ -168,9 +165,9 @@ def create_app(
     quota: Quota | None = None,
     say: Callable[[str], None] | None = None,
 ) -> FastAPI:
-    """An app serving ``models`` (the first of each task is that task's default); the batching
-    options are :class:`~.batcher.Batcher`'s. With a started ``decoder`` (a
-    :class:`~.decoder.ProcessDecoder`, built with the same options), the models run in its process and
+    """An app serving ``models`` (the first of each task is that task's default), batched as
+    ``batching`` says (:class:`~.batcher.Batching`). With a started ``decoder`` (a
+    :class:`~.decoder.ProcessDecoder`, built with the same ``batching``), the models run in its process and
     ``models`` only answer the questions asked before decoding (names, tasks, limits, token counts);
     without, they run on a thread of this process. The app closes the decoder when it shuts down.
 
@@ -184,10 +181,7 @@ def create_app(
     if request_timeout <= 0:
         raise ValueError(f"request_timeout must be positive, got {request_timeout}")
     server = Server(models, limits or Limits(), request_timeout, quota or Quota())
-    batching = dict(max_batch_tokens=max_batch_tokens, max_wait_ms=max_wait_ms, max_gap_ms=max_gap_ms)
-    batching.update(join_group=join_group, join_wait_steps=join_wait_steps)
-
-    lifespan = _lifespan(server, lambda: decoder or ThreadDecoder(models, **batching), say)
+    lifespan = _lifespan(server, lambda: decoder or ThreadDecoder(models, batching), say)
     errors: dict[int | str, dict[str, Any]] = {
         code: {"model": ErrorResponse} for code in (400, 404, 413, 422, 429, *((401,) if api_keys else ()))
     }

@@ -47,38 +47,49 @@ class _Live:
         return sum(j.cost for j in self.jobs)
 
 
-class Batcher:
-    """Groups concurrent jobs into batched calls or running streams on one worker thread.
+@dataclass(frozen=True)
+class Batching:
+    """How the server batches requests: one set of settings with one set of defaults, built once
+    (``attnkit serve``'s flags) and passed whole to every hop (the app, its decoders, their batchers).
 
-    Args:
-        max_batch_tokens: source tokens in one call or in one stream; a single larger job runs alone.
-        max_wait_ms: how long the first job waits for company when the worker is idle.
-        max_gap_ms: the wait ends sooner once this long passes with no newcomer (None: never).
-            Closed-loop clients answered together send their next requests as one burst, so a
-            quiet gap says the company has come; the rest of ``max_wait_ms`` would leave the
-            worker idle (measured at 16 clients, docs/BENCHMARKS.md, "Serving").
-        join_group, join_wait_steps: newcomers to a running stream join once ``join_group`` of its
-            items wait, or once the oldest has waited ``join_wait_steps`` steps (default: at once).
+    max_batch_tokens: source tokens in one call or in one stream; a single larger job runs alone.
+    max_wait_ms: how long the first job waits for company when the worker is idle.
+    max_gap_ms: the wait ends sooner once this long passes with no newcomer (None: never).
+        Closed-loop clients answered together send their next requests as one burst, so a quiet gap
+        says the company has come; the rest of ``max_wait_ms`` would leave the worker idle (measured
+        at 16 clients, docs/BENCHMARKS.md, "Serving").
+    join_group, join_wait_steps: newcomers to a running stream join once ``join_group`` of its items
+        wait, or once the oldest has waited ``join_wait_steps`` steps (1 and 0: at once).
     """
 
-    def __init__(
-        self,
-        *,
-        max_batch_tokens: int = 4000,
-        max_wait_ms: float = 5.0,
-        max_gap_ms: float | None = 1.0,
-        join_group: int = 1,
-        join_wait_steps: int = 0,
-    ):
-        finite = (max_wait_ms,) if max_gap_ms is None else (max_wait_ms, max_gap_ms)
-        if max_batch_tokens <= 0 or not all(0 <= ms < float("inf") for ms in finite):  # NaN fails too
+    max_batch_tokens: int = 4000
+    max_wait_ms: float = 5.0
+    max_gap_ms: float | None = 1.0
+    join_group: int = 4
+    join_wait_steps: int = 4
+
+    def __post_init__(self) -> None:
+        finite = (self.max_wait_ms,) if self.max_gap_ms is None else (self.max_wait_ms, self.max_gap_ms)
+        if self.max_batch_tokens <= 0 or not all(0 <= ms < float("inf") for ms in finite):  # NaN fails too
             raise ValueError("max_batch_tokens must be positive; max_wait_ms and max_gap_ms finite, >= 0")
-        if join_group < 1 or join_wait_steps < 0:
+        if self.join_group < 1 or self.join_wait_steps < 0:
             raise ValueError("join_group must be positive and join_wait_steps not negative")
-        self.max_batch_tokens = max_batch_tokens
-        self.max_wait = max_wait_ms / 1000.0
-        self.max_gap = self.max_wait if max_gap_ms is None else min(max_gap_ms / 1000.0, self.max_wait)
-        self.join_group, self.join_wait_steps = join_group, join_wait_steps
+
+
+BATCHING = Batching()  # the defaults
+
+
+class Batcher:
+    """Groups concurrent jobs into batched calls or running streams on one worker thread, as
+    ``batching`` says (:class:`Batching`)."""
+
+    def __init__(self, batching: Batching = BATCHING):
+        self.batching = batching
+        self.max_batch_tokens = batching.max_batch_tokens
+        self.max_wait = batching.max_wait_ms / 1000.0
+        gap = batching.max_gap_ms
+        self.max_gap = self.max_wait if gap is None else min(gap / 1000.0, self.max_wait)
+        self.join_group, self.join_wait_steps = batching.join_group, batching.join_wait_steps
         self.stats = BatchStats()
         self._queue: queue.Queue[Job | None] = queue.Queue()
         self._held: list[Job] = []  # taken from the queue but not yet run or admitted

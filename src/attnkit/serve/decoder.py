@@ -37,7 +37,7 @@ from typing import Any
 from ..errors import AttnkitError, ConfigError
 from ..plugin.http import Call
 from ..processes import die_with_parent
-from .batcher import Batcher
+from .batcher import BATCHING, Batcher, Batching
 from .jobs import BatchFn, BatchStats, Stream
 from .worker import DecoderUnavailable, Worker, WorkerSpec, added
 
@@ -62,9 +62,9 @@ def _ignore(event: Any) -> None:
 class ThreadDecoder:
     """The batcher on a thread of this process, over models loaded here."""
 
-    def __init__(self, models: list[Any], **batching: Any):
+    def __init__(self, models: list[Any], batching: Batching = BATCHING):
         self.models = {m.name: m for m in models}
-        self.batcher = Batcher(**batching)
+        self.batcher = Batcher(batching)
         self._alone = itertools.count()
 
     @property
@@ -123,7 +123,7 @@ class ProcessDecoder:
     worker that dies costs only its in-flight requests: the others go on serving while it restarts.
     """
 
-    def __init__(self, spec: WorkerSpec, *, workers: int = 1, **batching: Any):
+    def __init__(self, spec: WorkerSpec, *, workers: int = 1, batching: Batching = BATCHING):
         if workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
         if spec.contents is None:  # read once: every child, a restarted one too, loads these bytes
@@ -230,7 +230,7 @@ class ProcessDecoder:
             w.join(deadline)
 
 
-def decoding_process(conn, spec: WorkerSpec, batching: dict[str, Any], parent: int) -> None:
+def decoding_process(conn, spec: WorkerSpec, batching: Batching, parent: int) -> None:
     """The decoding process: load the models, then feed the pipe's calls to a batcher until told to stop.
 
     Messages in: ``(job, call, items, cost, alone)``, ``("cancel", job)``, or None (stop). Out:
@@ -266,7 +266,7 @@ def decoding_process(conn, spec: WorkerSpec, batching: dict[str, Any], parent: i
     decoder.close()
 
 
-def _load_decoder(spec: WorkerSpec, batching: dict[str, Any]) -> ThreadDecoder:
+def _load_decoder(spec: WorkerSpec, batching: Batching) -> ThreadDecoder:
     """The spec's models, loaded in this process, behind a batcher on a thread."""
     import torch
 
@@ -282,7 +282,7 @@ def _load_decoder(spec: WorkerSpec, batching: dict[str, Any]) -> ThreadDecoder:
         threads=spec.threads,
         compile=spec.compile,
     )
-    return ThreadDecoder(models, **batching)
+    return ThreadDecoder(models, batching)
 
 
 class _Replies:

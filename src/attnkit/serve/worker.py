@@ -97,7 +97,7 @@ class Worker:
     restart_tries = RESTART_TRIES
     restart_pause_s = RESTART_PAUSE_S
 
-    def __init__(self, spec: WorkerSpec, batching: dict[str, Any], main: Callable[..., None]):
+    def __init__(self, spec: WorkerSpec, batching: Any, main: Callable[..., None]):  # batching: Batching
         """``main(conn, spec, batching, parent pid)``: what the child runs (``decoder.decoding_process``)."""
         self.spec, self.batching, self.main = spec, batching, main
         self._stats, self._retired = BatchStats(), BatchStats()  # this child's counters; earlier children's
