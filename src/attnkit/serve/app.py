@@ -28,7 +28,7 @@ from ..plugin import endpoint_task, task_named, tasks
 from ..plugin.http import Call, ErrorResponse, Limits, ServeError
 from ..plugin.served import ServedModel, ServesText
 from .batcher import BATCHING, Batching
-from .decoder import DecoderUnavailable, ProcessDecoder, ThreadDecoder
+from .decoder import Decoder, DecoderUnavailable, ThreadDecoder
 from .errors import Shape, add_error_handlers
 from .guards import BodyLimit, HostCheck
 from .keys import OPEN, KeyCheck, Quota
@@ -46,7 +46,7 @@ class Server:
         self.models, self.limits, self.request_timeout = models, limits, request_timeout
         self.quota = quota  # what one client may hold at once (.keys)
         self.by_name = {m.name: m for m in models}
-        self.running: ProcessDecoder | ThreadDecoder | None = None  # the decoder while the app serves
+        self.running: Decoder | None = None  # the decoder while the app serves
         # What routes declare of their paths (another API's dialect): the error body its clients parse
         # (.errors), the paths answered without a key and those whose key may come in the body (.keys)
         self.error_shapes: dict[str, Shape] = {}
@@ -158,7 +158,7 @@ def create_app(
     *,
     batching: Batching = BATCHING,
     limits: Limits | None = None,
-    decoder: ProcessDecoder | None = None,
+    decoder: Decoder | None = None,
     request_timeout: float = 120.0,
     allowed_hosts: Iterable[str] | None = None,
     api_keys: tuple[bytes, ...] = (),
@@ -207,7 +207,7 @@ def create_app(
     return app
 
 
-def _lifespan(server: Server, start: Callable[[], Any], say: Callable[[str], None] | None):
+def _lifespan(server: Server, start: Callable[[], Decoder], say: Callable[[str], None] | None):
     """The app's life: the decoder started when it starts; at its end, what is queued finished and
     the decoder closed (a decoding process not done within the bound is killed), announced."""
 

@@ -1,10 +1,10 @@
 """Where the models run: on a thread of the server's process, or in a decoding process of their own.
 
 A request reaches a model as a :class:`Call`, plain data (model name, operation, options), so it
-can cross into another process. Both decoders give the app the same things: ``submit`` (a
-``concurrent.futures.Future`` of the call's results; ``on_event`` receives what a streamed call
-produces before its result, e.g. each generated token), ``cancel`` (a request given up on: a client
-gone; its decoding stops), ``stats`` and ``close``.
+can cross into another process. Both decoders are a :class:`Decoder`, what the app asks of one:
+``submit`` (a ``concurrent.futures.Future`` of the call's results; ``on_event`` receives what a
+streamed call produces before its result, e.g. each generated token), ``cancel`` (a request given
+up on: a client gone; its decoding stops), ``expire``, its health, counters and ``close``.
 
 - :class:`ThreadDecoder`: the :class:`~.batcher.Batcher` in the server's process. Simple, and what
   ``create_app`` uses by default (tests, and a Python caller that builds the app from loaded models).
@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import fields, replace
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import AttnkitError, ConfigError
 from ..plugin.http import Call
@@ -41,7 +41,15 @@ from .batcher import BATCHING, Batcher, Batching
 from .jobs import BatchFn, BatchStats, Stream
 from .worker import DecoderUnavailable, Worker, WorkerSpec, added
 
-__all__ = ["Call", "DecoderUnavailable", "ProcessDecoder", "ThreadDecoder", "WorkerSpec", "functions"]
+__all__ = [
+    "Call",
+    "Decoder",
+    "DecoderUnavailable",
+    "ProcessDecoder",
+    "ThreadDecoder",
+    "WorkerSpec",
+    "functions",
+]
 
 
 OnEvent = Callable[[Any], None]
@@ -57,6 +65,41 @@ def functions(
 
 def _ignore(event: Any) -> None:
     pass
+
+
+class Decoder(Protocol):
+    """What the app (:class:`attnkit.serve.app.Server`, ``/health``, ``/ready``, ``/metrics``) asks
+    of what decodes: :class:`ThreadDecoder` and :class:`ProcessDecoder`."""
+
+    @property
+    def stats(self) -> BatchStats: ...  # the counters, added up over the workers
+
+    @property
+    def down(self) -> str | None: ...  # why nothing can be decoded now; None while something can
+
+    @property
+    def failed(self) -> str | None: ...  # why nothing ever will be again (restart the server)
+
+    @property
+    def worker_count(self) -> int: ...
+
+    @property
+    def workers_up(self) -> int: ...
+
+    @property
+    def restarts(self) -> int: ...
+
+    def describe(self) -> list[dict[str, Any]]: ...  # the models as GET /v1/models lists them
+
+    def submit(
+        self, call: Call, items: list[Any], cost: int, *, alone: bool = False, on_event: OnEvent | None = None
+    ) -> Future: ...
+
+    def cancel(self, future: Future) -> Any: ...
+
+    def expire(self, future: Future, after_s: float) -> None: ...
+
+    def close(self, timeout: float | None = None) -> None: ...
 
 
 class ThreadDecoder:
