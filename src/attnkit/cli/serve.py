@@ -154,10 +154,12 @@ def _add_decoding_flags(p) -> None:
     )
     p.add_argument(
         "--engine",
-        choices=("torch", "ctranslate2"),
+        choices=("torch", "ctranslate2", "auto"),
         default="torch",
-        help="what decodes /v1/translate: torch (default) or CTranslate2 (exported once into "
-        "CHECKPOINT.ct2/ beside each translation checkpoint; /v1/attention and the page stay on torch)",
+        help="what decodes /v1/translate: torch (default), CTranslate2 (exported once into "
+        "CHECKPOINT.ct2/ beside each translation checkpoint; /v1/attention and the page stay on "
+        "torch), or auto: CTranslate2 where it finds the same tokens, what it refuses (sampling) on "
+        "torch, and torch for a model it cannot hold (the choice said on stderr)",
     )
     p.add_argument(
         "--compile",
@@ -269,7 +271,7 @@ def _check_flags(args) -> None:
 
     if args.workers != "auto" and args.workers > 1 and args.decoder != "process":
         raise ConfigError("--workers needs --decoder process (the thread decoder is one worker)")
-    if args.compile and args.engine != "torch":
+    if args.compile and args.engine == "ctranslate2":
         raise ConfigError("--compile is for --engine torch (CTranslate2 runs its own kernels)")
     _check_address(args.host, args.port)
     if args.compile:

@@ -75,8 +75,9 @@ class TranslationModel:
     def count_tokens(self, text: str) -> int:
         return len(self.translator.tokenizer.encode(text, side="src"))
 
-    def engine(self) -> TranslationEngine:
-        """What decodes this model's translations (the torch translator; CTranslate2 in a subclass)."""
+    def engine(self, options: SearchOptions | None = None) -> TranslationEngine:
+        """What decodes this model's translations with ``options`` (the torch translator;
+        CTranslate2 in a subclass)."""
         return self.translator
 
     def translate(
@@ -88,7 +89,7 @@ class TranslationModel:
         batch_tokens: int,
     ) -> list[Translation]:
         """``prefix``: one str for every sentence, or one per sentence."""
-        return self.engine().translate(
+        return self.engine(options).translate(
             sentences,
             options,
             prefix=list(prefix) if isinstance(prefix, tuple) else prefix,

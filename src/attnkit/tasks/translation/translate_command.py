@@ -27,6 +27,7 @@ from ...plugin.flags import (
 )
 
 NAME = "translate"
+ENGINES = ("torch", "ctranslate2", "auto")  # engine_choice.ENGINES, without importing it for --help
 
 
 def add_parser(sub) -> None:
@@ -56,10 +57,11 @@ def add_parser(sub) -> None:
     )
     p.add_argument(
         "--engine",
-        choices=("torch", "ctranslate2"),
+        choices=ENGINES,
         default="torch",
-        help="what decodes: torch (default) or CTranslate2 (exported once into CHECKPOINT.ct2/ beside "
-        "the checkpoint; greedy, or beam search with --length-penalty 0)",
+        help="what decodes: torch (default), CTranslate2 (exported once into CHECKPOINT.ct2/ beside "
+        "the checkpoint; no sampling), or auto: CTranslate2 where it finds the same tokens and is "
+        "installed, else torch (the choice said on stderr)",
     )
     add_compile_flag(p)
     add_search_flags(p)
@@ -91,7 +93,9 @@ def run(args) -> None:
         )
     else:
         translator = Translator.from_checkpoints(args.checkpoint, device=args.device, quantize=args.quantize)
-        if args.compile:
+        if args.engine == "auto":
+            translator = _auto(args, translator, options)
+        elif args.compile:
             translator.compile(announce=announcer(NAME))
     stream_fd = None if args.input or prefixes is not None else _stream_fd()
     lines = read_input(args.input) if stream_fd is None else []
@@ -121,6 +125,30 @@ def run(args) -> None:
             _write(out, translate(lines), options.nbest, first=done)
             out.flush()
             done += len(lines)
+
+
+def _auto(args, translator, options):
+    """--engine auto: CTranslate2 over the loaded model where it finds the same tokens, else the
+    torch translator as loaded (compiled with --compile); the choice said on stderr."""
+    from pathlib import Path
+
+    from .ct2_cache import exported_model
+    from .ct2_engine import CT2Translator
+    from .engine_choice import auto_engine
+
+    engine, why = auto_engine(
+        translator.model,
+        translator.device,
+        options,
+        ensemble=len(args.checkpoint) > 1,
+        quantize=args.quantize,
+        compile=args.compile,
+    )
+    announcer(NAME)(f"engine auto: {engine} ({why})")
+    if engine == "torch":
+        return translator.compile(announce=announcer(NAME)) if args.compile else translator
+    path = Path(args.checkpoint[0])
+    return CT2Translator(translator, exported_model(path, path.read_bytes()))
 
 
 def _check_ct2(args, options) -> None:
