@@ -20,8 +20,12 @@ class HTTPError(Exception):
 class Connection:
     """One keep-alive connection to ``host:port``; ``post`` sends one request and awaits its answer."""
 
-    def __init__(self, host: str, port: int, *, timeout: float = 120.0):
+    def __init__(
+        self, host: str, port: int, *, timeout: float = 120.0, headers: dict[str, str] | None = None
+    ):
+        """``headers``: sent with every request besides Host, Content-Type and Content-Length."""
         self.host, self.port, self.timeout = host, port, timeout
+        self.extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
 
@@ -49,7 +53,7 @@ class Connection:
             self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
         head = (
             f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n{self.extra}\r\n"
         )
         self._writer.write(head.encode("ascii") + body)
         await self._writer.drain()

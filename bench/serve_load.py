@@ -25,6 +25,7 @@ import gzip
 import json
 import os
 import platform
+import secrets
 import socket
 import subprocess
 import sys
@@ -157,13 +158,23 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def load(
-    url: str, texts: list[str], clients: int, beam: int, *, count: int, seconds: float, client: str = "lean"
+    url: str,
+    texts: list[str],
+    clients: int,
+    beam: int,
+    *,
+    count: int,
+    seconds: float,
+    client: str = "lean",
+    key: str | None = None,
 ) -> dict:
     """``clients`` closed-loop clients until ``count`` requests are answered or ``seconds`` pass.
 
     ``client``: "lean" (bench.http_client: one keep-alive connection each, bytes written by hand) or
-    "httpx" (its async client), to show what the load generator itself costs.
+    "httpx" (its async client), to show what the load generator itself costs. ``key``: sent as
+    ``Authorization: Bearer`` with every request.
     """
+    auth = {"Authorization": f"Bearer {key}"} if key else {}
     latencies: list[float] = []
     errors: list[str] = []
     next_index = 0
@@ -189,7 +200,7 @@ async def load(
     start, cpu = time.perf_counter(), time.process_time()
     if client == "lean":
         host, port = url.removeprefix("http://").rsplit(":", 1)
-        connections = [Connection(host, int(port)) for _ in range(clients)]
+        connections = [Connection(host, int(port), headers=auth) for _ in range(clients)]
 
         def lean_post(c: Connection):
             return lambda body: c.post("/v1/translate", body)
@@ -204,7 +215,7 @@ async def load(
 
             async def httpx_post(body: bytes) -> tuple[int, bytes]:
                 r = await c.post(
-                    url + "/v1/translate", content=body, headers={"content-type": "application/json"}
+                    url + "/v1/translate", content=body, headers={"content-type": "application/json", **auth}
                 )
                 return r.status_code, r.content
 
@@ -232,6 +243,8 @@ def start_server(args) -> tuple[subprocess.Popen, str]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    if args.key:
+        env["ATTNKIT_API_KEYS"] = args.key  # the server asks every request for it
     cmd = [
         sys.executable,
         "-m",
@@ -278,14 +291,16 @@ def start_server(args) -> tuple[subprocess.Popen, str]:
     raise SystemExit("server did not start")
 
 
-def soak(url: str, pid: int, texts: list[str], beam: int, minutes: float, client: str) -> dict:
+def soak(
+    url: str, pid: int, texts: list[str], beam: int, minutes: float, client: str, key: str | None
+) -> dict:
     samples = [(0.0, round(rss_mb(pid), 1))]
     totals = {"answered": 0, "errors": 0}
     end = time.perf_counter() + 60 * minutes
     start = time.perf_counter()
     while time.perf_counter() < end:
         chunk = min(30.0, end - time.perf_counter())
-        r = run_async(load(url, texts, 16, beam, count=10**9, seconds=chunk, client=client))
+        r = run_async(load(url, texts, 16, beam, count=10**9, seconds=chunk, client=client, key=key))
         totals["answered"] += r["answered"]
         totals["errors"] += r["errors"]
         samples.append((round(time.perf_counter() - start, 1), round(rss_mb(pid), 1)))
@@ -345,9 +360,15 @@ def main() -> None:
         help="the server's --compile; each level runs once untimed first (each new bucket compiles); "
         "offline stays eager, the fastest offline path",
     )
+    p.add_argument(
+        "--api-key",
+        action="store_true",
+        help="serve with an API key and send it with every request (what checking it costs)",
+    )
     p.add_argument("--soak-minutes", type=float, default=0)
     p.add_argument("--out", help="write the results here as JSON")
     args = p.parse_args()
+    args.key = secrets.token_urlsafe(24) if args.api_key else None
     offline_threads = args.offline_threads or args.threads * args.workers
 
     texts = sentences(Path(args.data_dir), args.sentences, source_lang(args.checkpoint, args.source_lang))
@@ -357,6 +378,7 @@ def main() -> None:
         "server": (
             f"{args.workers} decoding worker(s) x {args.threads} thread(s), --decoder {args.decoder}, "
             f"--engine {args.engine}{' --compile' if args.compile else ''}"
+            f"{', an API key asked of every request' if args.key else ''}"
         ),
         "offline_threads": offline_threads,
         "offline": offline_throughput(args.checkpoint, texts, args.beam, offline_threads, args.engine),
@@ -366,11 +388,22 @@ def main() -> None:
     offline_rate = result["offline"]["sentences_per_s"]
     proc, url = start_server(args)
     try:
-        run_async(load(url, texts, 4, args.beam, count=32, seconds=60, client=args.client))  # warm-up
+        run_async(
+            load(url, texts, 4, args.beam, count=32, seconds=60, client=args.client, key=args.key)
+        )  # warm-up
         for clients in (int(c) for c in args.clients.split(",")):
             if args.compile:  # untimed: this level's buckets compile
                 run_async(
-                    load(url, texts, clients, args.beam, count=len(texts), seconds=600, client=args.client)
+                    load(
+                        url,
+                        texts,
+                        clients,
+                        args.beam,
+                        count=len(texts),
+                        seconds=600,
+                        client=args.client,
+                        key=args.key,
+                    )
                 )
             cpu, http_cpu = cpu_seconds(proc.pid), cpu_seconds(proc.pid, descendants=False)
             level = run_async(
@@ -382,6 +415,7 @@ def main() -> None:
                     count=len(texts),
                     seconds=args.max_seconds,
                     client=args.client,
+                    key=args.key,
                 )
             )
             level["vs_offline"] = round(level["sentences_per_s"] / offline_rate, 3)
@@ -406,7 +440,7 @@ def main() -> None:
         )
         result["server_decode_steps"] = health.get("decode_steps")
         if args.soak_minutes > 0:
-            result["soak"] = soak(url, proc.pid, texts, args.beam, args.soak_minutes, args.client)
+            result["soak"] = soak(url, proc.pid, texts, args.beam, args.soak_minutes, args.client, args.key)
             print({k: v for k, v in result["soak"].items() if k != "rss_samples"}, flush=True)
     finally:
         proc.terminate()

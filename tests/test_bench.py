@@ -175,3 +175,29 @@ def test_every_attnkit_name_a_benchmark_imports_exists():
                 except ImportError:
                     missing.append(f"{path.relative_to(root)}:{node.lineno} {node.module}.{alias.name}")
     assert not missing, missing
+
+
+@pytest.mark.slow
+def test_serve_load_runs_with_a_key_and_every_request_passes_it(tmp_path):
+    """bench.serve_load --api-key: the server asks every request for a key and the load's clients
+    bear it (no 401); a bounded run on the tiny fixture, not a measurement."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import find_data_dir
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "load.json"
+    argv = ["--checkpoint", str(root / "tests/fixtures/c46ef86/translation_step3.pt"), "--sentences", "6"]
+    argv += ["--data-dir", str(find_data_dir()), "--clients", "1,2", "--api-key", "--max-seconds", "30"]
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.serve_load", *argv, "--out", str(out)],
+        cwd=root, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert "an API key asked of every request" in result["server"]
+    for level in result["levels"]:
+        assert level["answered"] > 0 and not any("HTTP 401" in e for e in level["first_errors"]), level
