@@ -11,6 +11,7 @@ parsed here and run by their own tests (test_train, test_prepare, test_serve, te
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shlex
 import shutil
@@ -128,8 +129,33 @@ def test_every_python_block_runs(runs, tmp_path, monkeypatch):
     monkeypatch.chdir(work)
     python = blocks("python") + [(page, text) for page, text in blocks("") if "import " in text]
     assert len(python) >= 3
-    for page, text in python:
-        exec(compile(text, page, "exec"), {"__name__": "__doc_block__"})
+    with _a_server(runs.ckpt, tmp_path) as url:  # what the clients' page talks to
+        for page, text in python:
+            text = text.replace("http://127.0.0.1:8080", url)
+            exec(compile(text, page, "exec"), {"__name__": "__doc_block__"})
+
+
+@contextlib.contextmanager
+def _a_server(translator: Path, tmp_path: Path):
+    """attnkit serve's app on a free port with ``translator`` (de_en) and an untrained tiny language
+    model (lm): the models docs/howto/clients.md names."""
+    pytest.importorskip("fastapi")
+    import torch
+
+    from attnkit.checkpoint import save_checkpoint
+    from attnkit.model import LMConfig, TransformerLM
+    from attnkit.serve.app import create_app
+    from attnkit.serve.tasks import load_models
+    from decoding_helpers import tiny_tokenizer
+    from serve_helpers import app_server
+
+    torch.manual_seed(0)
+    tok = tiny_tokenizer()
+    cfg = LMConfig.preset("tiny", vocab_size=tok.src_vocab_size, max_len=64)
+    state = {"arch": "lm", "model_config": cfg.to_dict(), "model": TransformerLM(cfg).state_dict()}
+    lm = save_checkpoint({**state, "tokenizer": tok.state_dict(), "experiment": {}}, tmp_path / "lm.pt")
+    with app_server(create_app(load_models([f"de_en={translator}", f"lm={lm}"], device="cpu"))) as url:
+        yield url
 
 
 RUN = {"translate", "attention", "plot-positional", "average", "export", "import"}  # on a small model

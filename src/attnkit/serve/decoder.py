@@ -32,13 +32,13 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import fields, replace
-from typing import Any, Protocol
+from typing import Any
 
 from ..errors import AttnkitError, ConfigError
 from ..plugin.http import Call
 from ..processes import die_with_parent
 from .batcher import BATCHING, Batcher, Batching
-from .jobs import BatchFn, BatchStats, Stream
+from .jobs import BatchFn, BatchStats, Decoder, OnEvent, Stream
 from .worker import DecoderUnavailable, Worker, WorkerSpec, added
 
 __all__ = [
@@ -52,9 +52,6 @@ __all__ = [
 ]
 
 
-OnEvent = Callable[[Any], None]
-
-
 def functions(
     model: Any, call: Call, max_batch_tokens: int, on_event: OnEvent | None = None
 ) -> tuple[BatchFn | None, Callable[[], Stream] | None]:
@@ -65,41 +62,6 @@ def functions(
 
 def _ignore(event: Any) -> None:
     pass
-
-
-class Decoder(Protocol):
-    """What the app (:class:`attnkit.serve.app.Server`, ``/health``, ``/ready``, ``/metrics``) asks
-    of what decodes: :class:`ThreadDecoder` and :class:`ProcessDecoder`."""
-
-    @property
-    def stats(self) -> BatchStats: ...  # the counters, added up over the workers
-
-    @property
-    def down(self) -> str | None: ...  # why nothing can be decoded now; None while something can
-
-    @property
-    def failed(self) -> str | None: ...  # why nothing ever will be again (restart the server)
-
-    @property
-    def worker_count(self) -> int: ...
-
-    @property
-    def workers_up(self) -> int: ...
-
-    @property
-    def restarts(self) -> int: ...
-
-    def describe(self) -> list[dict[str, Any]]: ...  # the models as GET /v1/models lists them
-
-    def submit(
-        self, call: Call, items: list[Any], cost: int, *, alone: bool = False, on_event: OnEvent | None = None
-    ) -> Future: ...
-
-    def cancel(self, future: Future) -> Any: ...
-
-    def expire(self, future: Future, after_s: float) -> None: ...
-
-    def close(self, timeout: float | None = None) -> None: ...
 
 
 class ThreadDecoder:

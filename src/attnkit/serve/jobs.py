@@ -1,5 +1,6 @@
 """What the batcher queues and answers: a :class:`Job` (items, their cost, the function or the
-:class:`Stream` that decodes them, the future its caller awaits), and the counts it keeps."""
+:class:`Stream` that decodes them, the future its caller awaits), the counts it keeps, and the
+:class:`Decoder` protocol, what the app asks of the decoders around it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from collections.abc import Callable, Hashable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from ..plugin.http import Call
 
 BatchFn = Callable[[list[Any]], list[Any]]
 
@@ -58,3 +61,41 @@ class BatchStats:
     items: int = 0  # items (sentences) answered
     largest_batch_jobs: int = 0
     cancelled: int = 0  # jobs given up on before they were answered (Batcher.cancel)
+
+
+OnEvent = Callable[[Any], None]  # what a streamed call produces before its result, as it comes
+
+
+class Decoder(Protocol):
+    """What the app (:class:`attnkit.serve.app.Server`, ``/health``, ``/ready``, ``/metrics``) asks
+    of what decodes: :class:`ThreadDecoder` and :class:`ProcessDecoder`."""
+
+    @property
+    def stats(self) -> BatchStats: ...  # the counters, added up over the workers
+
+    @property
+    def down(self) -> str | None: ...  # why nothing can be decoded now; None while something can
+
+    @property
+    def failed(self) -> str | None: ...  # why nothing ever will be again (restart the server)
+
+    @property
+    def worker_count(self) -> int: ...
+
+    @property
+    def workers_up(self) -> int: ...
+
+    @property
+    def restarts(self) -> int: ...
+
+    def describe(self) -> list[dict[str, Any]]: ...  # the models as GET /v1/models lists them
+
+    def submit(
+        self, call: Call, items: list[Any], cost: int, *, alone: bool = False, on_event: OnEvent | None = None
+    ) -> Future: ...
+
+    def cancel(self, future: Future) -> Any: ...
+
+    def expire(self, future: Future, after_s: float) -> None: ...
+
+    def close(self, timeout: float | None = None) -> None: ...
