@@ -144,3 +144,16 @@ def lm_checkpoint(name: str, seed: int = 3, **overrides) -> Path:
         path,
     )
     return path
+
+
+def engine_setup(name: str, n_sentences: int) -> tuple[Path, Path]:
+    """(the trained checkpoint copied into a folder of its own, so its CTranslate2 cache starts
+    empty; a file of ``n_sentences`` test_2016_flickr sentences) for an engine's tests."""
+    require("ctranslate2")
+    folder = workdir() / name
+    folder.mkdir()
+    ckpt = folder / "model.pt"
+    shutil.copy(trained_checkpoint(), ckpt)
+    src = folder / "in.de"
+    src.write_text("\n".join(flickr_sentences(n_sentences)[0]) + "\n", encoding="utf-8")
+    return ckpt, src

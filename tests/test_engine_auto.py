@@ -8,28 +8,19 @@ test_2016_flickr sentences at the default search (beam 4, length penalty 0.6).
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 import torch
 
 from cli_helpers import cli
-from export_helpers import flickr_sentences, require, trained_checkpoint, workdir
+from export_helpers import engine_setup
 
 N_SENTENCES = 30
 
 
 @pytest.fixture(scope="module")
 def setup():
-    """(checkpoint copied into a folder of its own; input file)."""
-    require("ctranslate2")
-    folder = workdir() / "auto"
-    folder.mkdir()
-    ckpt = folder / "model.pt"
-    shutil.copy(trained_checkpoint(), ckpt)
-    src = folder / "in.de"
-    src.write_text("\n".join(flickr_sentences(N_SENTENCES)[0]) + "\n", encoding="utf-8")
-    return ckpt, src
+    """(checkpoint in a folder of its own, so its cache starts empty; input file)."""
+    return engine_setup("auto", N_SENTENCES)
 
 
 @pytest.mark.slow

@@ -14,22 +14,15 @@ import pytest
 import torch
 
 from cli_helpers import assert_user_error, cli
-from export_helpers import flickr_sentences, require, trained_checkpoint, workdir
+from export_helpers import engine_setup, flickr_sentences
 
 N_SENTENCES = 30
 
 
 @pytest.fixture(scope="module")
 def setup():
-    """(checkpoint copied into a folder of its own, so its cache starts empty; input file)."""
-    require("ctranslate2")
-    folder = workdir() / "engine"
-    folder.mkdir()
-    ckpt = folder / "model.pt"
-    shutil.copy(trained_checkpoint(), ckpt)
-    src = folder / "in.de"
-    src.write_text("\n".join(flickr_sentences(N_SENTENCES)[0]) + "\n", encoding="utf-8")
-    return ckpt, src
+    """(checkpoint in a folder of its own, so its cache starts empty; input file)."""
+    return engine_setup("engine", N_SENTENCES)
 
 
 def _exports(ckpt):

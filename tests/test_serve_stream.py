@@ -5,7 +5,6 @@ arrive while the request is still decoding, and a client that leaves stops its d
 from __future__ import annotations
 
 import json
-import threading
 import time
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 
@@ -14,7 +13,6 @@ import torch
 
 pytest.importorskip("fastapi", reason="attnkit serve needs the serve extra: pip install -e '.[serve]'")
 import httpx  # noqa: E402
-import uvicorn  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
 from attnkit.checkpoint import save_checkpoint  # noqa: E402
@@ -24,7 +22,7 @@ from attnkit.serve.app import create_app  # noqa: E402
 from attnkit.serve.batcher import Batcher, Batching  # noqa: E402
 from attnkit.serve.decoder import ProcessDecoder, WorkerSpec  # noqa: E402
 from attnkit.serve.tasks import load_models, release_weights  # noqa: E402
-from serve_helpers import free_port  # noqa: E402
+from serve_helpers import app_server  # noqa: E402
 
 TEXT = [f"{a} {b} ." for a in ("A dog", "Two men", "The cat") for b in ("runs", "sits on the grass")]
 LONG = 2000  # tokens a stream could run to: the eos never comes (its bias is -1e4), ~1.5 s of decoding
@@ -50,18 +48,8 @@ def url(ckpt):
     front = load_models([f"lm={path}"], device="cpu")
     release_weights(front)
     app = create_app(front, decoder=ProcessDecoder(WorkerSpec((f"lm={path}",), "cpu", 1)))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 60
-        while not server.started:
-            assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{server.config.port}"
-    finally:
-        server.should_exit = True  # the app's lifespan closes the worker process
-        thread.join(30)
+    with app_server(app) as url:  # its lifespan closes the worker process
+        yield url
 
 
 def events(response: httpx.Response):
