@@ -137,7 +137,7 @@ def test_detect_and_auto_ask_a_served_identifier_and_the_key_may_come_in_the_bod
         assert e.value.code == 401
         with pytest.raises(urllib.error.HTTPError) as e:
             libretranslatepy.LibreTranslateAPI(url).translate("Ein Hund.", "de", "en")
-        assert e.value.code == 401
+        assert e.value.code == 401 and "the body's api_key" in json.loads(e.value.read())["error"]
         assert lt.translate("Ein Hund.", "de", "en")  # the key in the form body
 
 

@@ -161,7 +161,8 @@ class KeyCheck:
             found = None if token is None else accepted(token, self.keys)
             if found is None:
                 if token is None:
-                    reason = "this server needs an API key: send the header Authorization: Bearer KEY"
+                    where = "the body's api_key or " if path in self.server.body_key_paths else ""
+                    reason = f"this server needs an API key: send {where}the header Authorization: Bearer KEY"
                 else:
                     reason = "the API key is not one this server accepts"
                 return await _answer(send, shape(401, reason), {"WWW-Authenticate": "Bearer"})
