@@ -391,33 +391,26 @@ def main() -> None:
         run_async(
             load(url, texts, 4, args.beam, count=32, seconds=60, client=args.client, key=args.key)
         )  # warm-up
-        for clients in (int(c) for c in args.clients.split(",")):
-            if args.compile:  # untimed: this level's buckets compile
-                run_async(
-                    load(
-                        url,
-                        texts,
-                        clients,
-                        args.beam,
-                        count=len(texts),
-                        seconds=600,
-                        client=args.client,
-                        key=args.key,
-                    )
-                )
-            cpu, http_cpu = cpu_seconds(proc.pid), cpu_seconds(proc.pid, descendants=False)
-            level = run_async(
+
+        def level_of(clients: int, seconds: float) -> dict:
+            return run_async(
                 load(
                     url,
                     texts,
                     clients,
                     args.beam,
                     count=len(texts),
-                    seconds=args.max_seconds,
+                    seconds=seconds,
                     client=args.client,
                     key=args.key,
                 )
             )
+
+        for clients in (int(c) for c in args.clients.split(",")):
+            if args.compile:  # untimed: this level's buckets compile
+                level_of(clients, 600)
+            cpu, http_cpu = cpu_seconds(proc.pid), cpu_seconds(proc.pid, descendants=False)
+            level = level_of(clients, args.max_seconds)
             level["vs_offline"] = round(level["sentences_per_s"] / offline_rate, 3)
             # The server's CPU per answered sentence (all its threads) against offline's: what the
             # machine's other load cannot move much, unlike sentences per second.
