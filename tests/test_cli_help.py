@@ -66,6 +66,43 @@ def test_help_imports_no_torch_for_any_command():
     assert len(names) > 12  # the shared commands and every task's verbs were asked
 
 
+def test_every_command_parses_without_the_optional_extras():
+    """A core install (``pip install -e .``, the README's main job) has no FastAPI, pydantic,
+    uvicorn, prometheus_client, pysbd, CTranslate2 or transformers: ``attnkit --help`` and every
+    ``attnkit CMD --help`` still answer (once, a batching module importing pydantic broke every command)."""
+    import subprocess
+    import sys
+
+    names = [command for command, _ in commands_of(build_parser())]
+    extras = [
+        "pydantic",
+        "fastapi",
+        "starlette",
+        "uvicorn",
+        "prometheus_client",
+        "pysbd",
+        "ctranslate2",
+        "transformers",
+    ]
+    probe = (
+        "import contextlib, io, sys\n"
+        f"for name in {extras!r}:\n"
+        "    sys.modules[name] = None  # import fails, as where the extra is not installed\n"
+        "from attnkit.cli import main\n"
+        "for argv in [['--help']] + [[name, '--help'] for name in sys.argv[1:]]:\n"
+        "    out = io.StringIO()\n"
+        "    with contextlib.redirect_stdout(out):\n"
+        "        try:\n"
+        "            main(argv)\n"
+        "        except SystemExit as e:\n"
+        "            assert e.code == 0, (argv, e.code)\n"
+        "    assert 'usage' in out.getvalue(), argv\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe, *names], capture_output=True, text=True)
+    assert done.stdout.strip() == "ok", done.stdout + done.stderr[-3000:]
+
+
 def test_a_task_package_s_public_names_all_import_when_asked():
     import importlib
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ..plugin.http import Call
+if TYPE_CHECKING:  # the command line builds its flags from .batcher without the serve extra
+    from ..plugin.http import Call
 
 BatchFn = Callable[[list[Any]], list[Any]]
 
